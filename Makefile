@@ -1,0 +1,39 @@
+# The README's two commands: `make run` and `make test`. Both bootstrap .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/agent-kit run examples/wordle/agent.py \
+		--dataset examples/wordle/holdout.jsonl \
+		--policy scripted:examples/wordle/policies.py:Solver \
+		--group-size 4 --temperature 0.7 --out runs
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/emulator_overhead.py
+	$(BIN)/python bench/rollout_throughput.py
+	$(BIN)/python bench/replay_speed.py
+
+clean:
+	rm -rf $(VENV) build runs .mypy_cache .ruff_cache

@@ -1,0 +1,242 @@
+"""Pydantic models of the MTRL wire contract (CONTRACT.md §2–§4).
+
+Models are lenient where the contract says so (aliases such as ``inferenceParams`` /
+``inference_params``, ``rolloutId`` / ``trajectoryId``) and strict on types: a string where a
+number is expected is a :class:`ContractError`, never a silent coercion.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from enum import Enum
+from typing import Any, Final
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+)
+from pydantic import ValidationError as _PydanticValidationError
+
+from agent_kit.errors import ContractError
+
+__all__ = [
+    "DEFAULT_REGION",
+    "ENDPOINT_ENV",
+    "HEADER_JOB_ARN",
+    "HEADER_SESSION_ID",
+    "HEADER_TRAJECTORY_ID",
+    "JOB_ARN_PATTERN",
+    "MAX_PAYLOAD_BYTES",
+    "CompleteRolloutBody",
+    "InferenceParams",
+    "RolloutMetadata",
+    "RolloutPayload",
+    "RolloutStatus",
+    "TrajectoryState",
+    "UpdateRewardBody",
+    "default_endpoint",
+    "format_validation_error",
+    "parse_job_arn",
+    "parse_payload",
+    "resolve_endpoint",
+]
+
+HEADER_JOB_ARN: Final = "X-Amzn-SageMaker-Job-Arn"
+HEADER_TRAJECTORY_ID: Final = "X-Amzn-SageMaker-Trajectory-Id"
+HEADER_SESSION_ID: Final = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+ENDPOINT_ENV: Final = "RFT_RUNTIME_ENDPOINT"
+DEFAULT_REGION: Final = "us-west-2"
+#: Largest /invocations body the agent accepts (AgentCore itself allows 100 MB; rollouts are tiny).
+MAX_PAYLOAD_BYTES: Final = 1 << 20
+
+JOB_ARN_PATTERN: Final = re.compile(
+    r"^arn:aws[a-z\-]*:sagemaker:(?P<region>[a-z0-9\-]*):(?P<account>[0-9]{12}):"
+    r"job/(?P<category>[a-zA-Z0-9_\-]+)/(?P<name>[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62})$"
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class InferenceParams(_Model):
+    """Sampling parameters the service passes (``inferenceParams``); mapped to OpenAI names."""
+
+    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | StrictInt | None = Field(
+        default=None, gt=0, le=1, validation_alias=AliasChoices("topP", "top_p")
+    )
+    max_tokens: StrictInt | None = Field(
+        default=None, gt=0, validation_alias=AliasChoices("maxTokens", "max_tokens")
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat-completions parameters (``temperature``, ``top_p``, ``max_tokens``)."""
+        out: dict[str, Any] = {}
+        if self.temperature is not None:
+            out["temperature"] = float(self.temperature)
+        if self.top_p is not None:
+            out["top_p"] = float(self.top_p)
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        return out
+
+
+class RolloutMetadata(_Model):
+    """``payload.metadata``: which job and trajectory this rollout belongs to, and where to report."""
+
+    job_arn: str = Field(validation_alias=AliasChoices("jobArn", "job_arn"))
+    rollout_id: str = Field(
+        min_length=1,
+        max_length=256,
+        validation_alias=AliasChoices("rolloutId", "trajectoryId", "trajectory_id", "rollout_id"),
+    )
+    endpoint: str | None = None
+    region: str | None = None
+
+    @field_validator("job_arn")
+    @classmethod
+    def _check_arn(cls, value: str) -> str:
+        if not JOB_ARN_PATTERN.match(value):
+            raise ValueError(f"not a SageMaker job ARN: {value!r}")
+        return value
+
+    @property
+    def trajectory_id(self) -> str:
+        """The trajectory id (the contract's ``rolloutId``)."""
+        return self.rollout_id
+
+    def resolved_region(self) -> str:
+        """``region``, else the region inside the job ARN, else ``AWS_REGION``, else us-west-2."""
+        if self.region:
+            return self.region
+        match = JOB_ARN_PATTERN.match(self.job_arn)
+        if match and match.group("region"):
+            return match.group("region")
+        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+class RolloutPayload(_Model):
+    """The body the service sends to the agent for one rollout (CONTRACT.md §2)."""
+
+    prompt: str
+    metadata: RolloutMetadata | None = None
+    inference_params: InferenceParams = Field(
+        default_factory=InferenceParams,
+        validation_alias=AliasChoices("inferenceParams", "inference_params"),
+    )
+
+    def task(self) -> dict[str, Any]:
+        """The JSON object packed in ``prompt``; a non-JSON prompt becomes ``{"prompt": text}``."""
+        try:
+            value = json.loads(self.prompt)
+        except ValueError:
+            return {"prompt": self.prompt}
+        if isinstance(value, dict):
+            return value
+        return {"prompt": self.prompt}
+
+
+class RolloutStatus(str, Enum):
+    """``Status`` of CompleteRollout (lower-case on the wire)."""
+
+    READY = "ready"
+    FAILED = "failed"
+
+
+class TrajectoryState(str, Enum):
+    """States of the trajectory state machine (CONTRACT.md §4)."""
+
+    OPEN = "OPEN"
+    READY = "READY"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    REWARDED = "REWARDED"
+
+
+class CompleteRolloutBody(_Model):
+    """Body of ``POST /complete-rollout``."""
+
+    trajectory_id: str = Field(
+        min_length=1, max_length=256, validation_alias=AliasChoices("TrajectoryId", "trajectory_id")
+    )
+    status: RolloutStatus = Field(
+        default=RolloutStatus.READY, validation_alias=AliasChoices("Status", "status")
+    )
+    client_token: str | None = Field(
+        default=None, max_length=256, validation_alias=AliasChoices("ClientToken", "client_token")
+    )
+    job_arn: str | None = Field(default=None, validation_alias=AliasChoices("JobArn", "job_arn"))
+
+
+class UpdateRewardBody(_Model):
+    """Body of ``POST /update-reward``; every reward must be finite."""
+
+    trajectory_id: str = Field(
+        min_length=1, max_length=256, validation_alias=AliasChoices("TrajectoryId", "trajectory_id")
+    )
+    rewards: list[StrictFloat | StrictInt] = Field(
+        min_length=1, validation_alias=AliasChoices("Rewards", "rewards")
+    )
+    client_token: str | None = Field(
+        default=None, max_length=256, validation_alias=AliasChoices("ClientToken", "client_token")
+    )
+    job_arn: str | None = Field(default=None, validation_alias=AliasChoices("JobArn", "job_arn"))
+
+    @field_validator("rewards")
+    @classmethod
+    def _finite(cls, values: list[float | int]) -> list[float | int]:
+        for value in values:
+            if not math.isfinite(value):
+                raise ValueError("rewards must be finite numbers")
+        return values
+
+
+def format_validation_error(exc: _PydanticValidationError) -> str:
+    """One readable line per problem: ``field.path: message``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def parse_payload(raw: Any) -> RolloutPayload:
+    """Validate an /invocations body; raise :class:`ContractError` with a readable message."""
+    if not isinstance(raw, dict):
+        raise ContractError(f"payload must be a JSON object, got {type(raw).__name__}")
+    try:
+        return RolloutPayload.model_validate(raw)
+    except _PydanticValidationError as exc:
+        raise ContractError(f"invalid payload: {format_validation_error(exc)}") from None
+
+
+def parse_job_arn(arn: str) -> tuple[str, str, str, str]:
+    """Split a job ARN into (region, account, category, name); :class:`ContractError` if invalid."""
+    match = JOB_ARN_PATTERN.match(arn)
+    if not match:
+        raise ContractError(f"not a SageMaker job ARN: {arn!r}")
+    return match["region"], match["account"], match["category"], match["name"]
+
+
+def default_endpoint(region: str) -> str:
+    """The public Job Runtime endpoint of a region."""
+    return f"https://job-runtime.sagemaker.{region}.api.aws"
+
+
+def resolve_endpoint(metadata: RolloutMetadata) -> str:
+    """``metadata.endpoint``, else ``$RFT_RUNTIME_ENDPOINT``, else the region's public endpoint."""
+    endpoint = metadata.endpoint or os.environ.get(ENDPOINT_ENV)
+    if not endpoint:
+        endpoint = default_endpoint(metadata.resolved_region())
+    return endpoint.rstrip("/")
+
+

@@ -1,0 +1,215 @@
+"""The one exception tree of agent_kit.
+
+Every error agent_kit raises on purpose derives from :class:`AgentKitError`. Each class knows the
+process exit code the CLI uses for it and, where it crosses the wire, the HTTP status and the
+contract's error type name (``x-amzn-ErrorType``)::
+
+    AgentKitError                       exit 1
+    ├── UsageError                      exit 2   bad CLI arguments or configuration
+    │   └── TemplateError               exit 2   bad template variables / target exists
+    ├── ContractError                   exit 3   a payload or wire body violates CONTRACT.md
+    ├── JobRuntimeError                 exit 4   an error in the Job Runtime error shape
+    │   ├── ValidationError             400 ValidationException
+    │   ├── QuotaExceededError          402 ServiceQuotaExceededException
+    │   ├── AccessDeniedError           403 AccessDeniedException
+    │   ├── NotFoundError               404 ResourceNotFoundException
+    │   ├── ConflictError               409 ConflictException
+    │   ├── ThrottlingError             429 ThrottlingException
+    │   └── InternalServiceError        500 InternalServiceError
+    ├── PolicyError                     exit 5   the policy endpoint failed or answered garbage
+    ├── EnvironmentFailure              exit 6   the user's environment raised
+    ├── RewardError                     exit 6   the reward function raised or was not finite
+    ├── ReportingError                  exit 7   CompleteRollout / UpdateReward failed for good
+    ├── InvokerError                    exit 8   the agent could not be started or reached
+    ├── JobFailed                       exit 9   the emulated job failed (service semantics)
+    ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
+    └── DeployError                     exit 11  packaging or deployment refused or failed
+
+Nothing here imports anything outside the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AccessDeniedError",
+    "AgentKitError",
+    "ConflictError",
+    "ContractError",
+    "DeployError",
+    "EnvironmentFailure",
+    "InternalServiceError",
+    "InvokerError",
+    "JobFailed",
+    "JobRuntimeError",
+    "NotFoundError",
+    "PolicyError",
+    "QuotaExceededError",
+    "ReplayMismatch",
+    "ReportingError",
+    "RewardError",
+    "TemplateError",
+    "ThrottlingError",
+    "UsageError",
+    "ValidationError",
+    "error_for_type",
+]
+
+
+class AgentKitError(Exception):
+    """Base of every deliberate agent_kit error; carries a user-facing message and exit code."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(AgentKitError):
+    """Bad command-line arguments, configuration or specs (policy/invoker strings)."""
+
+    exit_code = 2
+
+
+class TemplateError(UsageError):
+    """Template variables failed validation, or the target directory exists."""
+
+
+class ContractError(AgentKitError):
+    """A payload or wire body does not follow CONTRACT.md (maps to HTTP 400 at the agent)."""
+
+    exit_code = 3
+
+
+class JobRuntimeError(AgentKitError):
+    """An error in the Job Runtime wire shape: HTTP status + ``x-amzn-ErrorType`` + Message."""
+
+    exit_code = 4
+    status: ClassVar[int] = 500
+    error_type: ClassVar[str] = "InternalServiceError"
+
+    def to_body(self) -> dict[str, str]:
+        """The JSON body the service sends for this error."""
+        return {"Message": self.message}
+
+
+class ValidationError(JobRuntimeError):
+    """400 ValidationException: the request is malformed or names an unknown job."""
+
+    status = 400
+    error_type = "ValidationException"
+
+
+class QuotaExceededError(JobRuntimeError):
+    """402 ServiceQuotaExceededException."""
+
+    status = 402
+    error_type = "ServiceQuotaExceededException"
+
+
+class AccessDeniedError(JobRuntimeError):
+    """403 AccessDeniedException: missing/garbled credentials or another account's job."""
+
+    status = 403
+    error_type = "AccessDeniedException"
+
+
+class NotFoundError(JobRuntimeError):
+    """404 ResourceNotFoundException: unknown trajectory (or route)."""
+
+    status = 404
+    error_type = "ResourceNotFoundException"
+
+
+class ConflictError(JobRuntimeError):
+    """409 ConflictException: the trajectory is not in a valid status for the call."""
+
+    status = 409
+    error_type = "ConflictException"
+
+
+class ThrottlingError(JobRuntimeError):
+    """429 ThrottlingException."""
+
+    status = 429
+    error_type = "ThrottlingException"
+
+
+class InternalServiceError(JobRuntimeError):
+    """500 InternalServiceError."""
+
+    status = 500
+    error_type = "InternalServiceError"
+
+
+_BY_TYPE: dict[str, type[JobRuntimeError]] = {
+    cls.error_type: cls
+    for cls in (
+        ValidationError,
+        QuotaExceededError,
+        AccessDeniedError,
+        NotFoundError,
+        ConflictError,
+        ThrottlingError,
+        InternalServiceError,
+    )
+}
+
+
+def error_for_type(error_type: str, message: str) -> JobRuntimeError:
+    """Build the JobRuntimeError subclass named by a wire ``x-amzn-ErrorType`` value."""
+    name = error_type.split(":", 1)[0].strip()
+    return _BY_TYPE.get(name, InternalServiceError)(message)
+
+
+class PolicyError(AgentKitError):
+    """The policy endpoint failed (5xx, timeout, transport) or answered something unusable."""
+
+    exit_code = 5
+
+
+class EnvironmentFailure(AgentKitError):
+    """The user's environment raised during reset or a tool call."""
+
+    exit_code = 6
+
+
+class RewardError(AgentKitError):
+    """The reward function raised or produced a non-finite value."""
+
+    exit_code = 6
+
+
+class ReportingError(AgentKitError):
+    """CompleteRollout or UpdateReward failed after bounded retries."""
+
+    exit_code = 7
+
+
+class InvokerError(AgentKitError):
+    """The agent could not be started, reached or invoked."""
+
+    exit_code = 8
+
+
+class JobFailed(AgentKitError):
+    """The emulated job failed with one of the service's job-killing reasons."""
+
+    exit_code = 9
+
+
+class ReplayMismatch(AgentKitError):
+    """A replay diverged from its recording, or a reward changed."""
+
+    exit_code = 10
+
+
+class DeployError(AgentKitError):
+    """Packaging, deployment or job submission was refused or failed."""
+
+    exit_code = 11
