@@ -85,3 +85,4 @@ class Episode:
         data["turns"] = self.turns
         data["usage"] = self.usage
         return data
+

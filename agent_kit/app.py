@@ -1,0 +1,240 @@
+"""RolloutApp: an AgentCore app whose entrypoint plays one MTRL rollout.
+
+``RolloutApp`` **is** a :class:`bedrock_agentcore.runtime.BedrockAgentCoreApp` (a Starlette app):
+``POST /invocations`` runs one episode, ``GET /ping`` answers health (``HealthyBusy`` while a
+rollout is in flight), and ``app.run()`` serves on port 8080 — so the module variable must be
+named ``app`` and the file must end with ``if __name__ == "__main__": app.run()``.
+
+Per invocation it validates the payload (HTTP 400 with a readable message when it is bad),
+builds a **fresh** environment, runs a Strands agent whose tools are the environment's ``@tool``
+methods, scores the episode, reports CompleteRollout + UpdateReward when the payload carries
+``metadata``, and returns ``{"reward", "reward_breakdown", "turns", "usage", "stop_reason", …}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agent_kit.contract import MAX_PAYLOAD_BYTES, RolloutPayload, parse_payload, resolve_endpoint
+from agent_kit.environment import Environment
+from agent_kit.errors import ContractError
+from agent_kit.policy import PolicyConfig, TokenProvider, build_model
+from agent_kit.runner import (
+    EpisodeOutcome,
+    EpisodeSettings,
+    ModelFactory,
+    ModelHandle,
+    RewardFunction,
+    run_episode,
+)
+from agent_kit.runtime_client import RolloutReporter
+
+__all__ = ["PORT_ENV", "RolloutApp"]
+
+logger = logging.getLogger("agent_kit.app")
+
+#: Environment variable that overrides the port ``app.run()`` listens on (default 8080).
+PORT_ENV = "AGENT_KIT_PORT"
+
+
+class _BodyLimit:
+    """ASGI middleware: refuse /invocations bodies over ``max_bytes`` with a 400, unread."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._reject(scope, receive, send)
+                return
+        seen = 0
+        too_big = False
+
+        async def limited() -> Message:
+            nonlocal seen, too_big
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    too_big = True
+                    raise ContractError("body too large")
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except ContractError:
+            if not too_big:
+                raise
+            await self._reject(scope, receive, send)
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(
+            {
+                "error": f"payload too large: the limit is {self.max_bytes} bytes",
+                "error_type": "ValidationError",
+            },
+            status_code=400,
+        )
+        await response(scope, receive, send)
+
+
+class RolloutApp(BedrockAgentCoreApp):  # type: ignore[misc]
+    """An AgentCore app that runs one RL episode per invocation and reports its reward.
+
+    Args:
+        environment: the :class:`Environment` subclass (or a zero-argument factory); a fresh
+            instance is built for every rollout.
+        reward: ``reward(env, episode) -> Reward | float``.
+        system_prompt: the agent's system prompt.
+        max_turns: policy calls allowed per episode (an environment's ``max_turns`` wins).
+        max_tool_calls: tool executions allowed per episode (``None``: unlimited).
+        floor_reward: reported when the episode fails on the agent's side, so the job never
+            dies for lack of a reward.
+        score_unfinished: score episodes cut by a limit with the reward function (default) or
+            give them the floor.
+        budget_s: wall-clock budget of one rollout, kept below the service's rollout_timeout
+            (default 600 s).
+        policy: transport settings (default: from the environment, see ``PolicyConfig``).
+        model_factory: advanced/testing: builds the Strands model of an episode yourself.
+        max_payload_bytes: largest accepted /invocations body.
+        forwarder: also serve ``POST /rollout`` + ``GET /health`` for a Lambda forwarder.
+    """
+
+    def __init__(
+        self,
+        environment: type[Environment] | Callable[[], Environment],
+        *,
+        reward: RewardFunction,
+        system_prompt: str = "",
+        max_turns: int = 16,
+        max_tool_calls: int | None = None,
+        floor_reward: float = -1.0,
+        score_unfinished: bool = True,
+        budget_s: float = 420.0,
+        recover_text_tool_calls: bool = True,
+        policy: PolicyConfig | None = None,
+        model_factory: ModelFactory | None = None,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        forwarder: bool = False,
+        debug: bool = False,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if not callable(reward):
+            raise TypeError("reward must be a function reward(env, episode) -> Reward | float")
+        super().__init__(
+            debug=debug, middleware=[Middleware(_BodyLimit, max_bytes=max_payload_bytes)]
+        )
+        self.environment = environment
+        self.reward_fn = reward
+        self.settings = EpisodeSettings(
+            system_prompt=system_prompt,
+            max_turns=max_turns,
+            max_tool_calls=max_tool_calls,
+            floor_reward=float(floor_reward),
+            score_unfinished=score_unfinished,
+            budget_s=budget_s,
+            recover_text_tool_calls=recover_text_tool_calls,
+        )
+        self.policy_config = policy
+        self._model_factory = model_factory
+        self._token_provider: TokenProvider | None = None
+        self.entrypoint(self._invocation)
+        if forwarder:
+            from agent_kit.forwarder import enable_forwarder_routes
+
+            enable_forwarder_routes(self)
+
+    # -- the entrypoint ------------------------------------------------------------------------
+    async def _invocation(self, payload: Any, context: Any = None) -> Any:
+        del context
+        try:
+            parsed = parse_payload(payload)
+        except ContractError as exc:
+            return _bad_request(exc.message)
+        task_id = self.add_async_task("rollout", {"trajectory": _trajectory_of(payload)})
+        try:
+            return await self.play(parsed)
+        except ContractError as exc:
+            return _bad_request(exc.message)
+        finally:
+            self.complete_async_task(task_id)
+
+    async def play(self, payload: RolloutPayload) -> dict[str, Any]:
+        """Run and report one rollout; return the JSON body. Raises only ContractError."""
+        outcome = await run_episode(
+            payload,
+            environment=self.environment,
+            reward=self.reward_fn,
+            settings=self.settings,
+            model_factory=self._model_factory or self._default_model,
+        )
+        if payload.metadata is not None:
+            await self._report(payload, outcome)
+        if outcome.episode.failure is not None:
+            logger.warning(
+                "rollout %s ended with a %s failure: %s (reward %s)",
+                outcome.episode.trajectory_id,
+                outcome.episode.failure.boundary,
+                outcome.episode.failure.reason,
+                outcome.reward.total,
+            )
+        return outcome.body()
+
+    async def _report(self, payload: RolloutPayload, outcome: EpisodeOutcome) -> None:
+        meta = payload.metadata
+        assert meta is not None
+        reporter = RolloutReporter(
+            meta.job_arn,
+            meta.rollout_id,
+            resolve_endpoint(meta),
+            meta.resolved_region(),
+        )
+        result = await reporter.areport(outcome.reward.wire_values(outcome.episode.turns))
+        outcome.reported = result.reported
+        outcome.report_error = result.error
+
+    async def _default_model(self, payload: RolloutPayload) -> ModelHandle:
+        if self.policy_config is None:
+            self.policy_config = PolicyConfig.from_env()
+        if self._token_provider is None and payload.metadata is not None:
+            self._token_provider = TokenProvider(region=payload.metadata.resolved_region())
+        handle: ModelHandle = build_model(
+            payload, self.policy_config, token_provider=self._token_provider
+        )
+        return handle
+
+    # -- serving -------------------------------------------------------------------------------
+    def run(self, port: int | None = None, host: str | None = None, **kwargs: Any) -> None:
+        """Serve on ``port`` (default ``$AGENT_KIT_PORT`` or 8080); 127.0.0.1 outside containers."""
+        if port is None:
+            port = int(os.environ.get(PORT_ENV, "8080"))
+        super().run(port=port, host=host, **kwargs)
+
+
+def _bad_request(message: str) -> Response:
+    return JSONResponse({"error": message, "error_type": "ValidationError"}, status_code=400)
+
+
+def _trajectory_of(payload: Any) -> str:
+    if isinstance(payload, dict) and isinstance(payload.get("metadata"), dict):
+        meta = payload["metadata"]
+        for key in ("rolloutId", "trajectoryId", "trajectory_id", "rollout_id"):
+            if isinstance(meta.get(key), str):
+                return str(meta[key])
+    return "local"
+
+
