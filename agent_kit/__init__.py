@@ -4,13 +4,23 @@ The public authoring API::
 
     from agent_kit import Environment, RolloutApp, Reward, tool
 
-Importing agent_kit has no side effects (no servers, no network, no logging configuration).
+Importing agent_kit has no side effects (no servers, no network, no logging configuration) and
+is cheap: the names below are loaded on first use, so the CLI does not pay for Strands,
+bedrock-agentcore or boto3 until a command needs them.
 """
 
-from agent_kit.environment import Environment, TextToolCall, tool
-from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
-from agent_kit.errors import AgentKitError
-from agent_kit.reward import Component, Reward
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_kit.app import RolloutApp
+    from agent_kit.environment import Environment, TextToolCall, tool
+    from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
+    from agent_kit.errors import AgentKitError
+    from agent_kit.policy import PolicyConfig, TokenProvider
+    from agent_kit.reward import Component, Reward
 
 __all__ = [
     "AgentKitError",
@@ -18,11 +28,43 @@ __all__ = [
     "Environment",
     "Episode",
     "Failure",
+    "PolicyConfig",
     "Reward",
+    "RolloutApp",
     "TextToolCall",
+    "TokenProvider",
     "ToolCallRecord",
     "TurnRecord",
     "tool",
 ]
 
 __version__ = "0.1.0"
+
+_HOME = {
+    "AgentKitError": "agent_kit.errors",
+    "Component": "agent_kit.reward",
+    "Environment": "agent_kit.environment",
+    "Episode": "agent_kit.episode",
+    "Failure": "agent_kit.episode",
+    "PolicyConfig": "agent_kit.policy",
+    "Reward": "agent_kit.reward",
+    "RolloutApp": "agent_kit.app",
+    "TextToolCall": "agent_kit.environment",
+    "TokenProvider": "agent_kit.policy",
+    "ToolCallRecord": "agent_kit.episode",
+    "TurnRecord": "agent_kit.episode",
+    "tool": "agent_kit.environment",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_kit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

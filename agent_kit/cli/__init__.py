@@ -18,7 +18,7 @@ from agent_kit.errors import AgentKitError
 
 __all__ = ["app", "main"]
 
-_COMMAND_MODULES = ("emulate", "run", "replay", "scaffold", "deploy")
+_COMMAND_MODULES = ("emulate", "run", "report", "replay", "scaffold", "deploy")
 
 app = typer.Typer(
     name="agent-kit",
