@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agent_kit.errors import AgentKitError
 
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         app(args=list(argv) if argv is not None else None, standalone_mode=False)
     except AgentKitError as exc:
-        err_console.print(f"[bold red]error:[/] {exc.message}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
         return _exit(exc.exit_code, argv)
     except typer.Exit as exc:
         return _exit(exc.exit_code, argv)

@@ -1,0 +1,236 @@
+"""Tiny inline-SVG charts for the HTML report: histogram, line chart, strip plot.
+
+Each function returns one ``<svg>`` element as a string, with axes, ticks, a title and ``<title>``
+tooltips; no script, no external resource. Every label is HTML-escaped. Missing values (None)
+break lines instead of being drawn as zero.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = ["histogram", "lines", "strip"]
+
+_W: Final = 540
+_H: Final = 260
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 14, 44, 42
+_PALETTE: Final = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")
+_MUTED: Final = "#9aa4ad"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _tick_label(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e5 or abs(value) < 1e-3:
+        return f"{value:.2g}"
+    return f"{round(value, 6):g}"
+
+
+def ticks(lo: float, hi: float, count: int = 5, *, integer: bool = False) -> list[float]:
+    """About ``count`` round tick values covering [lo, hi] (steps of 1, 2, 2.5 or 5 × 10^n;
+    whole numbers only when ``integer``)."""
+    if not hi > lo:
+        return [lo]
+    raw = (hi - lo) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = magnitude * 10
+    for m in (1, 2, 2.5, 5, 10):
+        if (hi - lo) / (m * magnitude) <= count:
+            step = m * magnitude
+            break
+    if integer:
+        step = max(1.0, float(math.ceil(step)))
+    first = math.ceil(lo / step - 1e-9)
+    last = math.floor(hi / step + 1e-9)
+    return [i * step for i in range(first, last + 1)]
+
+
+def _padded(lo: float, hi: float) -> tuple[float, float]:
+    if hi > lo:
+        pad = (hi - lo) * 0.05
+        return lo - pad, hi + pad
+    return lo - 0.5, hi + 0.5
+
+
+class _Frame:
+    """Maps data coordinates to pixels inside the plot area and draws axes."""
+
+    def __init__(
+        self, xlim: tuple[float, float], ylim: tuple[float, float], width: int = _W
+    ) -> None:
+        self.width = width
+        self.x0, self.x1 = xlim
+        self.y0, self.y1 = ylim
+
+    def px(self, x: float) -> float:
+        span = (self.x1 - self.x0) or 1.0
+        return _LEFT + (x - self.x0) / span * (self.width - _LEFT - _RIGHT)
+
+    def py(self, y: float) -> float:
+        span = (self.y1 - self.y0) or 1.0
+        return _H - _BOTTOM - (y - self.y0) / span * (_H - _TOP - _BOTTOM)
+
+    def axes(
+        self, title: str, x_label: str, *, x_ticks: bool = True, integer_x: bool = False
+    ) -> list[str]:
+        out = [
+            f'<text x="{self.width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
+            f'font-weight="600">{_e(title)}</text>',
+            f'<line x1="{_LEFT}" y1="{_H - _BOTTOM}" x2="{self.width - _RIGHT}" '
+            f'y2="{_H - _BOTTOM}" stroke="#57606a"/>',
+            f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_H - _BOTTOM}" stroke="#57606a"/>',
+            f'<text x="{self.width / 2:.0f}" y="{_H - 6}" text-anchor="middle" '
+            f'font-size="11">{_e(x_label)}</text>',
+        ]
+        for y in ticks(self.y0, self.y1):
+            py = self.py(y)
+            out.append(
+                f'<line x1="{_LEFT}" y1="{py:.1f}" x2="{self.width - _RIGHT}" y2="{py:.1f}" '
+                f'stroke="#eaeef2"/><text x="{_LEFT - 4}" y="{py + 4:.1f}" text-anchor="end" '
+                f'font-size="10">{_e(_tick_label(y))}</text>'
+            )
+        if x_ticks:
+            for x in ticks(self.x0, self.x1, 6, integer=integer_x):
+                px = self.px(x)
+                out.append(
+                    f'<text x="{px:.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle" '
+                    f'font-size="10">{_e(_tick_label(x))}</text>'
+                )
+        return out
+
+
+def _svg(width: int, body: Sequence[str], title: str) -> str:
+    return (
+        f'<svg width="{width}" height="{_H}" '
+        f'viewBox="0 0 {width} {_H}" role="img" aria-label="{_e(title)}" '
+        f'font-family="system-ui,sans-serif">' + "".join(body) + "</svg>"
+    )
+
+
+def _empty(title: str) -> str:
+    frame = _Frame((0.0, 1.0), (0.0, 1.0))
+    body = [*frame.axes(title, "", x_ticks=False)]
+    body.append(
+        f'<text x="{_W / 2:.0f}" y="{_H / 2:.0f}" text-anchor="middle" fill="{_MUTED}">'
+        "no data</text>"
+    )
+    return _svg(_W, body, title)
+
+
+def histogram(values: Sequence[float], *, title: str, x_label: str, integer: bool = False) -> str:
+    """A histogram of ``values``: one bar per integer when ``integer`` (and the range is ≤ 40),
+    else about √n equal-width bins (5..30)."""
+    data = [v for v in values if math.isfinite(v)]
+    if not data:
+        return _empty(title)
+    lo, hi = min(data), max(data)
+    whole = integer and hi - lo <= 40
+    if whole:
+        edges = [lo - 0.5 + i for i in range(int(hi - lo) + 2)]
+    else:
+        if hi == lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        bins = min(30, max(5, math.isqrt(len(data)) + 1))
+        edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)]
+    counts = [0] * (len(edges) - 1)
+    for v in data:
+        index = min(len(counts) - 1, max(0, int((v - edges[0]) / (edges[1] - edges[0]))))
+        counts[index] += 1
+    frame = _Frame((edges[0], edges[-1]), (0.0, max(counts) * 1.08))
+    body = frame.axes(title, f"{x_label} (n={len(data)})", integer_x=whole)
+    for i, count in enumerate(counts):
+        if not count:
+            continue
+        x, x2, y = frame.px(edges[i]), frame.px(edges[i + 1]), frame.py(count)
+        label = f"{_tick_label(edges[i])} – {_tick_label(edges[i + 1])}: {count}"
+        body.append(
+            f'<rect x="{x + 0.5:.1f}" y="{y:.1f}" width="{max(1.0, x2 - x - 1):.1f}" '
+            f'height="{frame.py(0) - y:.1f}" fill="{_PALETTE[0]}"><title>{_e(label)}</title>'
+            "</rect>"
+        )
+    return _svg(_W, body, title)
+
+
+def lines(
+    xs: Sequence[float],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    *,
+    title: str,
+    x_label: str,
+    ylim: tuple[float, float] | None = None,
+    integer_x: bool = False,
+) -> str:
+    """Line chart of several named series over ``xs``; None values leave gaps; a legend on top.
+
+    ``ylim`` fixes the y range (e.g. (0, 1) for fractions); ``integer_x`` ticks whole x only.
+    """
+    ys = [y for _, values in series for y in values if y is not None and math.isfinite(y)]
+    if not xs or not ys:
+        return _empty(title)
+    frame = _Frame(_padded(min(xs), max(xs)), _padded(*(ylim or (min(ys), max(ys)))))
+    body = frame.axes(title, x_label, integer_x=integer_x)
+    for n, (name, values) in enumerate(series):
+        color = _PALETTE[n % len(_PALETTE)]
+        segments: list[list[str]] = [[]]
+        for x, y in zip(xs, values, strict=False):
+            if y is None or not math.isfinite(y):
+                segments.append([])
+                continue
+            segments[-1].append(f"{frame.px(x):.1f},{frame.py(y):.1f}")
+            if len(xs) <= 60:
+                body.append(
+                    f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="2.5" '
+                    f'fill="{color}"><title>{_e(name)} @ {_e(_tick_label(x))}: '
+                    f"{_e(_tick_label(y))}</title></circle>"
+                )
+        for seg in segments:
+            if len(seg) > 1:
+                body.append(
+                    f'<polyline fill="none" stroke="{color}" stroke-width="1.8" '
+                    f'points="{" ".join(seg)}"/>'
+                )
+        lx = _LEFT + 8 + n * 100
+        body.append(
+            f'<rect x="{lx}" y="28" width="10" height="3" fill="{color}"/>'
+            f'<text x="{lx + 14}" y="32" font-size="10">{_e(name)}</text>'
+        )
+    return _svg(_W, body, title)
+
+
+def strip(groups: Sequence[tuple[str, Sequence[float], bool]], *, title: str) -> str:
+    """Strip plot: one column per group (label, rewards, degenerate), one dot per reward and a
+    bar at the group mean; zero-variance groups are drawn grey."""
+    values = [v for _, rewards, _ in groups for v in rewards]
+    if not values:
+        return _empty(title)
+    width = min(1100, max(_W, _LEFT + _RIGHT + 9 * len(groups)))
+    frame = _Frame((-0.5, len(groups) - 0.5), _padded(min(values), max(values)), width)
+    body = frame.axes(title, "group (step:prompt); grey = zero variance", x_ticks=False)
+    every = max(1, math.ceil(len(groups) / 30))
+    for i, (label, rewards, degenerate) in enumerate(groups):
+        color = _MUTED if degenerate else _PALETTE[0]
+        x = frame.px(i)
+        for v in rewards:
+            body.append(
+                f'<circle cx="{x:.1f}" cy="{frame.py(v):.1f}" r="3" fill="{color}" '
+                f'fill-opacity="0.6"><title>{_e(label)}: {_e(_tick_label(v))}</title></circle>'
+            )
+        if rewards:
+            mean = math.fsum(rewards) / len(rewards)
+            body.append(
+                f'<line x1="{x - 4:.1f}" x2="{x + 4:.1f}" y1="{frame.py(mean):.1f}" '
+                f'y2="{frame.py(mean):.1f}" stroke="#1f2328" stroke-width="1.5"/>'
+            )
+        if i % every == 0:
+            body.append(
+                f'<text x="{x:.1f}" y="{_H - _BOTTOM + 12}" font-size="9" text-anchor="end" '
+                f'transform="rotate(-45 {x:.1f} {_H - _BOTTOM + 12})">{_e(label)}</text>'
+            )
+    return _svg(width, body, title)

@@ -1,0 +1,145 @@
+"""``agent-kit emulate``: serve the local Job Runtime emulator until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agent_kit.contract import JOB_ARN_PATTERN
+from agent_kit.errors import UsageError
+
+__all__ = ["SECRET_ENV", "register"]
+
+#: Environment variable holding the shared secret (alternative to ``--secret``).
+SECRET_ENV = "AGENT_KIT_EMULATOR_SECRET"  # noqa: S105 - a variable name, not a secret
+_DEFAULT_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/local"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _load_policy(spec: str) -> Any:
+    try:
+        from agent_kit.emulator.policies import load_policy
+    except ModuleNotFoundError as exc:  # pragma: no cover - only before policies exist
+        raise UsageError(f"policy backends are not available: {exc}") from None
+    return load_policy(spec)
+
+
+def emulate(
+    host: Annotated[
+        str, typer.Option(help="Address to bind (loopback unless --allow-remote).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one.")
+    ] = 8765,
+    policy: Annotated[
+        str, typer.Option(help="Policy spec: random[:seed] | scripted:F:NAME | openai:URL[#model]")
+    ] = "random",
+    store: Annotated[
+        Path | None, typer.Option(help="Run directory or .sqlite file (default runs/emulate-…).")
+    ] = None,
+    job_arn: Annotated[str, typer.Option(help="ARN of the emulated job.")] = _DEFAULT_ARN,
+    lenient: Annotated[
+        bool, typer.Option(help="Create an unknown trajectory on its first turn.")
+    ] = False,
+    allow_remote: Annotated[
+        bool, typer.Option(help="Allow a non-loopback --host (requires a shared secret).")
+    ] = False,
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            envvar=SECRET_ENV, help=f"Shared secret every request must carry (${SECRET_ENV})."
+        ),
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option(min=1024, help="Request body size cap.")] = 4 << 20,
+    max_turns: Annotated[int, typer.Option(min=1, help="Turn cap per trajectory.")] = 256,
+) -> None:
+    """Serve the MTRL Job Runtime emulator on loopback until Ctrl-C."""
+    if not _is_loopback(host):
+        if not allow_remote:
+            raise UsageError(f"refusing to bind {host}: pass --allow-remote (and a --secret)")
+        if not secret:
+            raise UsageError(f"binding {host} needs a shared secret: --secret or ${SECRET_ENV}")
+    match = JOB_ARN_PATTERN.match(job_arn)
+    if not match:
+        raise UsageError(f"not a SageMaker job ARN: {job_arn!r}")
+
+    from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.server import create_app
+    from agent_kit.store import RunStore
+
+    run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
+    backend = _load_policy(policy)
+    run_store = RunStore.open(run)
+    emu = Emulator(
+        run_store,
+        backend,
+        account_id=match["account"],
+        region=match["region"] or "us-west-2",
+        max_body_bytes=max_body_bytes,
+        max_turns_per_trajectory=max_turns,
+        lenient=lenient,
+    )
+    emu.create_job(match["name"], {"policy": policy, "lenient": lenient}, arn=job_arn)
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        run_store.close()
+        raise UsageError(f"cannot bind {host}:{port}: {exc}") from None
+    bound = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{bound}"
+    app = create_app(emu, secret=secret)
+
+    example = emu.rollout_payload(emu.open_trajectory(job_arn, '{"prompt": "hello"}'), url)
+    typer.echo(f"agent-kit emulator serving {url}  (policy {policy}, store {run_store.path})")
+    typer.echo("example payload (a fresh rolloutId, ready to POST to your agent's /invocations):")
+    typer.echo("  " + json.dumps(example))
+    typer.echo("point an agent at it:")
+    typer.echo(f"  RFT_RUNTIME_ENDPOINT={url}")
+    typer.echo(f"  AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME={url}")
+    typer.echo(f"  AWS_REGION={emu.region}")
+    typer.echo(f'more rollouts: curl -X POST {url}/_emulator/rollouts -d \'{{"prompt": "..."}}\'')
+    typer.echo("Ctrl-C to stop.", nl=True)
+
+    import uvicorn
+
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+    )
+    server = uvicorn.Server(config)
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+        try:
+            asyncio.run(emu.aclose())
+        finally:
+            run_store.close()
+    typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``emulate`` command to the ``agent-kit`` app."""
+    app.command("emulate")(emulate)

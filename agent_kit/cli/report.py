@@ -1,0 +1,77 @@
+"""``agent-kit report RUN_DIR [--html] [--json]``: re-render a run's summary from its store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agent_kit.errors import UsageError
+from agent_kit.metrics import ADVANTAGE_KINDS
+from agent_kit.pricing import load_pricing
+from agent_kit.report import render_json, render_terminal, write_reports
+from agent_kit.store import RunStore, resolve_path
+from agent_kit.summary import summarize
+
+__all__ = ["register", "report"]
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    html: Annotated[
+        bool, typer.Option("--html", help="Write summary.json and report.html into RUN_DIR.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the summary JSON, on one line.")
+    ] = False,
+    job: Annotated[
+        str | None, typer.Option(help="Job name or ARN (default: the run's latest job).")
+    ] = None,
+    pricing: Annotated[
+        Path | None,
+        typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
+    ] = None,
+    success_threshold: Annotated[
+        float | None,
+        typer.Option(help="Success when reward ≥ this (default: the run's setting, else 1.0)."),
+    ] = None,
+    advantage: Annotated[
+        str, typer.Option(help=f"Advantage estimator: {' or '.join(ADVANTAGE_KINDS)}.")
+    ] = "group_based",
+    projection_steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps of the cost projection (default 100).")
+    ] = None,
+) -> None:
+    """Summarize a run from RUN_DIR/run.sqlite: metrics, tokens, cost, failures."""
+    if not run_dir.is_dir():
+        raise UsageError(f"run directory not found: {run_dir}")
+    if advantage not in ADVANTAGE_KINDS:
+        raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
+    prices = load_pricing(pricing) if pricing is not None else None
+    if not resolve_path(run_dir).exists():
+        raise UsageError(f"no run store in {run_dir} (expected {resolve_path(run_dir)})")
+    with RunStore.open(run_dir, readonly=True) as store:
+        summary = summarize(
+            store,
+            job,
+            success_threshold=success_threshold,
+            advantage=advantage,
+            pricing=prices,
+            projection_steps=projection_steps,
+        )
+        written = write_reports(run_dir, summary, store) if html else None
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if as_json:
+        typer.echo(render_json(summary))
+    else:
+        out.print(render_terminal(summary))
+    if written is not None:
+        (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to the ``agent-kit`` Typer app."""
+    app.command("report")(report)

@@ -1,0 +1,651 @@
+"""The emulated Job Runtime service: jobs, the trajectory state machine and the turn path.
+
+:class:`Emulator` owns the rules of CONTRACT.md §3–§4 and nothing about HTTP: the server
+(:mod:`agent_kit.emulator.server`) parses the wire and calls it, the job driver calls it
+in-process. Every rule violation raises a :class:`~agent_kit.errors.JobRuntimeError` subclass
+that already knows its status code and ``x-amzn-ErrorType``.
+
+State lives in the :class:`~agent_kit.store.RunStore`; the hot fields of each trajectory (job,
+state, turn count) are also cached in memory so a turn costs one SQLite write and no read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from agent_kit.contract import (
+    JOB_ARN_PATTERN,
+    CompleteRolloutBody,
+    RolloutStatus,
+    TrajectoryState,
+    UpdateRewardBody,
+)
+from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.emulator.sse import dumps
+from agent_kit.errors import (
+    AccessDeniedError,
+    ConflictError,
+    InternalServiceError,
+    JobRuntimeError,
+    NotFoundError,
+    UsageError,
+    ValidationError,
+)
+from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnRow
+
+__all__ = [
+    "DEFAULT_ACCOUNT",
+    "FAILED_REASON",
+    "Emulator",
+    "PolicyBackendLike",
+    "TurnOutcome",
+    "flatten_content",
+]
+
+DEFAULT_ACCOUNT: Final = "123456789012"
+#: Reason recorded when an agent completes a rollout with ``Status: failed`` (CONTRACT.md §1).
+FAILED_REASON: Final = "The agent signaled that the trajectory failed"
+_TERMINAL: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
+
+
+class _UsageLike(Protocol):
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool
+
+
+class _ResultLike(Protocol):
+    response: dict[str, Any]
+    usage: _UsageLike
+    chunks: list[dict[str, Any]] | None
+
+
+class PolicyBackendLike(Protocol):
+    """What the emulator needs of a policy backend (``agent_kit.emulator.policies``)."""
+
+    name: str
+
+    async def complete(self, request: PolicyRequest) -> Any:
+        """Answer one turn with a PolicyResult (``response``, ``usage``, ``chunks``)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections or processes."""
+        ...
+
+
+@dataclass
+class _Traj:
+    job_arn: str
+    state: TrajectoryState
+    turns: int
+    context: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """The result of one accepted turn: the chat.completion, upstream chunks and turn index."""
+
+    response: dict[str, Any]
+    chunks: list[dict[str, Any]] | None
+    idx: int
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+    #: ``response`` as compact JSON bytes (what the non-stream routes send).
+    response_json: bytes = b""
+
+
+@dataclass
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[TrajectoryState]
+    states: frozenset[TrajectoryState] = field(default_factory=frozenset)
+
+
+def flatten_content(content: Any) -> str:
+    """OpenAI message content as one string: parts' ``text`` joined by newlines; None → ``""``."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            str(p["text"]) for p in content if isinstance(p, dict) and p.get("text") is not None
+        ]
+        return "\n".join(texts)
+    raise ValidationError("message content must be a string, a list of parts or null")
+
+
+def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{key} must be a number")
+    if not lo <= value <= hi:
+        raise ValidationError(f"{key} must be between {lo} and {hi}")
+    return float(value)
+
+
+def _messages(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ValidationError("messages must be a non-empty list of message objects")
+    out = []
+    for i, message in enumerate(raw):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise ValidationError(f"messages[{i}] must be an object with a string role")
+        flat = dict(message)
+        flat["content"] = flatten_content(message.get("content"))
+        calls = message.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+        ):
+            raise ValidationError(f"messages[{i}].tool_calls must be a list of objects")
+        out.append(flat)
+    return tuple(out)
+
+
+def _tools(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    raw = body.get("tools")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ValidationError("tools must be a list of tool objects")
+    return tuple(raw)
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    value = body.get("max_tokens", body.get("max_completion_tokens"))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValidationError("max_tokens must be a positive integer")
+    return value
+
+
+def body_hash(operation: str, fields: dict[str, Any]) -> str:
+    """Stable hash of an operation's meaningful fields (ClientToken idempotency)."""
+    text = json.dumps({"op": operation, **fields}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Emulator:
+    """The Job Runtime's state and rules, shared by the HTTP server and the job driver.
+
+    Thread-safe: state transitions are serialised by one lock; :meth:`wait_state` may be awaited
+    from any event loop. ``policy`` is any object with ``name``, ``async complete(request)`` and
+    ``async aclose()``; its ``seed`` attribute (if any) seeds the per-turn RNG unless ``seed``
+    is given. ``lenient`` creates an unknown trajectory of a known job on its first turn.
+    """
+
+    def __init__(
+        self,
+        store: RunStore,
+        policy: PolicyBackendLike,
+        *,
+        account_id: str = DEFAULT_ACCOUNT,
+        region: str = "us-west-2",
+        max_body_bytes: int = 4 << 20,
+        max_turns_per_trajectory: int = 256,
+        lenient: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if not (len(account_id) == 12 and account_id.isdigit()):
+            raise UsageError(f"account id must be 12 digits, got {account_id!r}")
+        if max_body_bytes <= 0 or max_turns_per_trajectory <= 0:
+            raise UsageError("max_body_bytes and max_turns_per_trajectory must be positive")
+        self.store = store
+        self.policy = policy
+        self.account_id = account_id
+        self.region = region
+        self.max_body_bytes = max_body_bytes
+        self.max_turns_per_trajectory = max_turns_per_trajectory
+        self.lenient = lenient
+        self.seed = int(seed if seed is not None else getattr(policy, "seed", 0) or 0)
+        self.default_job_arn: str | None = None
+        self._lock = threading.RLock()
+        self._jobs: set[str] = set()
+        self._cache: dict[str, _Traj] = {}
+        self._waiters: dict[str, list[_Waiter]] = {}
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def job_arn_for(self, name: str, category: str = "AgentRFT") -> str:
+        """The ARN this emulator gives a job name."""
+        return f"arn:aws:sagemaker:{self.region}:{self.account_id}:job/{category}/{name}"
+
+    def create_job(
+        self, name: str, config: dict[str, Any] | None = None, *, arn: str | None = None
+    ) -> JobRow:
+        """Create (or return) a job; the first job becomes :attr:`default_job_arn`.
+
+        ``arn`` overrides the generated ARN; it must match the contract pattern and this
+        emulator's account.
+        """
+        arn = arn or self.job_arn_for(name)
+        match = JOB_ARN_PATTERN.match(arn)
+        if not match:
+            raise UsageError(f"not a SageMaker job ARN: {arn!r}")
+        if match["account"] != self.account_id:
+            raise UsageError(f"job ARN {arn} is not in account {self.account_id}")
+        job = self.store.create_job(arn, name, config or {})
+        with self._lock:
+            self._jobs.add(arn)
+            if self.default_job_arn is None:
+                self.default_job_arn = arn
+        return job
+
+    def check_job(self, job_arn: str | None) -> str:
+        """Validate a job ARN from the wire: 400 invalid/unknown, 403 another account's job."""
+        if not job_arn:
+            raise ValidationError("JobArn is required (header X-Amzn-SageMaker-Job-Arn or body)")
+        if job_arn in self._jobs:
+            return job_arn
+        match = JOB_ARN_PATTERN.match(job_arn)
+        if not match:
+            raise ValidationError(f"Invalid JobArn: {job_arn[:300]!r}")
+        if match["account"] != self.account_id:
+            raise AccessDeniedError(f"Not authorized to access job {job_arn}")
+        if self.store.get_job(job_arn) is None:
+            raise ValidationError(f"Could not find job {job_arn}")
+        with self._lock:
+            self._jobs.add(job_arn)
+        return job_arn
+
+    # -- trajectories ------------------------------------------------------------------------
+
+    def open_trajectory(
+        self,
+        job_arn: str,
+        prompt: str,
+        *,
+        step: int = 0,
+        prompt_index: int = 0,
+        sample_index: int = 0,
+        attempt: int = 0,
+        retry_of: str | None = None,
+        replay_of: str | None = None,
+        trajectory_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> TrajectoryRow:
+        """Create an OPEN trajectory in a known job (UsageError if the job or id is bad)."""
+        if job_arn not in self._jobs and self.store.get_job(job_arn) is None:
+            raise UsageError(f"unknown job {job_arn}")
+        tid = trajectory_id or f"traj-{uuid.uuid4().hex}"
+        if not 1 <= len(tid) <= 256:
+            raise UsageError("trajectory id must be 1..256 characters")
+        row = self.store.create_trajectory(
+            TrajectoryRow(
+                id=tid,
+                job_arn=job_arn,
+                state=TrajectoryState.OPEN.value,
+                prompt=prompt,
+                payload=payload,
+                step=step,
+                prompt_index=prompt_index,
+                sample_index=sample_index,
+                attempt=attempt,
+                retry_of=retry_of,
+                replay_of=replay_of,
+            )
+        )
+        with self._lock:
+            self._jobs.add(job_arn)
+            self._cache[tid] = _Traj(job_arn, TrajectoryState.OPEN, 0, _context(row))
+        return row
+
+    def rollout_payload(
+        self,
+        trajectory: TrajectoryRow,
+        endpoint: str,
+        inference_params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The payload the service would send the agent for this trajectory (CONTRACT.md §2)."""
+        return {
+            "prompt": trajectory.prompt,
+            "metadata": {
+                "jobArn": trajectory.job_arn,
+                "rolloutId": trajectory.id,
+                "endpoint": endpoint.rstrip("/"),
+                "region": self.region,
+            },
+            "inferenceParams": inference_params
+            or {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096},
+        }
+
+    def _get(self, trajectory_id: str) -> _Traj | None:
+        traj = self._cache.get(trajectory_id)
+        if traj is not None:
+            return traj
+        row = self.store.get_trajectory(trajectory_id)
+        if row is None:
+            return None
+        traj = _Traj(
+            row.job_arn,
+            TrajectoryState(row.state),
+            self.store.count_turns(trajectory_id),
+            _context(row),
+        )
+        with self._lock:
+            return self._cache.setdefault(trajectory_id, traj)
+
+    def _lookup(self, job_arn: str, trajectory_id: str | None) -> _Traj:
+        if not trajectory_id or len(trajectory_id) > 256:
+            raise ValidationError("TrajectoryId must be 1..256 characters")
+        traj = self._get(trajectory_id)
+        if traj is None or traj.job_arn != job_arn:
+            raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
+        return traj
+
+    def state(self, trajectory_id: str) -> TrajectoryState | None:
+        """The current state of a trajectory, or None if unknown."""
+        traj = self._get(trajectory_id)
+        return None if traj is None else traj.state
+
+    def turn_count(self, trajectory_id: str) -> int:
+        """How many turns the trajectory has recorded (0 if unknown)."""
+        traj = self._get(trajectory_id)
+        return 0 if traj is None else traj.turns
+
+    def _transition(
+        self, trajectory_id: str, traj: _Traj, state: TrajectoryState, reason: str | None
+    ) -> None:
+        # caller holds self._lock
+        self.store.set_state(trajectory_id, state.value, reason)
+        traj.state = state
+        self._notify(trajectory_id, state)
+
+    def _notify(self, trajectory_id: str, state: TrajectoryState) -> None:
+        # caller holds self._lock
+        waiters = self._waiters.pop(trajectory_id, [])
+        keep = []
+        for waiter in waiters:
+            if state in waiter.states:
+                waiter.loop.call_soon_threadsafe(_resolve, waiter.future, state)
+            else:
+                keep.append(waiter)
+        if keep:
+            self._waiters[trajectory_id] = keep
+
+    async def wait_state(
+        self, trajectory_id: str, states: Collection[TrajectoryState], timeout: float
+    ) -> TrajectoryState:
+        """Wait until the trajectory is in one of ``states``; return its state (current on timeout).
+
+        Raises UsageError for an unknown trajectory.
+        """
+        wanted = frozenset(TrajectoryState(s) for s in states)
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            traj = self._get(trajectory_id)
+            if traj is None:
+                raise UsageError(f"unknown trajectory {trajectory_id}")
+            if traj.state in wanted:
+                return traj.state
+            waiter = _Waiter(loop, loop.create_future(), wanted)
+            self._waiters.setdefault(trajectory_id, []).append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except asyncio.TimeoutError:
+            with self._lock:
+                waiters = self._waiters.get(trajectory_id, [])
+                if waiter in waiters:
+                    waiters.remove(waiter)
+                return traj.state
+
+    def expire(self, trajectory_id: str, reason: str) -> TrajectoryState:
+        """OPEN/READY → TIMED_OUT (the driver's rollout_timeout); return the resulting state."""
+        with self._lock:
+            traj = self._get(trajectory_id)
+            if traj is None:
+                raise UsageError(f"unknown trajectory {trajectory_id}")
+            if traj.state in (TrajectoryState.OPEN, TrajectoryState.READY):
+                self._transition(trajectory_id, traj, TrajectoryState.TIMED_OUT, reason)
+            return traj.state
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def _admit_turn(self, job_arn: str, trajectory_id: str | None) -> _Traj:
+        job_arn = self.check_job(job_arn)
+        if not trajectory_id or len(trajectory_id) > 256:
+            raise ValidationError("TrajectoryId must be 1..256 characters")
+        traj = self._get(trajectory_id)
+        if traj is None and self.lenient:
+            with self._lock:
+                traj = self._get(trajectory_id)
+                if traj is None:
+                    self.open_trajectory(job_arn, "", trajectory_id=trajectory_id)
+                    self.store.add_event("lenient_open", {"job_arn": job_arn}, trajectory_id)
+                    traj = self._cache[trajectory_id]
+        if traj is None or traj.job_arn != job_arn:
+            raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
+        if traj.state is not TrajectoryState.OPEN:
+            raise ValidationError(
+                f"Trajectory {trajectory_id} is not in valid status for sampling: "
+                f"{traj.state.value}"
+            )
+        if traj.turns >= self.max_turns_per_trajectory:
+            raise ValidationError(
+                f"Trajectory {trajectory_id} reached the limit of "
+                f"{self.max_turns_per_trajectory} turns"
+            )
+        return traj
+
+    async def turn(
+        self,
+        job_arn: str | None,
+        trajectory_id: str | None,
+        body: Any,
+        *,
+        route: str,
+        stream: bool = False,
+        raw: bytes | None = None,
+    ) -> TurnOutcome:
+        """One policy call: check the state machine, ask the policy, record the turn.
+
+        ``body`` is the parsed OpenAI chat-completions request; ``raw``, if given, is its strict
+        JSON text (stored verbatim, saving a re-encode). Policy failures are recorded
+        as ``policy_error`` events and raised as 5xx InternalServiceError (or the backend's own
+        JobRuntimeError); nothing is recorded as a turn then.
+        """
+        started = time.perf_counter()
+        traj = self._admit_turn(job_arn or "", trajectory_id)
+        assert trajectory_id is not None
+        assert job_arn is not None
+        if not isinstance(body, dict):
+            raise ValidationError("request body must be a JSON object")
+        turn = traj.turns
+        request = PolicyRequest(
+            messages=_messages(body),
+            tools=_tools(body),
+            temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+            top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
+            max_tokens=_max_tokens(body),
+            rng=random.Random(f"{self.seed}:{trajectory_id}:{turn}"),
+            trajectory_id=trajectory_id,
+            job_arn=job_arn,
+            turn=turn,
+            raw=body,
+            context=traj.context,
+        )
+        try:
+            result: _ResultLike = await self.policy.complete(request)
+            response = result.response
+            if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+                raise TypeError("policy returned something that is not a chat.completion")
+        except JobRuntimeError as exc:
+            self.store.add_event(
+                "policy_error",
+                {"error": exc.error_type, "message": exc.message, "turn": turn, "route": route},
+                trajectory_id,
+            )
+            raise
+        except Exception as exc:  # noqa: BLE001 - any backend failure becomes a recorded 5xx
+            self.store.add_event(
+                "policy_error",
+                {
+                    "error": type(exc).__name__,
+                    "message": str(exc)[:2000],
+                    "turn": turn,
+                    "route": route,
+                },
+                trajectory_id,
+            )
+            raise InternalServiceError(
+                f"The policy {self.policy.name!r} failed: {type(exc).__name__}: {str(exc)[:500]}"
+            ) from None
+        usage = result.usage
+        prompt_tokens = int(usage.prompt_tokens)
+        completion_tokens = int(usage.completion_tokens)
+        if response.get("usage") is None:
+            response = {
+                **response,
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            }
+        try:
+            response_json = dumps(response)
+        except (TypeError, ValueError) as exc:  # e.g. a NaN or an object the policy produced
+            raise InternalServiceError(f"The policy response is not JSON: {exc}") from None
+        request_json: str | None = None
+        if raw is not None:
+            try:
+                request_json = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                request_json = None
+        with self._lock:
+            idx = traj.turns
+            traj.turns += 1
+        try:
+            self.store.add_turn(
+                TurnRow(
+                    trajectory_id=trajectory_id,
+                    idx=idx,
+                    route=route,
+                    request=body,
+                    response=response,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    usage_estimated=bool(usage.estimated),
+                    latency_ms=(time.perf_counter() - started) * 1000.0,
+                    stream=stream,
+                ),
+                request_json=request_json,
+                response_json=response_json.decode("utf-8"),
+            )
+        except (TypeError, ValueError, UsageError) as exc:
+            with self._lock:
+                traj.turns -= 1
+            raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
+        return TurnOutcome(
+            response,
+            result.chunks,
+            idx,
+            prompt_tokens,
+            completion_tokens,
+            bool(usage.estimated),
+            response_json,
+        )
+
+    # -- CompleteRollout / UpdateReward ------------------------------------------------------
+
+    def _replayed(self, token: str | None, operation: str, digest: str) -> bool:
+        if not token:
+            return False
+        seen = self.store.get_token(token)
+        if seen is None:
+            return False
+        if seen == (operation, digest):
+            return True
+        raise ValidationError(f"ClientToken {token!r} was already used with a different request")
+
+    def complete_rollout(self, job_arn: str | None, body: CompleteRolloutBody) -> None:
+        """CompleteRollout per the §4 table (idempotent on ClientToken and on the same status)."""
+        job_arn = self.check_job(job_arn)
+        target = (
+            TrajectoryState.READY if body.status is RolloutStatus.READY else TrajectoryState.FAILED
+        )
+        digest = body_hash(
+            "CompleteRollout",
+            {"job": job_arn, "tid": body.trajectory_id, "status": body.status.value},
+        )
+        with self._lock:
+            if self._replayed(body.client_token, "CompleteRollout", digest):
+                return
+            traj = self._lookup(job_arn, body.trajectory_id)
+            current = traj.state
+            if current is TrajectoryState.OPEN:
+                reason = FAILED_REASON if target is TrajectoryState.FAILED else None
+                self._transition(body.trajectory_id, traj, target, reason)
+            elif current is not target:
+                raise ConflictError(
+                    f"Cannot transition trajectory {body.trajectory_id} from {current.value} "
+                    f"to {target.value}"
+                )
+            if body.client_token:
+                self.store.remember_token(body.client_token, "CompleteRollout", digest)
+
+    def update_reward(self, job_arn: str | None, body: UpdateRewardBody) -> None:
+        """UpdateReward per the §4 table: READY → REWARDED with length-checked finite rewards."""
+        job_arn = self.check_job(job_arn)
+        rewards = [float(r) for r in body.rewards]
+        digest = body_hash(
+            "UpdateReward", {"job": job_arn, "tid": body.trajectory_id, "rewards": rewards}
+        )
+        with self._lock:
+            if self._replayed(body.client_token, "UpdateReward", digest):
+                return
+            traj = self._lookup(job_arn, body.trajectory_id)
+            if traj.state is not TrajectoryState.READY:
+                hint = " (complete the rollout first)" if traj.state is TrajectoryState.OPEN else ""
+                raise ConflictError(
+                    f"Trajectory {body.trajectory_id} is not in valid status for UpdateReward: "
+                    f"{traj.state.value}{hint}"
+                )
+            if len(rewards) not in (1, traj.turns):
+                raise ValidationError(
+                    f"Rewards must hold 1 value or one per turn ({traj.turns}), got {len(rewards)}"
+                )
+            self.store.set_reward(
+                body.trajectory_id,
+                rewards,
+                body.client_token,
+                digest,
+                state=TrajectoryState.REWARDED.value,
+            )
+            if body.client_token:
+                self.store.remember_token(body.client_token, "UpdateReward", digest)
+            traj.state = TrajectoryState.REWARDED
+            self._notify(body.trajectory_id, TrajectoryState.REWARDED)
+
+    async def aclose(self) -> None:
+        """Close the policy backend (the store is the caller's to close)."""
+        await self.policy.aclose()
+
+
+def _context(row: TrajectoryRow) -> dict[str, Any]:
+    context: dict[str, Any] = {"prompt": row.prompt, "step": row.step, "attempt": row.attempt}
+    if row.replay_of:
+        context["replay_of"] = row.replay_of
+    if row.retry_of:
+        context["retry_of"] = row.retry_of
+    return context
+
+
+def _resolve(future: asyncio.Future[TrajectoryState], state: TrajectoryState) -> None:
+    if not future.done():
+        future.set_result(state)

@@ -1,0 +1,411 @@
+"""Emulator policy backends: who answers the agent's chat-completion calls.
+
+A backend turns one :class:`~agent_kit.emulator.schemas.PolicyRequest` into a
+:class:`PolicyResult` (an OpenAI ``chat.completion`` plus token usage). Backends are chosen by a
+spec string shared by every CLI command (``--policy SPEC``) and :func:`load_policy`:
+
+=================================  ===========================================================
+``random[:SEED]``                  built-in default: schema-valid random tool calls from the
+                                   request's ``tools``, then a text answer (a fuzzer too)
+``scripted:path/file.py:NAME``     user code: NAME is a class (instantiated once) or a callable
+                                   taking the PolicyRequest, sync or async
+``openai:URL[#MODEL]``             proxy to an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
+                                   Bedrock's OpenAI endpoint); streams for real when asked
+``replay:...`` and others          added with :func:`register_policy_scheme`
+=================================  ===========================================================
+
+Wire helpers for the server: :func:`reply_to_completion` builds the non-stream completion,
+:func:`completion_to_chunks` the SSE chunks (OpenAI's order: role, content, tool-call deltas,
+finish, then the usage chunk), :func:`chunks_to_completion` the reverse.
+
+Errors: bad specs raise :class:`~agent_kit.errors.UsageError` at load time; a scripted policy
+that raises or returns garbage raises :class:`ScriptedPolicyError` (a
+:class:`~agent_kit.errors.PolicyError`, served as 500 InternalServiceError with its message);
+a scripted policy may raise a :class:`~agent_kit.errors.JobRuntimeError` subclass on purpose
+(e.g. ``ThrottlingError``) and it passes through unchanged; the proxy maps upstream failures to
+``JobRuntimeError`` subclasses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
+from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
+from agent_kit.errors import PolicyError, UsageError
+
+__all__ = [
+    "PolicyBackend",
+    "PolicyFactory",
+    "PolicyResult",
+    "ScriptedPolicyError",
+    "Usage",
+    "chunks_to_completion",
+    "completion_id_for",
+    "completion_to_chunks",
+    "load_policy",
+    "policy_schemes",
+    "register_policy_scheme",
+    "reply_to_completion",
+    "result_for_reply",
+]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage of one turn; ``estimated`` is True when not reported by a real model."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_openai(self) -> dict[str, int]:
+        """The OpenAI ``usage`` object: prompt, completion and total tokens."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+@dataclass
+class PolicyResult:
+    """One turn's answer: a ``chat.completion`` dict (with ``usage``) and the usage it holds.
+
+    ``chunks`` is set only when the backend streamed from a real upstream: the upstream's own
+    ``chat.completion.chunk`` objects, in order, already filtered to what the caller asked for
+    (no usage chunk unless the request set ``stream_options.include_usage``).
+    """
+
+    response: dict[str, Any]
+    usage: Usage
+    chunks: list[dict[str, Any]] | None = None
+
+
+@runtime_checkable
+class PolicyBackend(Protocol):
+    """What the emulator calls for every turn. ``name`` is the spec it was loaded from."""
+
+    name: str
+
+    async def complete(self, request: PolicyRequest) -> PolicyResult:
+        """Answer one turn, or raise a JobRuntimeError / PolicyError the server maps."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections or files; the backend is not used afterwards."""
+        ...
+
+
+PolicyFactory = Callable[[str, int], PolicyBackend]
+"""A scheme's factory: ``(text after "scheme:", seed) -> backend``; raises UsageError."""
+
+
+class ScriptedPolicyError(PolicyError):
+    """A scripted policy raised, or returned something that is not a reply."""
+
+
+# --------------------------------------------------------------------------- wire helpers
+
+
+def completion_id_for(request: PolicyRequest) -> str:
+    """A deterministic completion id for a turn: same trajectory and turn → same id."""
+    digest = hashlib.blake2b(
+        f"{request.trajectory_id}\x00{request.turn}".encode(), digest_size=12
+    ).hexdigest()
+    return f"chatcmpl-{digest}"
+
+
+def _assistant_message(reply: PolicyReply, completion_id: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        if reply.content == "":
+            message["content"] = None
+        stem = completion_id.rsplit("-", 1)[-1][:12]
+        message["tool_calls"] = [
+            {
+                "id": call.id or f"call_{stem}_{i}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json()},
+            }
+            for i, call in enumerate(reply.tool_calls)
+        ]
+    elif reply.content is None:
+        message["content"] = ""
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    return message
+
+
+def _completion(
+    message: dict[str, Any], finish_reason: str, model: str, usage: Usage, completion_id: str
+) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": usage.to_openai(),
+    }
+
+
+def reply_to_completion(
+    reply: PolicyReply, *, model: str, usage: Usage, completion_id: str
+) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` for a reply.
+
+    The assistant message has ``content`` (``None`` when the reply only calls tools, ``""`` when
+    it has neither), ``tool_calls`` (ids kept, or ``call_<id stem>_<i>``; arguments as a JSON
+    string) when any, ``reasoning_content`` when the reply has reasoning; ``finish_reason`` is
+    ``tool_calls`` or ``stop``; ``usage`` is ``usage.to_openai()``.
+    """
+    return _completion(
+        _assistant_message(reply, completion_id), reply.finish_reason, model, usage, completion_id
+    )
+
+
+def result_for_reply(request: PolicyRequest, reply: PolicyReply) -> PolicyResult:
+    """Wrap an in-process reply: deterministic id, the request's model, estimated usage."""
+    completion_id = completion_id_for(request)
+    message = _assistant_message(reply, completion_id)
+    usage = Usage(
+        estimate_prompt_tokens(request.messages, request.tools),
+        estimate_completion_tokens(message),
+        estimated=True,
+    )
+    model = request.raw.get("model")
+    response = _completion(
+        message,
+        reply.finish_reason,
+        model if isinstance(model, str) and model else "default",
+        usage,
+        completion_id,
+    )
+    return PolicyResult(response=response, usage=usage)
+
+
+def _halves(text: str, split: bool) -> tuple[str, ...]:
+    if not split or len(text) < 2:
+        return (text,)
+    mid = len(text) // 2
+    return (text[:mid], text[mid:])
+
+
+def completion_to_chunks(
+    completion: dict[str, Any], *, include_usage: bool, split: bool = True
+) -> list[dict[str, Any]]:
+    """OpenAI ``chat.completion.chunk`` objects streaming ``completion``, in OpenAI's order.
+
+    Role delta; reasoning and content deltas (each split in two when ``split`` and longer than
+    one character, so clients must concatenate); per tool call a first delta with ``index``,
+    ``id``, ``type`` and name plus the first part of the arguments and a second delta with the
+    rest; a finish chunk carrying ``finish_reason``; when ``include_usage``, every chunk has
+    ``usage: null`` and a last ``{"choices": [], "usage": {...}}`` chunk follows the finish chunk.
+    """
+    choice = completion["choices"][0]
+    message = choice.get("message") or {}
+    base = {
+        "id": completion.get("id", "chatcmpl-0"),
+        "object": "chat.completion.chunk",
+        "created": completion.get("created", 0),
+        "model": completion.get("model", "default"),
+    }
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    reasoning = message.get("reasoning_content")
+    if reasoning:
+        deltas.extend({"reasoning_content": part} for part in _halves(reasoning, split))
+    content = message.get("content")
+    if content:
+        deltas.extend({"content": part} for part in _halves(content, split))
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        fn = call["function"]
+        first, *rest = _halves(fn.get("arguments") or "", split)
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": fn["name"], "arguments": first},
+                    }
+                ]
+            }
+        )
+        deltas.extend(
+            {"tool_calls": [{"index": index, "function": {"arguments": part}}]} for part in rest
+        )
+    extra: dict[str, Any] = {"usage": None} if include_usage else {}
+    chunks = [
+        {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
+            **extra,
+        }
+        for delta in deltas
+    ]
+    chunks.append(
+        {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": choice.get("finish_reason") or "stop",
+                }
+            ],
+            **extra,
+        }
+    )
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
+    return chunks
+
+
+def chunks_to_completion(chunks: list[dict[str, Any]], *, model: str = "default") -> dict[str, Any]:
+    """Assemble streamed ``chat.completion.chunk`` objects into one ``chat.completion``.
+
+    Content and reasoning deltas are concatenated; tool calls are grouped by ``index`` (id, type
+    and name from the first delta that has them, arguments concatenated); the finish reason is
+    the last one seen; ``usage`` is the last non-null usage (absent if none was streamed).
+    """
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    usage: Any = None
+    first: dict[str, Any] = chunks[0] if chunks else {}
+    for chunk in chunks:
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                content.append(delta["content"])
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str):
+                    reasoning.append(delta[key])
+            for call in delta.get("tool_calls") or ():
+                slot = calls.setdefault(
+                    int(call.get("index") or 0),
+                    {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if call.get("id") and not slot["id"]:
+                    slot["id"] = call["id"]
+                fn = call.get("function") or {}
+                if fn.get("name") and not slot["function"]["name"]:
+                    slot["function"]["name"] = fn["name"]
+                if fn.get("arguments"):
+                    slot["function"]["arguments"] += fn["arguments"]
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    elif message["content"] is None:
+        message["content"] = ""
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    completion: dict[str, Any] = {
+        "id": first.get("id") or "chatcmpl-0",
+        "object": "chat.completion",
+        "created": first.get("created") or int(time.time()),
+        "model": first.get("model") or model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": finish or ("tool_calls" if calls else "stop"),
+            }
+        ],
+    }
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _random_factory(rest: str, seed: int) -> PolicyBackend:
+    from agent_kit.emulator.policy_random import RandomBackend
+
+    if rest:
+        try:
+            seed = int(rest)
+        except ValueError:
+            raise UsageError(
+                f"bad random policy seed {rest!r}: expected random[:INTEGER]"
+            ) from None
+    return RandomBackend(seed=seed)
+
+
+def _openai_factory(rest: str, seed: int) -> PolicyBackend:
+    from agent_kit.emulator.policy_openai import OpenAIProxyBackend
+
+    return OpenAIProxyBackend.from_spec(rest)
+
+
+def _scripted_factory(rest: str, seed: int) -> PolicyBackend:
+    from agent_kit.emulator.policy_scripted import load_scripted
+
+    return load_scripted(rest)
+
+
+_SCHEMES: dict[str, PolicyFactory] = {
+    "random": _random_factory,
+    "scripted": _scripted_factory,
+    "openai": _openai_factory,
+}
+_SCHEME_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
+
+
+def register_policy_scheme(scheme: str, factory: PolicyFactory) -> None:
+    """Make ``scheme:...`` specs load through ``factory(rest, seed)`` (replaces any previous).
+
+    ``scheme`` is lower-case letters, digits, ``_`` or ``-``, starting with a letter. The factory
+    receives the text after the first ``:`` (``""`` if none) and the run seed, and should raise
+    UsageError for a bad spec. Relative paths in ``rest`` are the factory's to resolve.
+    """
+    if not _SCHEME_NAME.match(scheme):
+        raise ValueError(f"bad policy scheme name {scheme!r}")
+    _SCHEMES[scheme] = factory
+
+
+def policy_schemes() -> list[str]:
+    """The known spec schemes, sorted."""
+    return sorted(_SCHEMES)
+
+
+def load_policy(spec: str, *, seed: int = 0, base_dir: Path | None = None) -> PolicyBackend:
+    """Build the backend a spec names; UsageError (listing the known schemes) if it can't.
+
+    ``seed`` is the run seed (``random`` uses it unless the spec gives one); ``base_dir``
+    resolves relative ``scripted:`` paths (default: the current directory).
+    """
+    scheme, _, rest = spec.strip().partition(":")
+    factory = _SCHEMES.get(scheme.strip().lower())
+    if factory is None:
+        known = ", ".join(f"{s}:" for s in policy_schemes())
+        raise UsageError(f"unknown policy spec {spec!r}; known schemes: {known}")
+    if factory is _scripted_factory:
+        from agent_kit.emulator.policy_scripted import load_scripted
+
+        return load_scripted(rest, base_dir=base_dir)
+    return factory(rest, seed)

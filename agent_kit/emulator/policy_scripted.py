@@ -1,0 +1,147 @@
+"""The ``scripted:path/file.py:NAME`` policy: user code answers every turn.
+
+NAME is a class (instantiated once, with no arguments) or a callable; it is called as
+``policy(request: PolicyRequest)`` and returns a ``PolicyReply``, a ``str`` (text answer) or a
+dict (see :func:`~agent_kit.emulator.schemas.coerce_reply`); ``async def`` works too. Load
+problems are :class:`~agent_kit.errors.UsageError`; failures while answering are
+:class:`~agent_kit.emulator.policies.ScriptedPolicyError`, except JobRuntimeError subclasses the
+policy raises on purpose (to simulate throttling, say), which pass through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_kit.emulator.policies import PolicyResult, ScriptedPolicyError, result_for_reply
+from agent_kit.emulator.schemas import PolicyRequest, coerce_reply
+from agent_kit.errors import JobRuntimeError, PolicyError, UsageError
+
+__all__ = ["ScriptedBackend", "load_scripted"]
+
+
+def _user_frame(exc: BaseException, path: Path) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" (at {path.name}:{last.lineno} in {last.name})"
+
+
+class ScriptedBackend:
+    """Calls user code for every turn: ``target(request)``, sync (run inline) or async.
+
+    Sync targets run inline on the event loop: scripted policies are cheap pure functions, and
+    a thread hop would cost more than most of them take (and the emulator's ≤ 1 ms budget).
+    A policy doing slow work should be ``async def`` (or offload it itself).
+    """
+
+    def __init__(self, target: Callable[[PolicyRequest], Any], *, name: str, path: Path) -> None:
+        self.name = name
+        self._target = target
+        self._path = path
+
+    async def complete(self, request: PolicyRequest) -> PolicyResult:
+        """Call the target and coerce its value; user failures become ScriptedPolicyError."""
+        try:
+            value = self._target(request)
+            if inspect.isawaitable(value):
+                value = await value
+        except (JobRuntimeError, PolicyError):
+            raise
+        except Exception as exc:
+            raise ScriptedPolicyError(
+                f"scripted policy {self.name} raised {type(exc).__name__}: {exc}"
+                f"{_user_frame(exc, self._path)}"
+            ) from exc
+        try:
+            reply = coerce_reply(value)
+        except (TypeError, ValueError) as exc:
+            raise ScriptedPolicyError(
+                f"scripted policy {self.name} returned an unusable value: {exc}"
+            ) from exc
+        return result_for_reply(request, reply)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _module_name(path: Path) -> str:
+    stem = re.sub(r"\W", "_", path.stem) or "policy"
+    digest = hashlib.blake2b(str(path).encode(), digest_size=5).hexdigest()
+    return f"agent_kit_scripted_{stem}_{digest}"
+
+
+def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend:
+    """Load ``path/file.py:NAME`` (relative to ``base_dir`` or the CWD); UsageError if unusable.
+
+    The file is imported under a unique module name (registered in ``sys.modules``); its
+    directory is appended to ``sys.path`` so it can import sibling modules.
+    """
+    file_part, sep, attr = rest.rpartition(":")
+    if not sep or not file_part or not attr.isidentifier():
+        raise UsageError(
+            f"bad scripted policy spec 'scripted:{rest}': expected scripted:path/to/file.py:NAME"
+        )
+    path = Path(file_part).expanduser()
+    if not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    path = path.resolve()
+    if not path.is_file():
+        raise UsageError(f"scripted policy file not found: {path}")
+    module_name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import scripted policy file {path} (not a Python file?)")
+    module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise UsageError(
+            f"importing scripted policy file {path} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not hasattr(module, attr):
+        defined = sorted(
+            n
+            for n, v in vars(module).items()
+            if callable(v) and not n.startswith("_") and getattr(v, "__module__", "") == module_name
+        )
+        raise UsageError(
+            f"{path.name} defines no '{attr}'"
+            + (f"; callables it defines: {', '.join(defined)}" if defined else "")
+        )
+    target = getattr(module, attr)
+    if inspect.isclass(target):
+        try:
+            target = target()
+        except Exception as exc:
+            raise UsageError(
+                f"could not instantiate scripted policy {attr}() from {path.name}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    if not callable(target):
+        raise UsageError(
+            f"scripted policy {attr} in {path.name} is not callable (it is a "
+            f"{type(target).__name__}); define a function or a class with __call__"
+        )
+    try:
+        inspect.signature(target).bind(None)
+    except TypeError as exc:
+        raise UsageError(
+            f"scripted policy {attr} in {path.name} must accept one argument "
+            f"(the PolicyRequest): {exc}"
+        ) from exc
+    except ValueError:  # builtins without a signature: trust them
+        pass
+    return ScriptedBackend(target, name=f"scripted:{file_part}:{attr}", path=path)

@@ -1,0 +1,320 @@
+"""The Job Runtime client: one shared AWS session, and CompleteRollout + UpdateReward reporting.
+
+- :func:`shared_session` is the process's one botocore session (lazily created, thread-safe).
+  Every rollout in the process signs with it — the policy token provider, the Sample transport
+  and the reporter — so credentials are resolved once and refreshed by botocore's refreshable
+  credentials instead of being re-loaded per rollout (which starves the credential endpoint at
+  ~32 concurrent rollouts).
+- :func:`job_runtime_client` caches one boto3 ``sagemakerjobruntime`` client per
+  (region, endpoint, retry, timeout) setting; boto3 clients are thread-safe.
+- :class:`RolloutReporter` sends CompleteRollout(``ready``) then UpdateReward with a stable
+  ClientToken per operation, retries throttling / 5xx / connection errors itself (botocore's own
+  retries are switched off on its client, so ``attempts`` counts every HTTP call), treats a
+  ConflictException that shows the work is already done as success, and **never raises**: a
+  failure is logged (logger ``agent_kit.runtime_client``, with the trajectory id) and returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import boto3
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+__all__ = [
+    "ReportResult",
+    "RolloutReporter",
+    "job_runtime_client",
+    "shared_session",
+]
+
+logger = logging.getLogger("agent_kit.runtime_client")
+
+SERVICE: Final = "sagemakerjobruntime"
+_RETRYABLE_CODES: Final = frozenset(
+    {"ThrottlingException", "InternalServiceError", "InternalServerError", "ServiceUnavailable"}
+)
+_STATE_RE: Final = re.compile(r"\b(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
+_FROM_STATE_RE: Final = re.compile(r"\bfrom\s+(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
+_TOKEN_NAMESPACE: Final = uuid.UUID("5b0f8c3e-6a0e-4c53-9d8e-6d1f3a7c2b10")
+
+_lock = threading.Lock()
+_session: botocore.session.Session | None = None
+_clients: dict[tuple[Any, ...], Any] = {}
+
+
+def shared_session() -> botocore.session.Session:
+    """The process-wide botocore session, created on first use (safe to call from any thread)."""
+    global _session
+    if _session is None:
+        with _lock:
+            if _session is None:
+                _session = botocore.session.Session()
+    return _session
+
+
+def job_runtime_client(
+    region: str,
+    endpoint_url: str | None = None,
+    *,
+    max_attempts: int | None = None,
+    connect_timeout: float = 10.0,
+    read_timeout: float = 60.0,
+    session: botocore.session.Session | None = None,
+) -> Any:
+    """A cached boto3 ``sagemakerjobruntime`` client on the shared session.
+
+    ``max_attempts`` is botocore's *total* attempts per call (1 = no botocore retries); ``None``
+    keeps botocore's standard retry mode (3 attempts). The pool holds 128 connections so 96
+    concurrent rollouts never churn connections.
+    """
+    sess = session or shared_session()
+    key = (id(sess), region, endpoint_url, max_attempts, connect_timeout, read_timeout)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            retries: dict[str, Any] = {"mode": "standard"}
+            if max_attempts is not None:
+                retries["total_max_attempts"] = max(1, max_attempts)
+            config = Config(
+                retries=retries,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                max_pool_connections=128,
+            )
+            boto_session = boto3.session.Session(botocore_session=sess)
+            client = boto_session.client(
+                SERVICE, region_name=region, endpoint_url=endpoint_url, config=config
+            )
+            _clients[key] = client
+    return client
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What happened when a rollout was reported.
+
+    ``reported`` is True only when every call the status needs succeeded (or was already done):
+    CompleteRollout + UpdateReward for ``ready``, CompleteRollout alone for ``failed``.
+    ``attempts`` counts HTTP calls over both operations; ``error`` is a readable reason or None.
+    """
+
+    reported: bool
+    error: str | None
+    attempts: int
+    complete_ok: bool
+    reward_ok: bool
+
+
+class _CallFailedError(Exception):
+    """An operation failed for good (internal to the reporter)."""
+
+
+Operation = Literal["CompleteRollout", "UpdateReward"]
+
+
+class RolloutReporter:
+    """Reports one trajectory's completion and reward to the Job Runtime; never raises.
+
+    Args:
+        job_arn: the job of the trajectory.
+        trajectory_id: the trajectory (the payload's ``metadata.rolloutId``).
+        endpoint: Job Runtime endpoint URL (``None``: botocore's default for the region).
+        region: AWS region the calls are signed for.
+        client: a ``sagemakerjobruntime`` client to use instead of the shared one (tests).
+        max_attempts: attempts per operation, retries included (default 5).
+        base_delay: first backoff delay in seconds; it doubles per retry, with jitter.
+        max_delay: cap of one backoff delay.
+        sleep: how to wait between attempts (``time.sleep``; injectable for tests).
+    """
+
+    def __init__(
+        self,
+        job_arn: str,
+        trajectory_id: str,
+        endpoint: str | None,
+        region: str,
+        *,
+        client: Any = None,
+        max_attempts: int = 5,
+        base_delay: float = 0.25,
+        max_delay: float = 4.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.job_arn = job_arn
+        self.trajectory_id = trajectory_id
+        self.endpoint = endpoint
+        self.region = region
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._sleep = sleep
+        self._client = client
+        self._attempts = 0
+
+    def client_token(self, operation: Operation, status: str = "ready") -> str:
+        """The ClientToken of one operation: derived from (job, trajectory, operation), so every
+        retry — and every reporter of the same trajectory — sends the same token."""
+        name = f"{self.job_arn}\n{self.trajectory_id}\n{operation}"
+        if operation == "CompleteRollout":
+            name += f"\n{status}"
+        return str(uuid.uuid5(_TOKEN_NAMESPACE, name))
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            self._client = job_runtime_client(
+                self.region, self.endpoint, max_attempts=1, connect_timeout=5.0, read_timeout=30.0
+            )
+        return self._client
+
+    def report(
+        self, rewards: Sequence[float], *, status: Literal["ready", "failed"] = "ready"
+    ) -> ReportResult:
+        """CompleteRollout(``status``), then UpdateReward(``rewards``) when ``status`` is ready."""
+        self._attempts = 0
+        complete_ok = reward_ok = False
+        try:
+            values = self._check(rewards, status)
+            client = self._get_client()
+            self._call(
+                "CompleteRollout",
+                lambda: client.complete_rollout(
+                    JobArn=self.job_arn,
+                    TrajectoryId=self.trajectory_id,
+                    Status=status,
+                    ClientToken=self.client_token("CompleteRollout", status),
+                ),
+                status,
+            )
+            complete_ok = True
+            if status == "ready":
+                self._call(
+                    "UpdateReward",
+                    lambda: client.update_reward(
+                        JobArn=self.job_arn,
+                        TrajectoryId=self.trajectory_id,
+                        Rewards=values,
+                        ClientToken=self.client_token("UpdateReward"),
+                    ),
+                    status,
+                )
+                reward_ok = True
+        except _CallFailedError as exc:
+            return self._failed(str(exc), complete_ok, reward_ok)
+        except Exception as exc:  # noqa: BLE001 - the reporter never raises; failure is returned
+            return self._failed(f"{type(exc).__name__}: {exc}", complete_ok, reward_ok)
+        logger.debug(
+            "reported trajectory %s (%s) in %d attempt(s)",
+            self.trajectory_id,
+            status,
+            self._attempts,
+        )
+        return ReportResult(True, None, self._attempts, complete_ok, reward_ok)
+
+    async def areport(
+        self, rewards: Sequence[float], *, status: Literal["ready", "failed"] = "ready"
+    ) -> ReportResult:
+        """:meth:`report` in a worker thread, so the event loop keeps serving other rollouts."""
+        return await asyncio.to_thread(self.report, list(rewards), status=status)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _failed(self, error: str, complete_ok: bool, reward_ok: bool) -> ReportResult:
+        logger.error(
+            "reporting trajectory %s failed after %d attempt(s): %s",
+            self.trajectory_id,
+            self._attempts,
+            error,
+        )
+        return ReportResult(False, error, self._attempts, complete_ok, reward_ok)
+
+    @staticmethod
+    def _check(rewards: Sequence[float], status: str) -> list[float]:
+        if status not in ("ready", "failed"):
+            raise _CallFailedError(f"status must be 'ready' or 'failed', got {status!r}")
+        values = [float(r) for r in rewards]
+        if status == "ready":
+            if not values:
+                raise _CallFailedError("no reward to report (rewards is empty)")
+            if not all(math.isfinite(v) for v in values):
+                raise _CallFailedError(f"rewards must be finite numbers, got {values!r}")
+        return values
+
+    def _call(self, operation: Operation, send: Callable[[], Any], status: str) -> None:
+        for attempt in range(1, self.max_attempts + 1):
+            self._attempts += 1
+            try:
+                send()
+                return
+            except ClientError as exc:
+                code, message, http = _error_parts(exc)
+                if code == "ConflictException" and _already_done(operation, status, message):
+                    logger.info(
+                        "%s for trajectory %s was already done (%s)",
+                        operation,
+                        self.trajectory_id,
+                        message,
+                    )
+                    return
+                reason = f"{operation} failed: {code} (HTTP {http}): {message}"
+                retryable = code in _RETRYABLE_CODES or http == 429 or http >= 500
+            except (BotoConnectionError, HTTPClientError) as exc:
+                reason = f"{operation} failed: cannot reach the Job Runtime: {exc}"
+                retryable = True
+            except BotoCoreError as exc:
+                raise _CallFailedError(f"{operation} failed: {exc}") from exc
+            if not retryable:
+                raise _CallFailedError(reason)
+            if attempt == self.max_attempts:
+                raise _CallFailedError(f"{reason} (gave up after {attempt} attempts)")
+            delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+            delay *= random.uniform(0.5, 1.0)
+            logger.warning(
+                "%s for trajectory %s: attempt %d/%d failed (%s); retrying in %.2f s",
+                operation,
+                self.trajectory_id,
+                attempt,
+                self.max_attempts,
+                reason,
+                delay,
+            )
+            self._sleep(delay)
+
+
+def _error_parts(exc: ClientError) -> tuple[str, str, int]:
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code") or "Unknown")
+    message = str(error.get("Message") or exc)
+    http = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    return code, message, http
+
+
+def _already_done(operation: Operation, status: str, message: str) -> bool:
+    """Whether a ConflictException message shows that the work was already done.
+
+    CONTRACT.md §4: a conflict names the trajectory's current state ("Cannot transition
+    trajectory T from S to …", "… not in valid status for UpdateReward: S"). CompleteRollout is
+    done when S is READY or REWARDED (ready) / FAILED (failed); UpdateReward when S is REWARDED.
+    A conflict that names no state is *not* taken as success.
+    """
+    found = _FROM_STATE_RE.search(message) or _STATE_RE.search(message)
+    if found is None:
+        return False
+    state = found.group(1)
+    if operation == "CompleteRollout":
+        return state in ("READY", "REWARDED") if status == "ready" else state == "FAILED"
+    return state == "REWARDED"

@@ -1,0 +1,332 @@
+"""Project scaffolding: find cookiecutter templates, validate their variables, render projects.
+
+Templates are plain cookiecutter templates (``cookiecutter.json`` + ``{{cookiecutter.*}}/``), so
+``cookiecutter templates/agent`` works without agent_kit. This module adds what ``agent-kit new``
+promises on top of cookiecutter's Python API:
+
+- template discovery: the templates shipped in the wheel (``agent_kit/_templates``) or, in a
+  source checkout, the repository's ``templates/`` directory; any directory holding a
+  ``cookiecutter.json`` can be named by path too;
+- up-front validation with the template's own rules: the ``validate(context) -> list[str]``
+  function of its ``hooks/pre_gen_project.py`` (the same function the hook runs under plain
+  cookiecutter), plus unknown ``-x`` keys and an existing target directory;
+- all-or-nothing output: the project is rendered into a staging directory beside the target and
+  moved into place only when rendering (hooks included) succeeded, so a failure leaves nothing
+  half-written.
+
+Every refusal is a :class:`~agent_kit.errors.TemplateError` with a readable message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_kit.errors import TemplateError
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "NewProject",
+    "TemplateInfo",
+    "create_project",
+    "find_template",
+    "list_templates",
+    "parse_assignments",
+    "resolve_context",
+    "template_roots",
+    "validate_context",
+]
+
+DEFAULT_TEMPLATE = "agent"
+"""The template ``agent-kit new`` uses unless told otherwise."""
+
+_MANIFEST = "cookiecutter.json"
+_VALIDATOR_HOOK = Path("hooks") / "pre_gen_project.py"
+
+Validator = Callable[[Mapping[str, object]], list[str]]
+
+
+@dataclass(frozen=True)
+class TemplateInfo:
+    """One cookiecutter template: its name, directory and one-line description."""
+
+    name: str
+    path: Path
+    description: str
+
+    def manifest(self) -> dict[str, Any]:
+        """The parsed ``cookiecutter.json`` (raw defaults, unrendered)."""
+        return _read_manifest(self.path)
+
+    def variables(self) -> list[str]:
+        """The variables a user may set (``-x key=value``), in prompt order."""
+        return [key for key in self.manifest() if not key.startswith("_")]
+
+
+@dataclass(frozen=True)
+class NewProject:
+    """A rendered project: where it is, the variables it was rendered with, what to do next."""
+
+    path: Path
+    context: dict[str, Any]
+    template: TemplateInfo
+    next_steps: list[str] = field(default_factory=list)
+
+
+def template_roots() -> list[Path]:
+    """Directories searched for named templates, most specific first (existing ones only).
+
+    ``agent_kit/_templates`` is where the wheel carries the repository's ``templates/``; in an
+    editable or source install, that directory is ``templates/`` beside the package.
+    """
+    package_dir = Path(__file__).resolve().parent
+    candidates = [package_dir / "_templates", package_dir.parent / "templates"]
+    return [path for path in candidates if path.is_dir()]
+
+
+def list_templates() -> list[TemplateInfo]:
+    """All named templates (first root wins on a name clash), sorted by name."""
+    found: dict[str, TemplateInfo] = {}
+    for root in template_roots():
+        for child in sorted(root.iterdir()):
+            if child.name not in found and (child / _MANIFEST).is_file():
+                found[child.name] = _info(child.name, child)
+    return [found[name] for name in sorted(found)]
+
+
+def find_template(name_or_path: str | os.PathLike[str]) -> TemplateInfo:
+    """Resolve a template by name (see :func:`list_templates`) or by a directory path."""
+    text = os.fspath(name_or_path)
+    for info in list_templates():
+        if info.name == text:
+            return info
+    path = Path(text).expanduser()
+    if (path / _MANIFEST).is_file():
+        return _info(path.resolve().name, path.resolve())
+    names = ", ".join(t.name for t in list_templates()) or "none found"
+    raise TemplateError(
+        f"unknown template {text!r}: not a template name (available: {names}) "
+        f"and not a directory containing {_MANIFEST}"
+    )
+
+
+def parse_assignments(items: Sequence[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings (from ``-x``); a later key overrides an earlier one."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise TemplateError(f"expected key=value, got {item!r}")
+        result[key] = value
+    return result
+
+
+def resolve_context(
+    template: TemplateInfo,
+    extra_context: Mapping[str, object] | None = None,
+    *,
+    no_input: bool = True,
+) -> dict[str, Any]:
+    """The template's variables after overrides, derived defaults and (optionally) prompts.
+
+    Uses cookiecutter's own machinery (``generate_context`` + ``prompt_for_config``), so derived
+    values such as ``project_slug`` come out exactly as plain cookiecutter renders them. The
+    user's cookiecutter config file is ignored, so a project renders the same on every machine.
+    Raises :class:`TemplateError` for an unknown variable name or a template that fails to render.
+    """
+    from cookiecutter.exceptions import CookiecutterException
+    from cookiecutter.generate import generate_context
+    from cookiecutter.prompt import prompt_for_config
+    from jinja2 import TemplateError as JinjaTemplateError
+
+    overrides = {key: str(value) for key, value in (extra_context or {}).items()}
+    known = template.variables()
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise TemplateError(
+            f"unknown template variable(s) {', '.join(unknown)} for template {template.name!r}; "
+            f"known: {', '.join(known)}"
+        )
+    try:
+        context = generate_context(
+            context_file=str(template.path / _MANIFEST), extra_context=overrides
+        )
+        answers = prompt_for_config(context, no_input)
+    except (CookiecutterException, JinjaTemplateError) as exc:
+        raise TemplateError(
+            f"template {template.name!r} could not render its variables: {exc}"
+        ) from None
+    return {key: value for key, value in answers.items() if not key.startswith("_")}
+
+
+def validate_context(template: TemplateInfo, context: Mapping[str, object]) -> None:
+    """Apply the template's own validation rules; raise one TemplateError listing every problem.
+
+    The rules are the ``validate`` function of the template's ``hooks/pre_gen_project.py``; a
+    template without one accepts any values.
+    """
+    validator = _load_validator(template)
+    if validator is None:
+        return
+    problems = validator(context)
+    if problems:
+        raise TemplateError(
+            "invalid template variables:\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+
+
+def create_project(
+    template: str | os.PathLike[str] | TemplateInfo = DEFAULT_TEMPLATE,
+    *,
+    project_name: str | None = None,
+    output_dir: str | os.PathLike[str] = ".",
+    extra_context: Mapping[str, object] | None = None,
+    no_input: bool = True,
+    force: bool = False,
+) -> NewProject:
+    """Render ``template`` into ``output_dir/<project_slug>``, all or nothing.
+
+    Guarantees: the variables pass the template's validation before anything is written; an
+    existing target directory is refused unless ``force`` (then template files overwrite and
+    other files stay, as cookiecutter's ``overwrite_if_exists`` does); rendering and hooks run
+    in a staging directory, so a failure there leaves the target exactly as it was and removes
+    the staging files (only an OS error while copying over an existing target with ``force``
+    can leave it partly updated).
+    """
+    info = template if isinstance(template, TemplateInfo) else find_template(template)
+    overrides: dict[str, object] = dict(extra_context or {})
+    if project_name is not None:
+        overrides.setdefault("project_name", project_name)
+    context = resolve_context(info, overrides, no_input=no_input)
+    validate_context(info, context)
+
+    slug = str(context.get("project_slug") or "")
+    if not slug or Path(slug).name != slug or slug in {".", ".."}:
+        raise TemplateError(f"project_slug {slug!r} cannot name a directory")
+    out = Path(output_dir).expanduser().resolve()
+    target = out / slug
+    if target.exists() and not target.is_dir():
+        raise TemplateError(f"{target} exists and is not a directory")
+    if target.exists() and not force:
+        raise TemplateError(
+            f"{target} already exists; choose another name or output directory, "
+            "or pass --force to render over it"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TemplateError(f"cannot create output directory {out}: {exc}") from None
+    _render_staged(info, context, out, target)
+    return NewProject(
+        path=target, context=context, template=info, next_steps=_next_steps(info, context, target)
+    )
+
+
+# -- internals -------------------------------------------------------------------------------
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((path / _MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TemplateError(f"cannot read {path / _MANIFEST}: {exc}") from None
+    if not isinstance(data, dict):
+        raise TemplateError(f"{path / _MANIFEST} must hold a JSON object")
+    return data
+
+
+def _info(name: str, path: Path) -> TemplateInfo:
+    manifest = _read_manifest(path)
+    description = manifest.get("_description")
+    return TemplateInfo(
+        name=name, path=path, description=description if isinstance(description, str) else ""
+    )
+
+
+def _load_validator(template: TemplateInfo) -> Validator | None:
+    hook = template.path / _VALIDATOR_HOOK
+    if not hook.is_file():
+        return None
+    try:
+        # run_path executes the hook's module body without its __main__ block and writes no
+        # bytecode into the template directory (which may be read-only inside a wheel).
+        namespace = runpy.run_path(str(hook), run_name="agent_kit_template_hook")
+    except Exception as exc:  # noqa: BLE001 - any failure of user template code is reported
+        raise TemplateError(f"cannot load {hook}: {type(exc).__name__}: {exc}") from None
+    validator = namespace.get("validate")
+    if not callable(validator):
+        return None
+    return validator  # type: ignore[no-any-return]
+
+
+def _render_staged(info: TemplateInfo, context: Mapping[str, Any], out: Path, target: Path) -> None:
+    from cookiecutter.exceptions import CookiecutterException, FailedHookException
+    from cookiecutter.main import cookiecutter
+    from jinja2 import TemplateError as JinjaTemplateError
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agent-kit-new-", dir=out))
+    try:
+        with tempfile.TemporaryDirectory(prefix="agent-kit-cookiecutter-") as scratch:
+            # A private config: no user config file, and cookiecutter's replay file goes to a
+            # scratch directory instead of ~/.cookiecutter_replay.
+            config = {
+                "replay_dir": os.path.join(scratch, "replay"),
+                "cookiecutters_dir": os.path.join(scratch, "cookiecutters"),
+            }
+            try:
+                rendered = Path(
+                    cookiecutter(
+                        str(info.path),
+                        no_input=True,
+                        extra_context={k: str(v) for k, v in context.items()},
+                        output_dir=str(staging),
+                        default_config=config,
+                    )
+                )
+            except FailedHookException as exc:
+                raise TemplateError(
+                    f"template {info.name!r} refused the variables ({exc}); see the hook's "
+                    "messages above"
+                ) from None
+            except (CookiecutterException, JinjaTemplateError) as exc:
+                raise TemplateError(f"template {info.name!r} failed to render: {exc}") from None
+        if rendered.resolve() != (staging / target.name).resolve():
+            raise TemplateError(
+                f"template {info.name!r} rendered {rendered.name!r}, expected {target.name!r}"
+            )
+        if target.exists():
+            shutil.copytree(rendered, target, dirs_exist_ok=True)
+        else:
+            os.replace(rendered, target)
+    except OSError as exc:
+        raise TemplateError(f"cannot write {target}: {exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _next_steps(info: TemplateInfo, context: Mapping[str, Any], target: Path) -> list[str]:
+    try:
+        shown = os.path.relpath(target)
+    except ValueError:  # another drive on Windows
+        shown = str(target)
+    if shown.startswith(os.pardir):
+        shown = str(target)
+    values = {**{k: str(v) for k, v in context.items()}, "project_dir": shown}
+    raw = info.manifest().get("_next_steps")
+    if not isinstance(raw, list):
+        return [f"cd {shown}"]
+    steps = []
+    for item in raw:
+        try:
+            steps.append(str(item).format(**values))
+        except (KeyError, IndexError, ValueError):
+            steps.append(str(item))
+    return steps

@@ -1,0 +1,512 @@
+"""The run summary (``summary.json``): a versioned, validated digest of one emulated job.
+
+:func:`summarize` reads a :class:`~agent_kit.store.RunStore` into plain
+:class:`~agent_kit.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure metric
+functions of :mod:`agent_kit.metrics` and the cost functions of :mod:`agent_kit.pricing`, and
+returns a JSON-ready dict validated by :class:`Summary` (``"schema": "agent_kit.summary/1"``).
+Undefined statistics (no rollouts yet) are ``null``, never NaN.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_kit.errors import UsageError
+from agent_kit.metrics import (
+    ADVANTAGE_EPS,
+    GroupResult,
+    RolloutRecord,
+    build_groups,
+    eval_metrics,
+    token_usage,
+    training_metrics,
+)
+from agent_kit.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
+from agent_kit.store import JobRow, RunStore
+
+__all__ = [
+    "SUMMARY_SCHEMA",
+    "Summary",
+    "load_records",
+    "resolve_job",
+    "summarize",
+    "summarize_records",
+]
+
+SUMMARY_SCHEMA: Final = "agent_kit.summary/1"
+#: Steps of the projection when the caller gives none: the published reference run's 100.
+DEFAULT_PROJECTION_STEPS: Final = 100
+_LIST_LIMIT: Final = 10
+
+Number = float | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class JobInfo(_Strict):
+    """Identity and status of the summarized job."""
+
+    arn: str
+    name: str
+    status: str
+    created_at: float
+    mode: Literal["training", "evaluation"]
+
+
+class Settings(_Strict):
+    """How the numbers were computed."""
+
+    advantage: str
+    advantage_eps: float
+    std: Literal["population"] = "population"
+    success_threshold: float
+    pass_k: list[int]
+
+
+class Counts(_Strict):
+    """Trajectory and slot counts (a slot is one step × prompt × sample; attempts retry it)."""
+
+    trajectories: int
+    by_state: dict[str, int]
+    slots: int
+    rewarded: int
+    lost: int
+    pending: int
+    retries: int
+    groups: int
+    degenerate_groups: int
+    turns: int
+
+
+class Failure(_Strict):
+    """A failure reason and how many trajectories ended with it."""
+
+    reason: str
+    count: int
+
+
+class Tokens(_Strict):
+    """Token totals in the billing categories; ``estimated`` when any turn's usage was."""
+
+    prefill: int
+    sample: int
+    train: int
+    total: int
+    turns: int
+    estimated: bool
+    estimated_turns: int
+    per_rollout: dict[str, Number]
+
+
+class CostInfo(_Strict):
+    """A cost estimate per category with the pricing's label and source."""
+
+    currency: str
+    prefill: float
+    sample: float
+    train: float
+    total: float
+    label: str
+    source: str
+    estimated_tokens: bool
+
+
+class Projection(_Strict):
+    """``steps × batch_size × group_size`` rollouts at this run's tokens per slot."""
+
+    steps: int
+    batch_size: int
+    group_size: int
+    rollouts: int
+    tokens_per_rollout: dict[str, float]
+    tokens: dict[str, int]
+    cost: CostInfo
+    dataset_rows: int | None = None
+    epochs: float | None = None
+    text: str
+
+
+class StepRow(_Strict):
+    """Per-step curves: reward and token figures of one training step."""
+
+    step: int
+    trajectories: int
+    rewarded: int
+    lost: int
+    reward_mean: Number
+    reward_std: Number
+    reward_min: Number
+    reward_max: Number
+    valid_mean: Number
+    zero_frac: Number
+    turns_mean: Number
+    advantage_abs_mean: Number
+    prefill: int
+    sample: int
+    train: int
+
+
+class RolloutBrief(_Strict):
+    """One trajectory as listed among the slowest or failed rollouts."""
+
+    id: str
+    step: int
+    prompt_index: int
+    sample_index: int
+    attempt: int
+    state: str
+    reward: Number
+    turns: int
+    tokens: int
+    duration_s: float
+    reason: str | None
+    retry_of: str | None
+
+
+class Timing(_Strict):
+    """Wall-clock span of the recorded trajectories and the rollout rate."""
+
+    started_at: Number
+    ended_at: Number
+    wall_s: float
+    rollouts_per_s: Number
+
+
+class Summary(_Strict):
+    """The ``summary.json`` document, version ``agent_kit.summary/1``."""
+
+    schema_id: Literal["agent_kit.summary/1"] = Field(alias="schema")
+    generated_at: float
+    job: JobInfo
+    config: dict[str, Any]
+    settings: Settings
+    counts: Counts
+    failures: list[Failure]
+    metrics: dict[str, Number]
+    tokens: Tokens
+    cost: CostInfo
+    projection: Projection | None
+    steps: list[StepRow]
+    timing: Timing
+    slowest: list[RolloutBrief]
+    failed: list[RolloutBrief]
+    #: Figures the job driver adds about its own run (progress counters, elapsed time).
+    run: dict[str, Any] | None = None
+
+
+def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
+    """The job named by ``job_arn`` (an ARN or a job name), or the store's only/latest job."""
+    jobs = store.list_jobs()
+    if not jobs:
+        raise UsageError(f"run store {store.path} holds no job")
+    if job_arn is None:
+        return jobs[-1]
+    for job in jobs:
+        if job_arn in (job.arn, job.name):
+            return job
+    known = ", ".join(j.name for j in jobs)
+    raise UsageError(f"no job {job_arn!r} in {store.path} (jobs: {known})")
+
+
+def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
+    """Every trajectory of the job as a :class:`RolloutRecord` (token sums over its turns)."""
+    records: list[RolloutRecord] = []
+    for traj in store.list_trajectories(job_arn=job_arn):
+        turns = store.list_turns(traj.id)
+        reward = store.get_reward(traj.id) if traj.state == "REWARDED" else None
+        records.append(
+            RolloutRecord(
+                id=traj.id,
+                step=traj.step,
+                prompt_index=traj.prompt_index,
+                sample_index=traj.sample_index,
+                state=traj.state,
+                reward=None if reward is None else reward.total,
+                attempt=traj.attempt,
+                turns=len(turns),
+                prefill_tokens=sum(t.prompt_tokens for t in turns),
+                sample_tokens=sum(t.completion_tokens for t in turns),
+                estimated_turns=sum(1 for t in turns if t.usage_estimated),
+                started_at=traj.created_at,
+                ended_at=traj.updated_at,
+                reason=traj.reason,
+                retry_of=traj.retry_of,
+            )
+        )
+    return records
+
+
+def _settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The job config flattened: the driver nests its settings under ``"job"``."""
+    nested = config.get("job")
+    return {**config, **nested} if isinstance(nested, dict) else dict(config)
+
+
+def _config_int(config: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        value = config.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _is_evaluation(config: dict[str, Any]) -> bool:
+    mode = str(config.get("mode") or config.get("job_type") or "").lower()
+    return mode in {"eval", "evaluation"}
+
+
+def _cost(tokens: TokenCounts, pricing: Pricing, estimated: bool) -> CostInfo:
+    return CostInfo(**estimate_cost(tokens, pricing).to_dict(), estimated_tokens=estimated)
+
+
+def _human(n: float) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f}"
+
+
+def _projection(
+    usage: TokenCounts,
+    slots: int,
+    *,
+    steps: int,
+    batch_size: int,
+    group_size: int,
+    pricing: Pricing,
+    estimated: bool,
+    dataset_rows: int | None,
+) -> Projection:
+    per = {
+        "prefill": usage.prefill / slots,
+        "sample": usage.sample / slots,
+        "train": usage.train / slots,
+    }
+    rollouts = steps * batch_size * group_size
+    counts = TokenCounts(**{k: round(v * rollouts) for k, v in per.items()})
+    cost = _cost(counts, pricing, estimated)
+    epochs = steps * batch_size / dataset_rows if dataset_rows else None
+    text = (
+        f"this dataset × {steps} steps ({batch_size} prompts × {group_size} rollouts) "
+        f"≈ {_human(counts.total)} tokens ≈ {cost.total:,.2f} {cost.currency} ({cost.label})"
+    )
+    return Projection(
+        steps=steps,
+        batch_size=batch_size,
+        group_size=group_size,
+        rollouts=rollouts,
+        tokens_per_rollout={**per, "total": sum(per.values())},
+        tokens={**counts.__dict__, "total": counts.total},
+        cost=cost,
+        dataset_rows=dataset_rows,
+        epochs=epochs,
+        text=text,
+    )
+
+
+def _step_rows(
+    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], evaluation: bool
+) -> list[StepRow]:
+    rows: list[StepRow] = []
+    for step in sorted({r.step for r in records}):
+        step_records = [r for r in records if r.step == step]
+        step_groups = [g for g in groups if g.step == step]
+        m = training_metrics(step_records, step_groups, evaluation=evaluation)
+        usage = token_usage(step_records, step_groups, evaluation=evaluation)
+        rows.append(
+            StepRow(
+                step=step,
+                trajectories=len(step_records),
+                rewarded=sum(len(g.rollouts) for g in step_groups),
+                lost=sum(g.lost for g in step_groups),
+                reward_mean=m["rollout/reward/mean"],
+                reward_std=m["rollout/reward/std"],
+                reward_min=m["rollout/reward/min"],
+                reward_max=m["rollout/reward/max"],
+                valid_mean=m["rollout/reward/valid_mean"],
+                zero_frac=m["rollout/reward/zero_frac"],
+                turns_mean=m["rollout/turns/mean"],
+                advantage_abs_mean=m["rollout/advantage/abs_mean"],
+                prefill=usage.prefill,
+                sample=usage.sample,
+                train=usage.train,
+            )
+        )
+    return rows
+
+
+def _brief(r: RolloutRecord) -> RolloutBrief:
+    return RolloutBrief(
+        id=r.id,
+        step=r.step,
+        prompt_index=r.prompt_index,
+        sample_index=r.sample_index,
+        attempt=r.attempt,
+        state=r.state,
+        reward=r.reward,
+        turns=r.turns,
+        tokens=r.tokens,
+        duration_s=round(r.duration_s, 6),
+        reason=r.reason,
+        retry_of=r.retry_of,
+    )
+
+
+def summarize_records(
+    job: JobRow,
+    records: Sequence[RolloutRecord],
+    *,
+    success_threshold: float | None = None,
+    advantage: str = "group_based",
+    pricing: Pricing | None = None,
+    projection_steps: int | None = None,
+    pass_k: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """Build the summary dict from a job row and its records (pure; no store access).
+
+    ``success_threshold`` defaults to the job config's ``success_threshold``, else 1.0. The job
+    config may hold the settings at the top level or under ``"job"`` (the driver's layout):
+    ``group_size``, ``batch_size``, ``steps``, ``dataset_rows``, ``mode``.
+
+    ``pass_k`` defaults to (1, group size), the group size from the config (else the largest
+    group seen). ``projection_steps`` defaults to the config's ``steps`` when that is more than
+    :data:`DEFAULT_PROJECTION_STEPS` (100, the published run's length), else 100.
+    """
+    config = dict(job.config)
+    flat = _settings(config)
+    evaluation = _is_evaluation(flat)
+    if success_threshold is None:
+        configured = flat.get("success_threshold")
+        success_threshold = 1.0
+        if isinstance(configured, (int, float)) and not isinstance(configured, bool):
+            success_threshold = float(configured)
+    pricing = pricing or default_pricing()
+    groups = build_groups(records, advantage)
+    group_size = _config_int(flat, "group_size") or max(
+        (g.finished_slots + g.pending for g in groups), default=1
+    )
+    batch_size = _config_int(flat, "batch_size", "global_batch_size") or max(
+        (sum(1 for g in groups if g.step == s) for s in {g.step for g in groups}), default=1
+    )
+    ks = sorted({int(k) for k in (pass_k if pass_k is not None else (1, group_size)) if k >= 1})
+    metrics = training_metrics(records, groups, evaluation=evaluation)
+    metrics.update(eval_metrics(groups, success_threshold=success_threshold, ks=ks))
+    usage = token_usage(records, groups, evaluation=evaluation)
+    counts_tokens = TokenCounts(usage.prefill, usage.sample, usage.train)
+    slots = {(r.step, r.prompt_index, r.sample_index) for r in records}
+    steps = projection_steps or max(
+        _config_int(flat, "steps", "max_steps") or 0, DEFAULT_PROJECTION_STEPS
+    )
+    projection = None
+    if slots:
+        projection = _projection(
+            counts_tokens,
+            len(slots),
+            steps=steps,
+            batch_size=batch_size,
+            group_size=group_size,
+            pricing=pricing,
+            estimated=usage.estimated,
+            dataset_rows=_config_int(flat, "dataset_rows", "dataset_size"),
+        )
+    started = min((r.started_at for r in records), default=None)
+    ended = max((r.ended_at for r in records), default=None)
+    wall = (ended - started) if started is not None and ended is not None else 0.0
+    finished = sum(1 for r in records if r.state in {"REWARDED", "FAILED", "TIMED_OUT"})
+    failures = Counter(r.reason or r.state for r in records if r.state in {"FAILED", "TIMED_OUT"})
+    failed = [r for r in records if r.state in {"FAILED", "TIMED_OUT"}]
+    summary = Summary(
+        schema=SUMMARY_SCHEMA,
+        generated_at=time.time(),
+        job=JobInfo(
+            arn=job.arn,
+            name=job.name,
+            status=job.status,
+            created_at=job.created_at,
+            mode="evaluation" if evaluation else "training",
+        ),
+        config=config,
+        settings=Settings(
+            advantage=advantage,
+            advantage_eps=ADVANTAGE_EPS,
+            success_threshold=success_threshold,
+            pass_k=ks,
+        ),
+        counts=Counts(
+            trajectories=len(records),
+            by_state=dict(sorted(Counter(r.state for r in records).items())),
+            slots=len(slots),
+            rewarded=sum(len(g.rollouts) for g in groups),
+            lost=sum(g.lost for g in groups),
+            pending=sum(g.pending for g in groups),
+            retries=sum(1 for r in records if r.attempt > 0),
+            groups=len(groups),
+            degenerate_groups=sum(1 for g in groups if g.rollouts and g.degenerate),
+            turns=usage.turns,
+        ),
+        failures=[Failure(reason=k, count=v) for k, v in failures.most_common()],
+        metrics=metrics,
+        tokens=Tokens(
+            prefill=usage.prefill,
+            sample=usage.sample,
+            train=usage.train,
+            total=counts_tokens.total,
+            turns=usage.turns,
+            estimated=usage.estimated,
+            estimated_turns=usage.estimated_turns,
+            per_rollout=usage.per_rollout,
+        ),
+        cost=_cost(counts_tokens, pricing, usage.estimated),
+        projection=projection,
+        steps=_step_rows(records, groups, evaluation),
+        timing=Timing(
+            started_at=started,
+            ended_at=ended,
+            wall_s=wall,
+            rollouts_per_s=finished / wall if wall > 0 else None,
+        ),
+        slowest=[_brief(r) for r in sorted(records, key=lambda r: -r.duration_s)[:_LIST_LIMIT]],
+        failed=[_brief(r) for r in failed[: _LIST_LIMIT * 5]],
+    )
+    return summary.model_dump(mode="json", by_alias=True)
+
+
+def summarize(
+    store: RunStore,
+    job_arn: str | None = None,
+    *,
+    success_threshold: float | None = None,
+    advantage: str = "group_based",
+    pricing: Pricing | None = None,
+    projection_steps: int | None = None,
+    pass_k: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The ``summary.json`` content of a job in ``store`` (JSON-ready, schema-validated).
+
+    ``job_arn`` may be an ARN, a job name, or None for the store's latest job;
+    ``success_threshold`` None means the job's configured one (else 1.0). The ``run`` section
+    the driver stored with the job's summary is carried over. Reads the store
+    only; safe on a store another process is still writing (it summarizes what is committed).
+    """
+    job = resolve_job(store, job_arn)
+    records = load_records(store, job.arn)
+    summary = summarize_records(
+        job,
+        records,
+        success_threshold=success_threshold,
+        advantage=advantage,
+        pricing=pricing,
+        projection_steps=projection_steps,
+        pass_k=pass_k,
+    )
+    previous = (job.summary or {}).get("run")
+    if isinstance(previous, dict):
+        summary["run"] = previous  # the driver's figures survive a re-render
+    return summary

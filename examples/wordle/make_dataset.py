@@ -1,0 +1,109 @@
+"""Build the Wordle train/holdout datasets in the MTRL format (deterministic, disjoint).
+
+    python examples/wordle/make_dataset.py                       # 64 train, 32 holdout, seed 42
+    python examples/wordle/make_dataset.py --train-size 640 --holdout-size 128 --out-dir data/
+
+Each line is ``{"prompt": "<JSON string>"}`` where the string holds
+``{"prompt": <user message>, "answer": <secret word>, "id": "wordle_<split>_<nnnn>"}`` — the
+service passes the string to the agent unparsed, and only the ``prompt`` field reaches the policy.
+
+Words are drawn from ``words/answers.txt`` with ``random.Random(seed)``: one shuffle, the first
+``train-size`` words are train and the next ``holdout-size`` are holdout, so the splits are
+disjoint by construction and the same arguments always give the same files. Answers that occur as
+a word anywhere in the fixed text the policy sees (system prompt, user prompt, tool description,
+the tool's message templates — e.g. ``guess``, ``fixed``) are left out, so "the answer never
+appears in a request" can be checked with a plain word search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from simulate import agent_module, openai_tools  # noqa: E402 - after the path set-up above
+
+#: The follow-up agent_kit sends after executing a guess recovered from text (agent_kit/runner.py).
+RECOVERY_PREFIX = "Result of the tool call written in your message:"
+
+
+def fixed_texts(mod: ModuleType) -> list[str]:
+    """Every piece of policy-visible text that does not depend on the answer.
+
+    Tool messages are collected by playing probe games through every branch (invalid word,
+    malformed, solve, loss, too many invalid attempts); the probe's own guesses are removed.
+    """
+    texts = [mod.SYSTEM_PROMPT, mod.USER_PROMPT, RECOVERY_PREFIX]
+    probe_words: set[str] = set()
+    scripts = [
+        ("crane", ["xyzzy", "ab", "slate", "crane"]),
+        ("crane", ["slate", "pious", "dying", "block", "fluff", "gawky"]),
+        ("crane", ["zzzzz"] * mod.MAX_INVALID + ["crane"]),
+    ]
+    for answer, guesses in scripts:
+        env = mod.WordleEnv()
+        env.reset({"answer": answer, "id": "probe"})
+        for g in guesses:
+            probe_words.add(g)
+            texts.append(env.guess_word(g))
+    texts.append(json.dumps(openai_tools(mod.WordleEnv())))
+    return [re.sub(r"\b(" + "|".join(probe_words) + r")\b", " ", t, flags=re.I) for t in texts]
+
+
+def leaking_answers(mod: ModuleType) -> set[str]:
+    """Answer-list words that occur as whole words in :func:`fixed_texts`."""
+    vocabulary = {w.lower() for t in fixed_texts(mod) for w in re.findall(r"[A-Za-z]+", t)}
+    return vocabulary & set(mod.ANSWERS)
+
+
+def build(train_size: int, holdout_size: int, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """The two splits as lists of MTRL rows (``{"prompt": "<JSON string>"}``)."""
+    mod = agent_module()
+    pool = sorted(set(mod.ANSWERS) - leaking_answers(mod))
+    if train_size < 0 or holdout_size < 0 or train_size + holdout_size > len(pool):
+        raise SystemExit(
+            f"error: train + holdout must be between 0 and {len(pool)} words "
+            f"(got {train_size} + {holdout_size})"
+        )
+    random.Random(seed).shuffle(pool)
+    splits = {"train": pool[:train_size], "holdout": pool[train_size : train_size + holdout_size]}
+    return {
+        name: [
+            {
+                "prompt": json.dumps(
+                    {"prompt": mod.USER_PROMPT, "answer": word, "id": f"wordle_{name}_{i:04d}"}
+                )
+            }
+            for i, word in enumerate(words)
+        ]
+        for name, words in splits.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``train.jsonl`` and ``holdout.jsonl``; print what was written."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train-size", type=int, default=64)
+    parser.add_argument("--holdout-size", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--out-dir", type=Path, default=HERE)
+    args = parser.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for name, rows in build(args.train_size, args.holdout_size, args.seed).items():
+        path = args.out_dir / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        print(f"wrote {len(rows)} rows to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

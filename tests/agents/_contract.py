@@ -1,0 +1,112 @@
+"""The MTRL contract spoken by hand (raw httpx), shared by the small test agents in this folder.
+
+These agents deliberately avoid agent_kit's runtime so the driver is tested against agents that
+follow CONTRACT.md on their own; each fault agent misbehaves only on tasks marked ``"bad": true``
+(and, for crash/hang, only on attempt 0 so that the retry can succeed).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+
+_PRESIGNED = (
+    "https://job-runtime.sagemaker.us-west-2.api.aws/?Action=CallWithBearerToken"
+    "&X-Amz-Algorithm=AWS4-HMAC-SHA256"
+    "&X-Amz-Credential=AKIDTESTAGENT%2F20261202%2Fus-west-2%2Fsagemaker%2Faws4_request"
+    "&X-Amz-Date=20261202T000000Z&X-Amz-Expires=43200&X-Amz-SignedHeaders=host"
+    "&X-Amz-Signature=00"
+)
+TOKEN = "sagemaker-api-key-" + base64.b64encode(_PRESIGNED.encode()).decode()
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "guess",
+            "description": "Guess a five-letter word.",
+            "parameters": {
+                "type": "object",
+                "properties": {"word": {"type": "string"}},
+                "required": ["word"],
+            },
+        },
+    }
+]
+_http = httpx.Client(timeout=30.0, trust_env=False)
+
+
+def task(payload: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object packed in the prompt."""
+    return json.loads(payload["prompt"])
+
+
+def attempt(payload: dict[str, Any]) -> int:
+    """The attempt number encoded at the end of the driver's trajectory ids (``…-aN``)."""
+    return int(payload["metadata"]["rolloutId"].rsplit("-a", 1)[1])
+
+
+def _post(payload: dict[str, Any], route: str, body: dict[str, Any]) -> httpx.Response:
+    meta = payload["metadata"]
+    response = _http.post(
+        meta["endpoint"] + route,
+        json=body,
+        headers={
+            "Authorization": f"Bearer {TOKEN}",
+            "X-Amzn-SageMaker-Job-Arn": meta["jobArn"],
+            "X-Amzn-SageMaker-Trajectory-Id": meta["rolloutId"],
+        },
+    )
+    response.raise_for_status()
+    return response
+
+
+def play(payload: dict[str, Any], turns: int) -> int:
+    """Make ``turns`` policy calls through /v1/chat/completions, answering tool calls."""
+    params = payload.get("inferenceParams") or {}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Play a word game."},
+        {"role": "user", "content": "Guess the word."},
+    ]
+    for _ in range(turns):
+        body = {
+            "model": "default",
+            "messages": messages,
+            "tools": TOOLS,
+            "temperature": params.get("temperature", 1.0),
+            "max_tokens": params.get("maxTokens", 256),
+        }
+        reply = _post(payload, "/v1/chat/completions", body).json()
+        message = reply["choices"][0]["message"]
+        messages.append({k: v for k, v in message.items() if v is not None})
+        for call in message.get("tool_calls") or []:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": "no"})
+        if not message.get("tool_calls"):
+            messages.append({"role": "user", "content": "Keep guessing."})
+    return turns
+
+
+def complete(payload: dict[str, Any], status: str = "ready") -> None:
+    """CompleteRollout with the Job ARN in the body, as the SDK sends it."""
+    meta = payload["metadata"]
+    body = {"JobArn": meta["jobArn"], "TrajectoryId": meta["rolloutId"], "Status": status}
+    _post(payload, "/complete-rollout", body)
+
+
+def reward(payload: dict[str, Any], value: float) -> None:
+    """UpdateReward with one episode reward."""
+    meta = payload["metadata"]
+    body = {"JobArn": meta["jobArn"], "TrajectoryId": meta["rolloutId"], "Rewards": [value]}
+    _post(payload, "/update-reward", body)
+
+
+def good_rollout(payload: dict[str, Any]) -> dict[str, Any]:
+    """A well-behaved rollout: sample, complete, reward; returns the agent's answer body."""
+    t = task(payload)
+    turns = play(payload, int(t.get("turns", 2)))
+    value = float(t.get("reward", 1.0))
+    complete(payload)
+    reward(payload, value)
+    return {"reward": value, "turns": turns}

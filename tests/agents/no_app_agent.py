@@ -1,0 +1,3 @@
+"""Test entrypoint without a module-level ``app``."""
+
+application = None

@@ -1,0 +1,183 @@
+"""Shared fixtures: an in-test policy backend and a real emulator served by uvicorn on loopback.
+
+- ``emulator_policy`` (override per module): the policy backend the emulator uses; the default
+  is :class:`CannedPolicy`, a tiny backend implementing the PolicyBackend protocol.
+- ``emulator_options`` (override per module): extra keyword arguments for ``Emulator``.
+- ``emulator``: an in-process ``Emulator`` on a temporary run store, with one job created.
+- ``running_emulator``: that emulator served by uvicorn on 127.0.0.1 (ephemeral port) in a
+  background thread; yields a :class:`RunningEmulator` (``url``, ``emulator``, ``job_arn``).
+- ``serve_app(app)``: context manager serving any ASGI app the same way, yielding its URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.emulator.server import create_app
+from agent_kit.store import RunStore
+
+
+@dataclass
+class CannedUsage:
+    """Token usage of a canned turn (same fields as the policies module's Usage)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    estimated: bool = True
+
+
+@dataclass
+class CannedResult:
+    """A PolicyResult look-alike: chat.completion, usage, optional upstream chunks."""
+
+    response: dict[str, Any]
+    usage: CannedUsage
+    chunks: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class CannedPolicy:
+    """In-test backend: calls the first offered tool once (arguments from ``args``), then answers.
+
+    It records every request it saw, and raises ``fail_with`` if set (to test 5xx handling).
+    """
+
+    name: str = "canned"
+    answer: str = "final answer"
+    args: dict[str, Any] = field(default_factory=lambda: {"word": "crane"})
+    seen: list[PolicyRequest] = field(default_factory=list)
+    fail_with: Exception | None = None
+    closed: bool = False
+
+    async def complete(self, request: PolicyRequest) -> CannedResult:
+        """Tool call when tools are offered and no tool result exists yet; else text."""
+        self.seen.append(request)
+        if self.fail_with is not None:
+            raise self.fail_with
+        message: dict[str, Any]
+        if request.tools and not request.tool_results():
+            tool = request.tools[0]["function"]["name"]
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{request.turn}",
+                        "type": "function",
+                        "function": {"name": tool, "arguments": _json(self.args)},
+                    }
+                ],
+            }
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": self.answer}
+            finish = "stop"
+        response = {
+            "id": f"chatcmpl-{request.trajectory_id}-{request.turn}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "canned",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+        return CannedResult(response, CannedUsage(len(request.messages) * 5, 3))
+
+    async def aclose(self) -> None:
+        """Mark the backend closed."""
+        self.closed = True
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+@dataclass
+class RunningEmulator:
+    """An emulator served on loopback: base ``url``, the ``emulator`` and its default job."""
+
+    url: str
+    emulator: Emulator
+    job_arn: str
+
+    def mint(self, prompt: str = '{"prompt": "hi"}') -> dict[str, Any]:
+        """Open a trajectory in the default job; return the rollout payload pointing at ``url``."""
+        traj = self.emulator.open_trajectory(self.job_arn, prompt)
+        return self.emulator.rollout_payload(traj, self.url)
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on 127.0.0.1:<ephemeral> in a thread; yield its URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.005)  # polling a flag with a deadline, not waiting for an outcome
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+@pytest.fixture
+def emulator_policy() -> Any:
+    """The policy backend of ``emulator``; override in a module to use another."""
+    return CannedPolicy()
+
+
+@pytest.fixture
+def emulator_options() -> dict[str, Any]:
+    """Extra ``Emulator`` keyword arguments; override in a module."""
+    return {}
+
+
+@pytest.fixture
+def emulator(
+    tmp_path: Path, emulator_policy: Any, emulator_options: dict[str, Any]
+) -> Iterator[Emulator]:
+    """An Emulator on a fresh run store in ``tmp_path/run`` with one job (``default_job_arn``)."""
+    store = RunStore.open(tmp_path / "run")
+    emu = Emulator(store, emulator_policy, **emulator_options)
+    emu.create_job("test-job", {"purpose": "tests"})
+    yield emu
+    store.close()
+
+
+@pytest.fixture
+def running_emulator(emulator: Emulator) -> Iterator[RunningEmulator]:
+    """``emulator`` served by uvicorn on loopback (SigV4/bearer auth on, no secret)."""
+    with serve_app(create_app(emulator)) as url:
+        assert emulator.default_job_arn is not None
+        yield RunningEmulator(url, emulator, emulator.default_job_arn)
+
+
+@pytest.fixture
+def http_client(running_emulator: RunningEmulator) -> Iterator[httpx.Client]:
+    """A plain httpx client with the emulator's base URL."""
+    with httpx.Client(base_url=running_emulator.url, timeout=30) as client:
+        yield client

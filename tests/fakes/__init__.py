@@ -1,0 +1,1 @@
+"""Test doubles that speak real HTTP on loopback (see :mod:`fakes.job_runtime`)."""

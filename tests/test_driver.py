@@ -1,0 +1,279 @@
+"""The job driver end to end: real uvicorn emulator, real agent subprocesses, real store.
+
+Agents live in ``tests/agents/``: hand-written contract agents (raw ``BedrockAgentCoreApp`` +
+httpx) whose fault variants misbehave only on tasks marked ``"bad": true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_kit.emulator.driver import (
+    FAILED_REASON,
+    NO_REWARD_REASON,
+    NO_SAMPLE_REASON,
+    JobConfig,
+    Progress,
+    run_job,
+    trajectory_id_for,
+)
+from agent_kit.errors import JobFailed, UsageError
+from agent_kit.store import RunStore
+
+pytestmark = pytest.mark.e2e
+
+AGENTS = Path(__file__).parent / "agents"
+EXAMPLE = AGENTS / "counter_agent.py"
+
+
+def _dataset(path: Path, tasks: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps({"prompt": json.dumps(t)}) + "\n" for t in tasks))
+    return path
+
+
+def _slots(store: RunStore, job_arn: str) -> dict[tuple[int, int, int], list[Any]]:
+    out: dict[tuple[int, int, int], list[Any]] = {}
+    for row in store.list_trajectories(job_arn=job_arn):
+        out.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row)
+    return out
+
+
+async def test_full_run_accounts_for_every_rollout(tmp_path: Path) -> None:
+    """8 prompts × group 4: every rollout REWARDED with its turns, tokens and ids recorded."""
+    tasks = [{"id": i, "turns": 1 + i % 3, "reward": i / 8} for i in range(8)]
+    data = _dataset(tmp_path / "train.jsonl", tasks)
+    seen: list[Progress] = []
+    config = JobConfig(name="full", group_size=4, concurrency=8, rollout_timeout=60, seed=3)
+    result = await run_job(
+        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=seen.append
+    )
+    assert result.status == "completed"
+    assert (result.total, result.succeeded, result.failed) == (32, 32, 0)
+    assert result.run_dir == tmp_path / "full"
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert len(rows) == 32
+        total_prompt = total_completion = 0
+        for row in rows:
+            assert row.state == "REWARDED"
+            assert row.id == trajectory_id_for("full", 0, row.prompt_index, row.sample_index, 0)
+            turns = store.list_turns(row.id)
+            assert len(turns) == tasks[row.prompt_index]["turns"]
+            total_prompt += sum(t.prompt_tokens for t in turns)
+            total_completion += sum(t.completion_tokens for t in turns)
+            reward = store.get_reward(row.id)
+            assert reward is not None
+            assert reward.total == pytest.approx(tasks[row.prompt_index]["reward"])
+            assert row.payload is not None
+            assert row.payload["metadata"]["endpoint"].startswith("http://127.0.0.1:")
+            assert row.payload["inferenceParams"] == {
+                "temperature": 1.0,
+                "topP": 1.0,
+                "maxTokens": 4096,
+            }
+            assert json.loads(row.payload["prompt"]) == tasks[row.prompt_index]
+        assert len(_slots(store, result.job_arn)) == 32
+        assert len(store.list_events(kind="rollout_done")) == 32
+        job = store.get_job(result.job_arn)
+        assert job is not None
+        assert job.status == "completed"
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["run"]["prompt_tokens"] == total_prompt
+    assert summary["run"]["completion_tokens"] == total_completion
+    assert summary["run"]["turns"] == sum(tasks[r.prompt_index]["turns"] for r in rows)
+    assert summary["run"]["trajectories_by_state"] == {"REWARDED": 32}
+    assert (result.run_dir / "logs" / "agent-0.log").is_file()
+    assert seen[-1].done == 32
+    assert seen[-1].reward_mean == pytest.approx(sum(t["reward"] for t in tasks) / 8)
+
+
+async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) -> None:
+    """A process that dies mid-rollout is restarted; the rollout is retried under a linked id."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
+    config = JobConfig(name="crash", group_size=2, concurrency=4, rollout_timeout=30)
+    result = await run_job(str(AGENTS / "crash_agent.py"), data, config, out_dir=tmp_path)
+    assert result.status == "completed"
+    assert result.succeeded == 4
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        for slot, rows in _slots(store, result.job_arn).items():
+            assert [r.state for r in rows].count("REWARDED") == 1, slot
+            final = rows[-1]
+            assert final.state == "REWARDED"
+            for earlier, later in zip(rows, rows[1:]):
+                assert earlier.state == "TIMED_OUT"
+                assert later.retry_of == earlier.id
+        slots = _slots(store, result.job_arn)
+        firsts = [slots[(0, 0, k)][0] for k in range(2)]
+        assert all(r.state == "TIMED_OUT" and "crashed" in (r.reason or "") for r in firsts)
+        # the turn the crashing rollout made before dying is kept
+        assert sum(store.count_turns(r.id) for r in firsts) >= 1
+        assert len(store.list_events(kind="agent_exit")) >= 1
+        assert len(store.list_events(kind="rollout_retry")) >= 2
+
+
+async def test_hanging_agent_times_out_and_is_retried(tmp_path: Path) -> None:
+    """A rollout with no answer within rollout_timeout is TIMED_OUT, then retried and rewarded."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
+    config = JobConfig(name="hang", group_size=2, concurrency=4, rollout_timeout=3)
+    result = await run_job(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
+    assert result.status == "completed"
+    assert result.succeeded == 4
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        slots = _slots(store, result.job_arn)
+        for k in range(2):
+            first, second = slots[(0, 0, k)]
+            assert first.state == "TIMED_OUT"
+            assert "rollout_timeout" in (first.reason or "")
+            assert store.count_turns(first.id) == 1
+            assert second.state == "REWARDED"
+            assert second.retry_of == first.id
+        assert all(len(slots[(0, 1, k)]) == 1 for k in range(2))
+
+
+@pytest.mark.parametrize(
+    ("agent", "reason", "state"),
+    [
+        ("nosample_agent.py", NO_SAMPLE_REASON, "TIMED_OUT"),
+        ("failed_agent.py", FAILED_REASON, "FAILED"),
+        ("noreward_agent.py", NO_REWARD_REASON, "TIMED_OUT"),
+    ],
+)
+async def test_job_killing_faults_are_flagged(
+    tmp_path: Path, agent: str, reason: str, state: str
+) -> None:
+    """Without fail-fast, each job-killing fault is recorded in the service's words; others run."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
+    config = JobConfig(
+        name="flag", group_size=2, concurrency=4, fail_fast=False, report_grace=1.0
+    )
+    result = await run_job(str(AGENTS / agent), data, config, out_dir=tmp_path)
+    assert result.status == "completed"
+    assert (result.succeeded, result.failed) == (2, 2)
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        slots = _slots(store, result.job_arn)
+        for k in range(2):
+            (bad,) = slots[(0, 0, k)]  # job-killing faults are not retried
+            assert bad.state == state
+            assert (bad.reason or "").startswith(reason)
+            (good,) = slots[(0, 1, k)]
+            assert good.state == "REWARDED"
+        failures = store.list_events(kind="job_failure")
+        assert sorted(e.trajectory_id or "" for e in failures) == [
+            trajectory_id_for("flag", 0, 0, k, 0) for k in range(2)
+        ]
+        assert all(e.detail["reason"].startswith(reason) for e in failures)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert len(summary["run"]["job_failures"]) == 2
+
+
+async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
+    """With fail-fast (the default) the first job-killing failure stops the job, as the service."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}, {"turns": 1}])
+    config = JobConfig(name="stop", group_size=2, concurrency=1, report_grace=1.0)
+    result = await run_job(str(AGENTS / "failed_agent.py"), data, config, out_dir=tmp_path)
+    assert result.status == "failed"
+    assert result.failure == FAILED_REASON
+    with pytest.raises(JobFailed, match="The agent signaled that the trajectory failed"):
+        result.raise_for_status()
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert rows[0].state == "FAILED"
+        assert len(rows) < 6  # the job stopped before playing every slot
+        assert not store.list_trajectories(job_arn=result.job_arn, states=["OPEN", "READY"])
+        job = store.get_job(result.job_arn)
+        assert job is not None
+        assert job.status == "failed"
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["run"]["failure_reason"] == FAILED_REASON
+    with pytest.raises(UsageError, match="a failed job is not resumed"):
+        await run_job(None, None, resume=result.run_dir)
+
+
+async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
+    """A rollout that times out on every attempt fails the job after max_retries retries."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}])
+    config = JobConfig(
+        name="exhaust", group_size=2, concurrency=2, rollout_timeout=2, max_retries=0
+    )
+    result = await run_job(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
+    assert result.status == "failed"
+    assert (result.failure or "").startswith("Rollout failed after 1 attempts")
+
+
+async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
+    """A run cancelled mid-job continues with --resume: same slots, no duplicate rewards."""
+    tasks = [{"id": i, "turns": 2} for i in range(6)]
+    data = _dataset(tmp_path / "d.jsonl", tasks)
+    config = JobConfig(name="resume", group_size=2, concurrency=2)
+    some_done = asyncio.Event()
+
+    def hook(p: Progress) -> None:
+        if p.done >= 3:
+            some_done.set()
+
+    task = asyncio.create_task(
+        run_job(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=hook)
+    )
+    await asyncio.wait_for(some_done.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    run_dir = tmp_path / "resume"
+    with RunStore.open(run_dir, readonly=True) as store:
+        before = len(store.list_trajectories(states=["REWARDED"]))
+        (job,) = store.list_jobs()
+        assert job.status == "stopped"
+    assert 3 <= before < 12
+    result = await run_job(None, None, resume=run_dir)
+    assert result.status == "completed"
+    assert (result.total, result.succeeded) == (12, 12)
+    with RunStore.open(run_dir, readonly=True) as store:
+        slots = _slots(store, result.job_arn)
+        assert len(slots) == 12
+        for rows in slots.values():
+            assert [r.state for r in rows].count("REWARDED") == 1
+        assert not store.list_trajectories(states=["OPEN", "READY"])
+        assert len(store.list_jobs()) == 1
+
+
+async def test_rollout_app_agent(tmp_path: Path) -> None:
+    """The foundation's RolloutApp example (Strands + agent_kit runtime) runs under the driver."""
+    data = _dataset(tmp_path / "d.jsonl", [{"target": 3}, {"target": 5}])
+    config = JobConfig(name="counter", group_size=2, concurrency=4, rollout_timeout=60)
+    result = await run_job(str(EXAMPLE), data, config, out_dir=tmp_path)
+    assert result.status == "completed", result.failure
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert [r.state for r in rows] == ["REWARDED"] * 4
+        assert all(store.count_turns(r.id) >= 1 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"group_size": 1}, "group_size must be 2..32"),
+        ({"group_size": 33}, "group_size must be 2..32"),
+        ({"steps": 0}, "steps must be"),
+        ({"concurrency": 0}, "concurrency must be"),
+        ({"rollout_timeout": 0}, "rollout_timeout must be"),
+        ({"max_retries": 11}, "max_retries must be 0..10"),
+        ({"temperature": 3.0}, "temperature must be 0..2"),
+        ({"batch_size": 0}, "batch_size must be"),
+        ({"name": "bad_name!"}, "job name 'bad_name!' is not valid"),
+    ],
+)
+def test_config_validation(changes: dict[str, Any], message: str) -> None:
+    """Out-of-range job settings are UsageErrors that name the setting."""
+    with pytest.raises(UsageError, match=message):
+        JobConfig(**changes).validated(4)
+
+
+def test_default_batch_is_all_prompts_capped() -> None:
+    """The default batch is every prompt, at most the service's 128."""
+    assert JobConfig().validated(10).batch_size == 10
+    assert JobConfig().validated(1000).batch_size == 128

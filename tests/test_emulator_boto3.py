@@ -1,0 +1,303 @@
+"""A raw boto3 ``sagemakerjobruntime`` client against the emulator on a real loopback socket.
+
+Drives every cell of CONTRACT.md §4's table (turn / CompleteRollout / UpdateReward × OPEN,
+READY, FAILED, TIMED_OUT, REWARDED, unknown id) and checks the exception class botocore raises,
+or the ``{}`` result, plus the job-level errors (unknown job, other account, bad ARN, no auth).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
+from conftest import RunningEmulator
+
+from agent_kit.contract import TrajectoryState
+from agent_kit.emulator.sse import chunks_from_completion
+
+BODY = json.dumps(
+    {
+        "model": "default",
+        "messages": [{"role": "user", "content": "guess"}],
+        "tools": [{"type": "function", "function": {"name": "guess", "parameters": {}}}],
+    }
+).encode()
+
+
+def _client(url: str, **config: Any) -> Any:
+    return boto3.client(
+        "sagemakerjobruntime",
+        endpoint_url=url,
+        region_name="us-west-2",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(retries={"total_max_attempts": 1}, **config),
+    )
+
+
+@pytest.fixture
+def sm(running_emulator: RunningEmulator) -> Iterator[Any]:
+    """A boto3 sagemakerjobruntime client pointed at the emulator (retries off)."""
+    client = _client(running_emulator.url)
+    yield client
+    client.close()
+
+
+def _into_state(run: RunningEmulator, sm: Any, state: str) -> str:
+    """A trajectory id in ``state`` (with one recorded turn), or an unknown id."""
+    if state == "unknown":
+        return f"traj-{uuid.uuid4().hex}"
+    tid = run.mint()["metadata"]["rolloutId"]
+    sm.sample(JobArn=run.job_arn, TrajectoryId=tid, Body=BODY)
+    if state in ("READY", "REWARDED"):
+        sm.complete_rollout(JobArn=run.job_arn, TrajectoryId=tid, Status="ready")
+    if state == "REWARDED":
+        sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[1.0])
+    if state == "FAILED":
+        sm.complete_rollout(JobArn=run.job_arn, TrajectoryId=tid, Status="failed")
+    if state == "TIMED_OUT":
+        assert run.emulator.expire(tid, "rollout_timeout") is TrajectoryState.TIMED_OUT
+    assert run.emulator.state(tid) in (None, TrajectoryState(state))
+    return tid
+
+
+TURN_ROWS = [
+    ("OPEN", None),
+    ("READY", "ValidationException"),
+    ("FAILED", "ValidationException"),
+    ("TIMED_OUT", "ValidationException"),
+    ("REWARDED", "ValidationException"),
+    ("unknown", "ResourceNotFoundException"),
+]
+
+
+@pytest.mark.parametrize(("state", "error"), TURN_ROWS)
+@pytest.mark.parametrize("operation", ["sample", "sample_with_response_stream"])
+def test_turn_row(
+    running_emulator: RunningEmulator, sm: Any, state: str, error: str | None, operation: str
+) -> None:
+    """A turn is accepted only on OPEN; sealed states give 400, an unknown id 404."""
+    tid = _into_state(running_emulator, sm, state)
+    call: Callable[..., Any] = getattr(sm, operation)
+    before = running_emulator.emulator.turn_count(tid)
+    if error is None:
+        out = call(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
+        data = out["Body"].read()
+        assert data
+        assert running_emulator.emulator.turn_count(tid) == before + 1
+        return
+    with pytest.raises(getattr(sm.exceptions, error)) as info:
+        call(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
+    if state not in ("unknown", "OPEN"):
+        assert "not in valid status" in info.value.response["Error"]["Message"]
+    assert running_emulator.emulator.turn_count(tid) == before
+
+
+COMPLETE_ROWS = [
+    ("OPEN", "ready", None, "READY"),
+    ("OPEN", "failed", None, "FAILED"),
+    ("READY", "ready", None, "READY"),
+    ("READY", "failed", "ConflictException", "READY"),
+    ("FAILED", "failed", None, "FAILED"),
+    ("FAILED", "ready", "ConflictException", "FAILED"),
+    ("TIMED_OUT", "ready", "ConflictException", "TIMED_OUT"),
+    ("TIMED_OUT", "failed", "ConflictException", "TIMED_OUT"),
+    ("REWARDED", "ready", "ConflictException", "REWARDED"),
+    ("REWARDED", "failed", "ConflictException", "REWARDED"),
+    ("unknown", "ready", "ResourceNotFoundException", None),
+]
+
+
+@pytest.mark.parametrize(("state", "status", "error", "after"), COMPLETE_ROWS)
+def test_complete_rollout_row(
+    running_emulator: RunningEmulator,
+    sm: Any,
+    state: str,
+    status: str,
+    error: str | None,
+    after: str | None,
+) -> None:
+    """CompleteRollout follows the §4 row: same status is idempotent, other transitions 409."""
+    tid = _into_state(running_emulator, sm, state)
+    if error is None:
+        assert (
+            _strip(
+                sm.complete_rollout(
+                    JobArn=running_emulator.job_arn, TrajectoryId=tid, Status=status
+                )
+            )
+            == {}
+        )
+    else:
+        with pytest.raises(getattr(sm.exceptions, error)) as info:
+            sm.complete_rollout(JobArn=running_emulator.job_arn, TrajectoryId=tid, Status=status)
+        if error == "ConflictException":
+            assert "Cannot transition trajectory" in info.value.response["Error"]["Message"]
+    state_now = running_emulator.emulator.state(tid)
+    assert (state_now.value if state_now else None) == after
+
+
+REWARD_ROWS = [
+    ("OPEN", "ConflictException", "OPEN"),
+    ("READY", None, "REWARDED"),
+    ("FAILED", "ConflictException", "FAILED"),
+    ("TIMED_OUT", "ConflictException", "TIMED_OUT"),
+    ("REWARDED", "ConflictException", "REWARDED"),
+    ("unknown", "ResourceNotFoundException", None),
+]
+
+
+@pytest.mark.parametrize(("state", "error", "after"), REWARD_ROWS)
+def test_update_reward_row(
+    running_emulator: RunningEmulator, sm: Any, state: str, error: str | None, after: str | None
+) -> None:
+    """UpdateReward is accepted only on READY; OPEN says 'not in valid status' (409)."""
+    tid = _into_state(running_emulator, sm, state)
+    if error is None:
+        out = sm.update_reward(JobArn=running_emulator.job_arn, TrajectoryId=tid, Rewards=[0.5])
+        assert _strip(out) == {}
+        reward = running_emulator.emulator.store.get_reward(tid)
+        assert reward is not None
+        assert reward.rewards == [0.5]
+    else:
+        with pytest.raises(getattr(sm.exceptions, error)) as info:
+            sm.update_reward(JobArn=running_emulator.job_arn, TrajectoryId=tid, Rewards=[0.5])
+        if error == "ConflictException":
+            assert "not in valid status" in info.value.response["Error"]["Message"]
+    state_now = running_emulator.emulator.state(tid)
+    assert (state_now.value if state_now else None) == after
+
+
+def test_client_token_replays(running_emulator: RunningEmulator, sm: Any) -> None:
+    """Same ClientToken + same body → cached {} even on REWARDED; a different body → 400."""
+    run = running_emulator
+    tid = _into_state(run, sm, "READY")
+    token = str(uuid.uuid4())
+    sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.25], ClientToken=token)
+    again = sm.update_reward(
+        JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.25], ClientToken=token
+    )
+    assert _strip(again) == {}
+    with pytest.raises(sm.exceptions.ValidationException, match="different request"):
+        sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.75], ClientToken=token)
+    with pytest.raises(sm.exceptions.ConflictException):
+        sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.25])
+    reward = run.emulator.store.get_reward(tid)
+    assert reward is not None
+    assert reward.rewards == [0.25]
+    assert reward.client_token == token
+    ctoken = str(uuid.uuid4())
+    tid2 = _into_state(run, sm, "OPEN")
+    sm.complete_rollout(JobArn=run.job_arn, TrajectoryId=tid2, Status="ready", ClientToken=ctoken)
+    sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid2, Rewards=[1.0])
+    replay = sm.complete_rollout(
+        JobArn=run.job_arn, TrajectoryId=tid2, Status="ready", ClientToken=ctoken
+    )
+    assert _strip(replay) == {}
+
+
+def test_reward_validation(running_emulator: RunningEmulator, sm: Any) -> None:
+    """Rewards must be finite and hold 1 value or one per turn; the total is their sum."""
+    run = running_emulator
+    tid = _into_state(run, sm, "OPEN")
+    sm.sample(JobArn=run.job_arn, TrajectoryId=tid, Body=BODY)
+    sm.complete_rollout(JobArn=run.job_arn, TrajectoryId=tid)
+    for bad in ([1.0, 2.0, 3.0], [math.nan], [math.inf]):
+        with pytest.raises(sm.exceptions.ValidationException):
+            sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=bad)
+    assert run.emulator.state(tid) is TrajectoryState.READY
+    sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.5, 0.25])
+    reward = run.emulator.store.get_reward(tid)
+    assert reward is not None
+    assert reward.total == pytest.approx(0.75)
+
+
+def test_job_level_errors(running_emulator: RunningEmulator, sm: Any) -> None:
+    """Unknown job → 400 'Could not find job'; another account → 403; malformed ARN → 400."""
+    run = running_emulator
+    tid = run.mint()["metadata"]["rolloutId"]
+    unknown = run.job_arn.rsplit("/", 1)[0] + "/no-such-job"
+    with pytest.raises(sm.exceptions.ValidationException, match="Could not find job"):
+        sm.sample(JobArn=unknown, TrajectoryId=tid, Body=BODY)
+    other = run.job_arn.replace("123456789012", "210987654321")
+    with pytest.raises(sm.exceptions.AccessDeniedException):
+        sm.complete_rollout(JobArn=other, TrajectoryId=tid)
+    with pytest.raises(sm.exceptions.ValidationException, match="Invalid JobArn"):
+        sm.update_reward(JobArn="arn:bad", TrajectoryId=tid, Rewards=[1.0])
+    assert run.emulator.state(tid) is TrajectoryState.OPEN
+
+
+def test_unsigned_request_is_access_denied(running_emulator: RunningEmulator) -> None:
+    """A request without Authorization gets 403 AccessDeniedException."""
+    client = _client(running_emulator.url, signature_version=UNSIGNED)
+    tid = running_emulator.mint()["metadata"]["rolloutId"]
+    with pytest.raises(client.exceptions.AccessDeniedException):
+        client.sample(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
+    assert running_emulator.emulator.turn_count(tid) == 0
+
+
+def test_policy_failure_is_internal_service_error(
+    running_emulator: RunningEmulator, sm: Any, emulator_policy: Any
+) -> None:
+    """A policy backend that raises gives 500 InternalServiceError and a recorded event, no turn."""
+    emulator_policy.fail_with = RuntimeError("model fell over")
+    tid = running_emulator.mint()["metadata"]["rolloutId"]
+    with pytest.raises(sm.exceptions.InternalServiceError, match="model fell over"):
+        sm.sample(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
+    events = running_emulator.emulator.store.list_events(tid, kind="policy_error")
+    assert len(events) == 1
+    assert events[0].detail["error"] == "RuntimeError"
+    assert running_emulator.emulator.turn_count(tid) == 0
+
+
+def test_sample_with_response_stream_yields_the_emulator_chunks(
+    running_emulator: RunningEmulator, sm: Any
+) -> None:
+    """boto3's streaming body yields the SSE chunks of the recorded completion, then [DONE]."""
+    run = running_emulator
+    tid = run.mint()["metadata"]["rolloutId"]
+    body = json.loads(BODY)
+    body |= {"stream": True, "stream_options": {"include_usage": True}}
+    out = sm.sample_with_response_stream(
+        JobArn=run.job_arn, TrajectoryId=tid, Body=json.dumps(body).encode()
+    )
+    assert out["ContentType"].startswith("text/event-stream")
+    lines = [line for line in out["Body"].iter_lines() if line]
+    assert lines[-1] == b"data: [DONE]"
+    chunks = [json.loads(line[len(b"data: ") :]) for line in lines[:-1]]
+    (turn,) = run.emulator.store.list_turns(tid)
+    assert turn.stream
+    assert turn.route == "/sample-with-response-stream"
+    assert chunks == chunks_from_completion(turn.response, include_usage=True)
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"]["completion_tokens"] == 3
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    call = chunks[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert call["function"]["name"] == "guess"
+
+
+def test_sample_records_request_without_secrets(running_emulator: RunningEmulator, sm: Any) -> None:
+    """The store holds the exact request body and response, and no Authorization material."""
+    run = running_emulator
+    tid = run.mint()["metadata"]["rolloutId"]
+    out = sm.sample(JobArn=run.job_arn, TrajectoryId=tid, Body=BODY)
+    response = json.loads(out["Body"].read())
+    (turn,) = run.emulator.store.list_turns(tid)
+    assert turn.request == json.loads(BODY)
+    assert turn.response == response
+    raw = b"".join(p.read_bytes() for p in Path(run.emulator.store.path).parent.glob("run.sqlite*"))
+    assert b"guess" in raw  # the body is there...
+    assert b"AWS4-HMAC-SHA256" not in raw
+    assert b"AKIDEXAMPLE" not in raw
+
+
+def _strip(out: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in out.items() if k != "ResponseMetadata"}
