@@ -256,7 +256,7 @@ async def guard_stream(stream: Any, where: str) -> AsyncGenerator[Any, None]:
     except Exception as exc:
         raise policy_error(exc, where) from exc
     finally:
-        close = getattr(stream, "close", None)
+        close = getattr(stream, "aclose", None) or getattr(stream, "close", None)
         if close is not None:
             await close()
     if not seen:
@@ -308,13 +308,13 @@ class SampleChat:
         try:
             response = await asyncio.to_thread(operation, **kwargs)
             if stream:
-                return guard_stream(sample_chunks(response, self.where), self.where)
+                return guard_stream(sample_chunks(response), self.where)
             return parse_completion(await asyncio.to_thread(response["Body"].read))
         except Exception as exc:
             raise policy_error(exc, self.where) from exc
 
 
-async def sample_chunks(response: Mapping[str, Any], where: str) -> AsyncIterator[Any]:
+async def sample_chunks(response: Mapping[str, Any]) -> AsyncIterator[Any]:
     """Chunks of a SampleWithResponseStream body: SSE, or SSE inside AWS event-stream frames."""
     body = response["Body"]
     content_type = str(response.get("ContentType") or "").lower()

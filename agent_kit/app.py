@@ -91,7 +91,7 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
-class RolloutApp(BedrockAgentCoreApp):  # type: ignore[misc]
+class RolloutApp(BedrockAgentCoreApp):
     """An AgentCore app that runs one RL episode per invocation and reports its reward.
 
     Args:

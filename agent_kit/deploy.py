@@ -205,15 +205,17 @@ def plan_deploy(spec: DeploySpec, pkg: PackageResult | None) -> list[Call]:
     """Every request :func:`deploy` may send, in order; nothing is sent."""
     spec.validate()
     calls = [Call("bedrock-agentcore-control", "ListAgentRuntimes", {}, "find a runtime by name")]
-    for category in _JOB_CATEGORIES:
-        calls.append(
-            Call(
-                "sagemaker",
-                "ListJobs",
-                {"JobCategory": category, "StatusEquals": "InProgress"},
-                "only if the runtime exists; then DescribeJob per job (skipped with --force)",
-            )
-        )
+    if not spec.force:
+        for category in _JOB_CATEGORIES:
+            for status in RUNNING_JOB_STATUSES:
+                calls.append(
+                    Call(
+                        "sagemaker",
+                        "ListJobs",
+                        {"JobCategory": category, "StatusEquals": status},
+                        "only if the runtime exists; then DescribeJob per job",
+                    )
+                )
     if spec.target == "zip":
         size = pkg.zip_bytes if pkg is not None else 0
         calls.append(

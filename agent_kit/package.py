@@ -122,6 +122,8 @@ _SKIP_FILES: Final = frozenset(
 _SKIP_SUFFIXES: Final = (".pyc", ".pyo", ".so", ".log", ".swp", ".zip", ".egg-info")
 _AGENT_KIT_NAMES: Final = frozenset({"agent_kit", "agent-kit"})
 IMPORT_TIMEOUT_S: Final = 120.0
+#: Marks an output directory as ours: only such a directory is ever emptied and rewritten.
+_MARKER: Final = ".agent-kit-package"
 DOCKERIGNORE: Final = """\
 # written by agent-kit package
 __pycache__/
@@ -135,6 +137,7 @@ tests/
 .bedrock_agentcore/
 .bedrock_agentcore.yaml
 .dockerignore
+.agent-kit-package
 *.log
 """
 
@@ -237,6 +240,9 @@ def _import_check(source_dir: Path, module: str, *, timeout: float = IMPORT_TIME
         "app = getattr(mod, 'app', None)\n"
         "if app is None or not callable(getattr(app, 'run', None)):\n"
         "    sys.exit('module variable `app` is missing or has no run()')\n"
+        "kit = sys.modules.get('agent_kit')\n"
+        "if kit is not None and not kit.__file__.startswith(sys.argv[2]):\n"
+        "    sys.exit('agent_kit was imported from ' + kit.__file__ + ', not the package')\n"
         "print(type(app).__module__ + '.' + type(app).__qualname__)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -244,7 +250,7 @@ def _import_check(source_dir: Path, module: str, *, timeout: float = IMPORT_TIME
     env.setdefault("AWS_DEFAULT_REGION", "us-west-2")
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", code, module],
+            [sys.executable, "-c", code, module, str(source_dir.resolve()) + os.sep],
             cwd=source_dir,
             env=env,
             capture_output=True,
@@ -430,9 +436,11 @@ def agentcore_config(
 ) -> dict[str, Any]:
     """The ``.bedrock_agentcore.yaml`` document ``agentcore configure`` writes, as a dict.
 
-    Field names and nesting follow ``BedrockAgentCoreConfigSchema`` of the starter toolkit
-    (0.3.14): one agent, ``platform: linux/arm64``, PUBLIC network, HTTP protocol, observability
-    off (the requirements carry no OpenTelemetry distro), no memory.
+    Every field, in the order ``agentcore configure`` (starter toolkit 0.3.14) writes them, as
+    checked against a real ``agentcore configure --non-interactive`` run: one agent,
+    ``platform: linux/arm64``, PUBLIC network, HTTP protocol, observability off (the
+    requirements carry no OpenTelemetry distro), no memory. ``source_path`` stays null so the
+    toolkit finds the Dockerfile and the sources at the project root (the output directory).
     """
     return {
         "default_agent": name,
@@ -440,12 +448,13 @@ def agentcore_config(
             name: {
                 "name": name,
                 "language": "python",
+                "node_version": "20",  # what `agentcore configure` writes, even for Python
                 "entrypoint": str(entrypoint.resolve()),
                 "deployment_type": deployment_type,
                 "runtime_type": "PYTHON_3_11" if deployment_type == "direct_code_deploy" else None,
                 "platform": "linux/arm64",
                 "container_runtime": None,
-                "source_path": None,
+                "source_path": None,  # Dockerfile and sources at the project root
                 "aws": {
                     "execution_role": role_arn,
                     "execution_role_auto_create": role_arn is None,
@@ -472,9 +481,29 @@ def agentcore_config(
                     "agent_session_id": None,
                 },
                 "codebuild": {"project_name": None, "execution_role": None, "source_bucket": None},
-                "memory": {"mode": "NO_MEMORY"},
+                "memory": {
+                    "mode": "NO_MEMORY",
+                    "memory_id": None,
+                    "memory_arn": None,
+                    "memory_name": None,
+                    "event_expiry_days": 30,
+                    "first_invoke_memory_check_done": False,
+                    "was_created_by_toolkit": False,
+                },
+                "identity": {"credential_providers": [], "workload": None},
+                "aws_jwt": {
+                    "enabled": False,
+                    "audiences": [],
+                    "signing_algorithm": "ES384",
+                    "issuer_url": None,
+                    "duration_seconds": 300,
+                },
                 "authorizer_configuration": None,
                 "request_header_configuration": None,
+                "oauth_configuration": None,
+                "api_key_env_var_name": None,
+                "api_key_credential_provider_name": None,
+                "is_generated_by_agentcore_create": False,
             }
         },
     }
@@ -667,7 +696,7 @@ def package(
     ``requirements`` replaces the pinned runtime dependencies (:func:`pinned_requirements`);
     lines of a ``requirements.txt`` beside the entrypoint are always added (minus agent_kit).
     The output directory is emptied first, but only if it is empty or was written by this
-    function before (it holds ``.bedrock_agentcore.yaml`` or ``dist/``).
+    function before (it holds the ``.agent-kit-package`` marker); anything else is refused.
     """
     entry = Path(entrypoint).resolve()
     runtime_name = name or default_name(entry)
@@ -742,11 +771,12 @@ def _prepare_out(out: Path, source_dir: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise UsageError(f"--out {out} exists and is not a directory")
-        ours = (out / ".bedrock_agentcore.yaml").exists() or (out / "dist").is_dir()
+        ours = (out / _MARKER).is_file()
         if any(out.iterdir()) and not ours:
             raise UsageError(f"--out {out} is not empty and was not written by agent-kit package")
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    (out / _MARKER).write_text("written by agent-kit package; safe to delete\n", encoding="utf-8")
 
 
 def describe(result: PackageResult) -> dict[str, Any]:

@@ -172,19 +172,20 @@ class TokenProvider:
         return self.region
 
     def _sign(self, region: str, now: float) -> _Token:
-        if self._credentials is None:
-            try:
+        try:
+            if self._credentials is None:
                 self._credentials = self._get_session().get_credentials()
-            except Exception as exc:
-                raise PolicyError(
-                    f"cannot load AWS credentials to sign the policy token: {exc}"
-                ) from exc
             if self._credentials is None:
                 raise PolicyError(
                     "no AWS credentials to sign the policy token: give the agent an IAM role "
                     "(AmazonSageMakerJobRuntimeAccess) or set AWS credentials"
                 )
-        frozen = self._credentials.get_frozen_credentials()
+            # One consistent snapshot (botocore refreshes under its own lock if needed).
+            frozen = self._credentials.get_frozen_credentials()
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise PolicyError(f"cannot load AWS credentials for the policy token: {exc}") from exc
         request = AWSRequest(
             method="POST",
             url=f"https://{_TOKEN_HOST}/",
@@ -438,7 +439,7 @@ def build_model(
         )
         return PolicyHandle(model, "plain", base_url, chat, client.close)
     if config.transport == "sample":
-        endpoint = meta.endpoint or os.environ.get(ENDPOINT_ENV) or None
+        endpoint = resolve_endpoint(meta)
         region = meta.resolved_region()
         sm = boto_client or job_runtime_client(
             region,

@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError as PydanticValidationError
 from strands import Agent
@@ -183,7 +183,9 @@ class _Recorder(HookProvider):
         tool_use = event.tool_use
         result = event.result or {}
         text = _result_text(result)
-        status = "error" if result.get("status") == "error" else "success"
+        status: Literal["success", "error"] = (
+            "error" if result.get("status") == "error" else "success"
+        )
         self.episode.tool_calls.append(
             ToolCallRecord(
                 turn=max(0, self.episode.turns - 1),
@@ -222,9 +224,15 @@ def _result_text(result: Any) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    message = str(exc) or repr(exc)
-    name = type(exc).__name__
-    return message if isinstance(exc, AgentKitError) else f"{name}: {message}"
+    """A readable reason; an AgentKitError wrapped by Strands (EventLoopException) is unwrapped."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, AgentKitError):
+            return current.message
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return f"{type(exc).__name__}: {str(exc) or repr(exc)}"
 
 
 async def _call_recovered(env: Environment, call: TextToolCall) -> tuple[str, str]:
@@ -269,7 +277,12 @@ class _Play:
             self.episode.failure = Failure(boundary, reason)
 
     async def run(self, model_factory: ModelFactory, user_message: str) -> None:
-        handle = await model_factory(self.payload)
+        try:
+            handle = await model_factory(self.payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. no policy configured: data, not a 500
+            self.episode.stop_reason = "policy_error"
+            self._fail("policy", _describe(exc))
+            return
         try:
             agent = Agent(
                 model=handle.model,
@@ -280,7 +293,7 @@ class _Play:
                 hooks=[self.recorder],
             )
             await self._loop(agent, user_message)
-            self.episode.messages = list(agent.messages)
+            self.episode.messages = [dict(m) for m in agent.messages]
         finally:
             await handle.aclose()
 

@@ -53,7 +53,7 @@ def _flatten(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class ScriptedModel(Model):  # type: ignore[misc]
+class ScriptedModel(Model):
     """A Strands model that asks a scripted policy for each turn (no HTTP, deterministic).
 
     The policy sees exactly what the emulator would pass it: OpenAI-format messages with
@@ -130,7 +130,7 @@ class ScriptedModel(Model):  # type: ignore[misc]
             raw=raw,
         )
 
-    async def stream(
+    async def stream(  # type: ignore[override]
         self,
         messages: Any,
         tool_specs: Any = None,

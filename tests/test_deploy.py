@@ -217,14 +217,8 @@ def test_deploy_plan_sends_nothing(
     assert fake.requests == []
     plan = json.loads(out)
     ops = [c["operation"] for c in plan["plan"]]
-    assert ops == [
-        "ListAgentRuntimes",
-        "ListJobs",
-        "ListJobs",
-        "CreateAgentRuntime",
-        "GetAgentRuntime",
-    ]
-    create = plan["plan"][3]["params"]
+    assert ops == ["ListAgentRuntimes", *["ListJobs"] * 4, "CreateAgentRuntime", "GetAgentRuntime"]
+    create = plan["plan"][5]["params"]
     assert create["agentRuntimeName"] == "my_agent"
     assert create["agentRuntimeArtifact"] == {"containerConfiguration": {"containerUri": IMAGE}}
     assert plan["iam"]["managed_policies"] == [
@@ -274,9 +268,10 @@ def test_deploy_zip_without_bucket_is_usage_error(entry: Path, tmp_path: Path) -
 
 
 def test_plan_lists_upload_for_zip_target() -> None:
-    """The plan of a zip deploy includes the S3 upload of NAME/deployment.zip."""
-    spec = DeploySpec(name="a", role_arn=ROLE, region="us-east-1", s3_bucket="b")
+    """The plan of a zip deploy includes the S3 upload; with force, no job check."""
+    spec = DeploySpec(name="a", role_arn=ROLE, region="us-east-1", s3_bucket="b", force=True)
     calls = plan_deploy(spec, None)
+    assert "ListJobs" not in [c.operation for c in calls]
     put = next(c for c in calls if c.operation == "PutObject")
     assert put.params["Bucket"] == "b"
     assert put.params["Key"] == "a/deployment.zip"

@@ -20,6 +20,7 @@ from agent_kit.cli import main
 from agent_kit.errors import DeployError, UsageError
 from agent_kit.package import (
     RUNTIME_MODULES,
+    agentcore_config,
     dockerfile_text,
     package,
     preflight,
@@ -299,3 +300,45 @@ def test_wordle_example_packages_as_zip_and_container(tmp_path: Path, uv_cache: 
     assert (container.out_dir / "Dockerfile").is_file()
     assert (container.out_dir / "words" / "answers.txt").is_file()
     load_toolkit_config(container.out_dir / ".bedrock_agentcore.yaml")
+
+
+def test_yaml_has_every_field_the_toolkit_writes(tmp_path: Path) -> None:
+    """Our .bedrock_agentcore.yaml has exactly the fields the toolkit's own schema dumps."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from bedrock_agentcore_starter_toolkit.utils.runtime.schema import (
+            BedrockAgentCoreConfigSchema,
+        )
+
+    def keys(value: object, prefix: str = "") -> set[str]:
+        if not isinstance(value, dict):
+            return set()
+        out = set()
+        for key, sub in value.items():
+            path = f"{prefix}.{key}" if prefix and prefix != "agents" else str(key)
+            out |= {path} | keys(sub, path if prefix != "agents" else "agent")
+        return out
+
+    ours = agentcore_config("my_agent", tmp_path / "agent.py", deployment_type="direct_code_deploy")
+    dumped = BedrockAgentCoreConfigSchema.model_validate(ours).model_dump(
+        exclude={"is_agentcore_create_with_iac"}
+    )
+    assert keys(ours) == keys(dumped)
+    assert dumped["agents"]["my_agent"]["platform"] == "linux/arm64"
+
+
+def test_repackaging_replaces_only_our_own_output(tmp_path: Path) -> None:
+    """A second package run into the same directory replaces it; a look-alike dir is refused."""
+    entry = make_agent(tmp_path)
+    out = tmp_path / "again"
+    package(entry, target="container", out_dir=out)
+    (out / "stale.txt").write_text("old")
+    package(entry, target="container", out_dir=out)
+    assert not (out / "stale.txt").exists()
+    assert (out / "Dockerfile").is_file()
+    lookalike = tmp_path / "project"
+    (lookalike / "dist").mkdir(parents=True)
+    (lookalike / ".bedrock_agentcore.yaml").write_text("agents: {}\n")
+    with pytest.raises(UsageError, match="not written by agent-kit"):
+        package(entry, target="container", out_dir=lookalike)
+    assert (lookalike / ".bedrock_agentcore.yaml").is_file()

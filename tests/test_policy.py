@@ -204,6 +204,23 @@ def test_missing_credentials_are_a_policy_error(monkeypatch: pytest.MonkeyPatch)
         provider.token()
 
 
+def test_failing_credential_refresh_is_a_policy_error() -> None:
+    """Expired refreshable credentials whose refresh fails give a PolicyError, not a crash."""
+
+    def refresh() -> dict[str, str]:
+        raise RuntimeError("credential endpoint down")
+
+    expired = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    session = botocore.session.Session()
+    session._credentials = RefreshableCredentials.create_from_metadata(
+        {"access_key": "A", "secret_key": "S", "token": "T", "expiry_time": expired.isoformat()},
+        refresh_using=refresh,
+        method="test",
+    )
+    with pytest.raises(PolicyError, match="credential endpoint down"):
+        TokenProvider(session, "us-west-2").token()
+
+
 def test_default_token_provider_is_one_per_process() -> None:
     """Every thread gets the same default provider."""
     seen: list[TokenProvider] = []
@@ -321,28 +338,32 @@ async def test_openai_transport_sends_headers_token_and_params_every_turn(
     assert requests[1].json()["messages"][-1]["content"] == "value=2"
 
 
+async def test_default_provider_signs_when_none_is_given(fake: FakeJobRuntime) -> None:
+    """Without token_provider the process-wide provider's token is sent."""
+    await one_call(build_model(payload(fake.url), PolicyConfig(max_retries=0)))
+    (request,) = fake.requests_to(CHAT)
+    expected = f"Bearer {default_token_provider().token('us-west-2')}"
+    assert request.header("Authorization") == expected
+
+
+@pytest.mark.parametrize("stream", [False, True])
 async def test_a_403_re_signs_once_and_retries(
-    fake: FakeJobRuntime, provider: TokenProvider
+    fake: FakeJobRuntime, provider: TokenProvider, stream: bool
 ) -> None:
     """A 403 invalidates the token, re-signs once and resends the same request, which succeeds."""
     fake.fail(CHAT, 403, "AccessDeniedException", "token expired")
     fake.reply("hello")
-    events = await one_call(
-        build_model(payload(fake.url), PolicyConfig(max_retries=0), token_provider=provider)
-    )
-    assert any(
-        e.get("contentBlockDelta", {}).get("delta", {}).get("text") == "hello" for e in events
-    )
+    config = PolicyConfig(stream=stream, max_retries=0)
+    events = await one_call(build_model(payload(fake.url), config, token_provider=provider))
+    texts = [e.get("contentBlockDelta", {}).get("delta", {}).get("text") for e in events]
+    assert "".join(t for t in texts if t) == "hello"
     requests = fake.requests_to(CHAT)
     assert len(requests) == 2
     assert provider.sign_count == 2
     assert requests[0].body == requests[1].body
-    assert all(
-        r.header(
-            "Authorization",
-        ).startswith("Bearer sagemaker-api-key-")
-        for r in requests
-    )
+    for request in requests:
+        assert request.header("Authorization").startswith("Bearer sagemaker-api-key-")
+        assert request.header("X-Amzn-SageMaker-Trajectory-Id") == "traj-1"
 
 
 async def test_a_second_403_is_a_policy_error(

@@ -21,7 +21,8 @@ def _load(stem: str) -> ModuleType:
     name = f"wordle_{stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, WORDLE / f"{stem}.py")
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -113,7 +114,10 @@ def test_feedback_matches_brute_force_on_a_small_alphabet(guess: str, answer: st
     """On a 5-letter alphabet (many repeats) the feedback equals the brute-force rule and the
     policy file's own implementation."""
     expected = brute_force(guess, answer)
-    assert "".join(m[0].upper() if m != "gray" else "-" for m in agent.score_feedback(guess, answer)) == expected
+    assert (
+        "".join(m[0].upper() if m != "gray" else "-" for m in agent.score_feedback(guess, answer))
+        == expected
+    )
     assert policies.pattern(guess, answer) == expected
 
 
@@ -160,7 +164,7 @@ def new_env(answer: str = "crane") -> object:
 
 
 def test_tool_reports_feedback_and_summary() -> None:
-    """A valid guess gets per-letter colours and a summary of greens, yellows, exclusions, guesses left."""
+    """A valid guess gets colours per letter and a summary of what is known and guesses left."""
     env = new_env("crane")
     out = env.guess_word("eerie")
     assert "Guess 1 of 6: EERIE" in out
@@ -171,7 +175,8 @@ def test_tool_reports_feedback_and_summary() -> None:
     assert "Guesses left: 5" in out
     out = env.guess_word("react")
     assert "Greens (fixed positions): _ _ A _ E" in out
-    assert "R not at 1, 3" in out and "C not at 4" in out
+    assert "R not at 1, 3" in out
+    assert "C not at 4" in out
     assert "Not in the word: I, T" in out
 
 
@@ -193,7 +198,9 @@ def test_solve_finishes_the_game() -> None:
     env.guess_word("slate")
     out = env.guess_word("crane")
     assert "Solved in 2 guesses" in out
-    assert env.done and env.solved and env.result == {"solved": True, "guesses": 2}
+    assert env.done
+    assert env.solved
+    assert env.result == {"solved": True, "guesses": 2}
     assert "game is over" in env.guess_word("react")
     assert len(env.history) == 2
 
@@ -202,13 +209,14 @@ def test_six_wrong_guesses_end_the_game_without_revealing_the_answer() -> None:
     """After six valid misses the game is over and no output ever contained the answer."""
     env = new_env("crane")
     outputs = [env.guess_word(w) for w in ["slate", "pious", "dying", "block", "fluff", "gawky"]]
-    assert env.done and not env.solved
+    assert env.done
+    assert not env.solved
     assert "Out of guesses" in outputs[-1]
     assert not any(re.search(r"\bcrane\b", o, re.IGNORECASE) for o in outputs)
 
 
 def test_invalid_attempts_are_capped_so_an_episode_always_ends() -> None:
-    """Six invalid attempts end the game; with six guesses an episode has at most 12 scored calls."""
+    """Six invalid attempts end the game; with six guesses an episode has at most 12 calls."""
     env = new_env()
     for _ in range(agent.MAX_INVALID):
         env.guess_word("qqqqq")
@@ -218,10 +226,13 @@ def test_invalid_attempts_are_capped_so_an_episode_always_ends() -> None:
     words = ["slate", "qqqqq", "pious", "qqqqq", "dying", "qqqqq", "block", "qqqqq", "fluff"]
     for w in [*words, "qqqqq", "gawky", "qqqqq"]:
         env.guess_word(w)
-    assert env.done and len(env.attempts) <= 12
+    assert env.done
+    assert len(env.attempts) <= 12
 
 
-@pytest.mark.parametrize("task", [{"id": "x"}, {"answer": "cranes"}, {"answer": "cr4ne"}, {"answer": "qqqqq"}])
+@pytest.mark.parametrize(
+    "task", [{"id": "x"}, {"answer": "cranes"}, {"answer": "cr4ne"}, {"answer": "qqqqq"}]
+)
 def test_reset_rejects_unplayable_tasks(task: dict[str, str]) -> None:
     """A task without a playable five-letter answer raises KeyError/ValueError (a 400 upstream)."""
     with pytest.raises((KeyError, ValueError)):
@@ -252,7 +263,8 @@ def test_text_guesses_are_recovered(text: str, word: str) -> None:
     """Guesses written as text in any of the seen formats are recovered as one guess_word call."""
     calls = agent.WordleEnv().parse_text_tool_calls(text)
     assert len(calls) == 1
-    assert calls[0].name == "guess_word" and calls[0].arguments == {"guess": word}
+    assert calls[0].name == "guess_word"
+    assert calls[0].arguments == {"guess": word}
 
 
 def test_plain_prose_recovers_nothing() -> None:
@@ -265,12 +277,14 @@ def test_tool_definition_the_policy_sees() -> None:
     env = agent.WordleEnv()
     assert env.tool_names() == ["guess_word"]
     spec = env.guess_word.tool_spec["inputSchema"]["json"]
-    assert spec["required"] == ["guess"] and spec["properties"]["guess"]["type"] == "string"
+    assert spec["required"] == ["guess"]
+    assert spec["properties"]["guess"]["type"] == "string"
 
 
 def test_word_lists_are_shipped_and_consistent() -> None:
     """Both lists are shipped, lowercase five-letter words, every answer is an allowed guess."""
-    assert len(agent.ANSWERS) == 2315 and len(set(agent.ANSWERS)) == 2315
+    assert len(agent.ANSWERS) == 2315
+    assert len(set(agent.ANSWERS)) == 2315
     assert all(re.fullmatch(r"[a-z]{5}", w) for w in agent.ALLOWED)
     assert set(agent.ANSWERS) <= agent.ALLOWED
     assert (WORDLE / "words" / "LICENSE-NOTE.md").is_file()
@@ -294,9 +308,14 @@ def test_shipped_datasets_are_what_make_dataset_builds() -> None:
 
 
 def test_datasets_are_deterministic_disjoint_and_in_mtrl_format() -> None:
-    """Same seed → same splits; other seed → different; splits disjoint; rows carry prompt/answer/id."""
-    a, b, c = make_dataset.build(64, 32, 42), make_dataset.build(64, 32, 42), make_dataset.build(64, 32, 7)
-    assert a == b and a != c
+    """Same seed → same splits, another seed differs; disjoint; rows hold prompt/answer/id."""
+    a, b, c = (
+        make_dataset.build(64, 32, 42),
+        make_dataset.build(64, 32, 42),
+        make_dataset.build(64, 32, 7),
+    )
+    assert a == b
+    assert a != c
     train, holdout = _rows(WORDLE / "train.jsonl"), _rows(WORDLE / "holdout.jsonl")
     assert (len(train), len(holdout)) == (64, 32)
     assert not {r["answer"] for r in train} & {r["answer"] for r in holdout}
@@ -311,7 +330,8 @@ def test_datasets_are_deterministic_disjoint_and_in_mtrl_format() -> None:
 def test_datasets_leave_out_answers_that_occur_in_the_fixed_text() -> None:
     """No dataset answer is a word of the system prompt, user prompt, tool spec or tool messages."""
     leaking = make_dataset.leaking_answers(agent)
-    assert "guess" in leaking and "green" in leaking
+    assert "guess" in leaking
+    assert "green" in leaking
     built = make_dataset.build(1000, 1000, 3)
     answers = {json.loads(r["prompt"])["answer"] for rows in built.values() for r in rows}
     assert not answers & leaking

@@ -28,7 +28,8 @@ def _load(stem: str) -> ModuleType:
     name = f"wordle_{stem}"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, WORDLE / f"{stem}.py")
-        assert spec is not None and spec.loader is not None
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -45,17 +46,22 @@ HOLDOUT = sim.read_dataset(WORDLE / "holdout.jsonl")
 def runs() -> dict[str, list[Any]]:
     """Every policy over the whole holdout: Solver greedy, the rest at temperature 0.7."""
     return {
-        "Solver@0": [r for g in sim.play_groups(policies.Solver(), HOLDOUT, group_size=1) for r in g],
+        "Solver@0": [
+            r for g in sim.play_groups(policies.Solver(), HOLDOUT, group_size=1) for r in g
+        ],
         "Solver@0.7": [
-            r for g in sim.play_groups(policies.Solver(), HOLDOUT, group_size=2, temperature=0.7)
+            r
+            for g in sim.play_groups(policies.Solver(), HOLDOUT, group_size=2, temperature=0.7)
             for r in g
         ],
         "Sloppy": [
-            r for g in sim.play_groups(policies.Sloppy(), HOLDOUT, group_size=2, temperature=0.7)
+            r
+            for g in sim.play_groups(policies.Sloppy(), HOLDOUT, group_size=2, temperature=0.7)
             for r in g
         ],
         "Random": [
-            r for g in sim.play_groups(policies.Random(), HOLDOUT, group_size=2, temperature=0.7)
+            r
+            for g in sim.play_groups(policies.Random(), HOLDOUT, group_size=2, temperature=0.7)
             for r in g
         ],
     }
@@ -71,7 +77,11 @@ def _mean(results: list[Any]) -> float:
 
 def test_baseline_rank_order(runs: dict[str, list[Any]]) -> None:
     """Solver (T=0) solves ≥ 95% of the holdout, Random ≤ 10%, Sloppy in between; rewards agree."""
-    solver, sloppy, rnd = _solve_rate(runs["Solver@0"]), _solve_rate(runs["Sloppy"]), _solve_rate(runs["Random"])
+    solver, sloppy, rnd = (
+        _solve_rate(runs["Solver@0"]),
+        _solve_rate(runs["Sloppy"]),
+        _solve_rate(runs["Random"]),
+    )
     assert solver >= 0.95
     assert rnd <= 0.10
     assert rnd < sloppy < solver
@@ -92,7 +102,7 @@ def _guesses(result: Any) -> list[str]:
 
 
 def test_answer_never_reaches_the_policy(runs: dict[str, list[Any]]) -> None:
-    """Over every turn of every run, no message or tool definition the policy sees holds the answer."""
+    """Over every turn of every run, nothing the policy sees (messages, tools) holds the answer."""
     checked = 0
     for results in runs.values():
         for result in results:
@@ -119,7 +129,8 @@ def test_runs_are_reproducible() -> None:
     task = HOLDOUT[0]
     a = sim.play(policies.Sloppy(), task, temperature=0.7, seed=1, trajectory_id="t")
     b = sim.play(policies.Sloppy(), task, temperature=0.7, seed=1, trajectory_id="t")
-    assert _guesses(a) == _guesses(b) and a.reward.total == b.reward.total
+    assert _guesses(a) == _guesses(b)
+    assert a.reward.total == b.reward.total
 
 
 def test_sloppy_text_guesses_are_executed_and_penalised(runs: dict[str, list[Any]]) -> None:
@@ -144,7 +155,9 @@ def test_sloppy_text_guesses_are_executed_and_penalised(runs: dict[str, list[Any
     assert agent.wordle_reward(env, result.episode).total > result.reward.total
 
 
-def _request(messages: list[dict[str, Any]], temperature: float = 0.0, seed: int = 0) -> PolicyRequest:
+def _request(
+    messages: list[dict[str, Any]], temperature: float = 0.0, seed: int = 0
+) -> PolicyRequest:
     return PolicyRequest(
         messages=tuple(messages), tools=(), temperature=temperature, top_p=1.0, max_tokens=None,
         rng=random.Random(seed), trajectory_id="t", job_arn="arn", turn=len(messages), raw={},
@@ -152,7 +165,7 @@ def _request(messages: list[dict[str, Any]], temperature: float = 0.0, seed: int
 
 
 def test_policies_read_feedback_from_tool_and_recovered_messages() -> None:
-    """Feedback is parsed from tool results and from the user message that carries recovered results."""
+    """Feedback is parsed from tool results and from the user message carrying recovered results."""
     env = agent.WordleEnv()
     env.reset({"answer": "crane"})
     first = env.guess_word("slate")
@@ -161,7 +174,10 @@ def test_policies_read_feedback_from_tool_and_recovered_messages() -> None:
         {"role": "system", "content": agent.SYSTEM_PROMPT},
         {"role": "tool", "content": first},
         {"role": "assistant", "content": "Guess 9 of 6: ZZZZZ\nFeedback: Z green"},
-        {"role": "user", "content": f"Result of the tool call written in your message:\n[guess_word] {second}"},
+        {
+            "role": "user",
+            "content": f"Result of the tool call written in your message:\n[guess_word] {second}",
+        },
     ]
     assert policies.read_feedback(messages) == [("slate", "--G-G"), ("pious", "-----")]
     reply = policies.Solver()(_request(messages))
@@ -176,8 +192,11 @@ def test_policies_stop_when_the_game_is_over() -> None:
     env.reset({"answer": "crane"})
     done = env.guess_word("crane")
     for policy in (policies.Solver(), policies.Random(), policies.Sloppy()):
-        reply = policy(_request([{"role": "user", "content": "go"}, {"role": "tool", "content": done}]))
-        assert reply.tool_calls == () and reply.content
+        reply = policy(
+            _request([{"role": "user", "content": "go"}, {"role": "tool", "content": done}])
+        )
+        assert reply.tool_calls == ()
+        assert reply.content
 
 
 def test_policies_are_pure_functions_of_the_request() -> None:

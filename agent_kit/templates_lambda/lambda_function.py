@@ -125,7 +125,10 @@ def forward(payload: dict[str, Any]) -> Any:
         with urllib.request.urlopen(request, timeout=_timeout()) as response:  # noqa: S310
             body = response.read(_MAX_BODY + 1)
     except urllib.error.HTTPError as exc:
-        detail = exc.read(2048).decode("utf-8", "replace").strip()
+        try:
+            detail = exc.read(2048).decode("utf-8", "replace").strip()
+        finally:
+            exc.close()
         message = f"agent answered HTTP {exc.code}" + (f": {detail}" if detail else "")
         raise ForwarderError(_type_for_status(exc.code), message) from None
     except TimeoutError:

@@ -186,7 +186,9 @@ class WordleEnv(Environment):
         if len(answer) != WORD_LENGTH or not answer.isascii() or not answer.isalpha():
             raise ValueError(f"the answer must be a five-letter word (task id {task.get('id')!r})")
         if answer not in ALLOWED:
-            raise ValueError(f"the answer is not in the allowed word list (task {task.get('id')!r})")
+            raise ValueError(
+                f"the answer is not in the allowed word list (task {task.get('id')!r})"
+            )
         self.answer = answer
         self.task_id = str(task.get("id", ""))
         self.attempts = []
@@ -260,7 +262,9 @@ class WordleEnv(Environment):
     _LABEL = re.compile(r"\bguess\s*[:=]\s*[\"'`*]*([A-Za-z]{5})\b", re.IGNORECASE)
 
     def parse_text_tool_calls(self, text: str) -> Sequence[TextToolCall]:
-        """Recover the *last* guess written as text: ``guess_word("crane")``, ``<guess>crane</guess>``,
+        """Recover the *last* guess written as text.
+
+        Formats: ``guess_word("crane")``, ``<guess>crane</guess>``,
         ``{"guess": "crane"}`` (also inside a tool-call-shaped JSON object) or ``guess: crane``.
 
         Only one guess is recovered per message, so thinking aloud cannot burn several guesses.
@@ -300,10 +304,10 @@ def outcome_score(solved_on: int | None, valid_guesses: int) -> float:
     """The dominant term: solve on guess n → 1.05 + 0.5·(6−n)/5; unsolved → −0.5 − 0.1 per
     unused guess (−0.5 after all six); never a valid guess → −1.5."""
     if solved_on is not None:
-        return 1.05 + 0.5 * (MAX_GUESSES - solved_on) / (MAX_GUESSES - 1)
+        return round(1.05 + 0.5 * (MAX_GUESSES - solved_on) / (MAX_GUESSES - 1), 9)
     if valid_guesses == 0:
         return -1.5
-    return -0.5 - 0.1 * (MAX_GUESSES - valid_guesses)
+    return round(-0.5 - 0.1 * (MAX_GUESSES - valid_guesses), 9)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -22,6 +22,7 @@ Modes:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import shutil
@@ -32,11 +33,24 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+
+
+def _simulate() -> ModuleType:
+    """``simulate.py`` next to this file, imported by path (no ``sys.path`` changes)."""
+    name = "wordle_simulate"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "simulate.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {HERE / 'simulate.py'}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
 
 DEFAULT_ROWS = ("Solver@0", "Solver@0.7", "Sloppy@0.7", "Random@0.7")
 
@@ -75,15 +89,20 @@ def table_row(name: str, rollouts: list[Rollout]) -> dict[str, Any]:
     }
 
 
-def run_sim(policy: str, temperature: float, dataset: Path, group_size: int, seed: int) -> list[Rollout]:
+def run_sim(
+    policy: str, temperature: float, dataset: Path, group_size: int, seed: int
+) -> list[Rollout]:
     """Play the rows in-process with ``simulate.py`` (no Strands, no servers)."""
-    import simulate
-
+    simulate = _simulate()
     pol = getattr(simulate.policies_module(), policy)()
     tasks = simulate.read_dataset(dataset)
-    groups = simulate.play_groups(pol, tasks, group_size=group_size, temperature=temperature, seed=seed)
+    groups = simulate.play_groups(
+        pol, tasks, group_size=group_size, temperature=temperature, seed=seed
+    )
     return [
-        Rollout(i, r.reward.total, r.solved, r.guesses) for i, group in enumerate(groups) for r in group
+        Rollout(i, r.reward.total, r.solved, r.guesses)
+        for i, group in enumerate(groups)
+        for r in group
     ]
 
 
@@ -97,10 +116,15 @@ def run_driver(
         "--policy", f"scripted:{HERE / 'policies.py'}:{policy}",
         "--group-size", str(group_size), "--temperature", str(temperature),
         "--seed", str(seed), "--json", "--out", str(out),
+        # a fixed job name gives fixed trajectory ids, and the emulator seeds a scripted
+        # policy's rng from (seed, trajectory id, turn): the same command, the same figures
+        "--name", f"wordle-eval-{policy.lower()}-{str(temperature).replace('.', '-')}",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"error: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"error: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}"
+        )
     stores = sorted(out.rglob("run.sqlite"), key=lambda p: p.stat().st_mtime)
     if not stores:
         raise SystemExit(f"error: no run.sqlite under {out}")
@@ -135,7 +159,8 @@ def markdown(rows: list[dict[str, Any]], caption: str) -> str:
     lines = [
         caption,
         "",
-        "| policy @ temperature | rollouts | solve rate | mean guesses (solved) | reward mean ± std "
+        "| policy @ temperature | rollouts | solve rate | mean guesses (solved) "
+        "| reward mean ± std "
         "| zero-variance groups |",
         "|---|---:|---:|---:|---:|---:|",
     ]
@@ -177,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "driver"
         else "in-process simulation (simulate.py: env + policy + reward, no Strands/servers)"
     )
-    caption = (
-        f"{args.dataset.name}, group size {args.group_size}, seed {args.seed}; mode: {how}"
-    )
+    caption = f"{args.dataset.name}, group size {args.group_size}, seed {args.seed}; mode: {how}"
     print(markdown(results, caption))
     if args.json:
         print(json.dumps({"mode": mode, "caption": caption, "rows": results}))

@@ -18,6 +18,7 @@ appears in a request" can be checked with a plain word search.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import re
@@ -27,10 +28,20 @@ from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
 
-from simulate import agent_module, openai_tools  # noqa: E402 - after the path set-up above
+
+def _simulate() -> ModuleType:
+    """``simulate.py`` next to this file, imported by path (no ``sys.path`` changes)."""
+    name = "wordle_simulate"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "simulate.py")
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {HERE / 'simulate.py'}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
 
 #: The follow-up agent_kit sends after executing a guess recovered from text (agent_kit/runner.py).
 RECOVERY_PREFIX = "Result of the tool call written in your message:"
@@ -55,7 +66,7 @@ def fixed_texts(mod: ModuleType) -> list[str]:
         for g in guesses:
             probe_words.add(g)
             texts.append(env.guess_word(g))
-    texts.append(json.dumps(openai_tools(mod.WordleEnv())))
+    texts.append(json.dumps(_simulate().openai_tools(mod.WordleEnv())))
     return [re.sub(r"\b(" + "|".join(probe_words) + r")\b", " ", t, flags=re.I) for t in texts]
 
 
@@ -67,7 +78,7 @@ def leaking_answers(mod: ModuleType) -> set[str]:
 
 def build(train_size: int, holdout_size: int, seed: int) -> dict[str, list[dict[str, Any]]]:
     """The two splits as lists of MTRL rows (``{"prompt": "<JSON string>"}``)."""
-    mod = agent_module()
+    mod = _simulate().agent_module()
     pool = sorted(set(mod.ANSWERS) - leaking_answers(mod))
     if train_size < 0 or holdout_size < 0 or train_size + holdout_size > len(pool):
         raise SystemExit(

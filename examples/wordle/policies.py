@@ -173,4 +173,3 @@ class Sloppy:
             text = rng.choice(self.TEXT_FORMATS).format(w=word)
             return PolicyReply(content=f"I'll try this one.\n{text}")
         return _call(word, request.turn)
-

@@ -131,7 +131,9 @@ def play(
         except TypeError as exc:
             output = f"Error: {exc}"
         episode.tool_calls.append(
-            ToolCallRecord(max(0, episode.turns - 1), name, dict(arguments), output, "success", recovered)
+            ToolCallRecord(
+                max(0, episode.turns - 1), name, dict(arguments), output, "success", recovered
+            )
         )
         return output
 
@@ -152,20 +154,33 @@ def play(
         requests.append(request)
         reply = coerce_reply(policy(request))
         episode.turn_log.append(
-            TurnRecord(turn, stop_reason=reply.finish_reason, text=reply.content or "",
-                       tool_calls=[c.name for c in reply.tool_calls])
+            TurnRecord(
+                turn,
+                stop_reason=reply.finish_reason,
+                text=reply.content or "",
+                tool_calls=[c.name for c in reply.tool_calls],
+            )
         )
         if reply.tool_calls:
             calls = [
-                {"id": c.id or f"call_{turn}_{i}", "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments_json()}}
+                {
+                    "id": c.id or f"call_{turn}_{i}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments_json()},
+                }
                 for i, c in enumerate(reply.tool_calls)
             ]
-            messages.append({"role": "assistant", "content": reply.content or "", "tool_calls": calls})
+            messages.append(
+                {"role": "assistant", "content": reply.content or "", "tool_calls": calls}
+            )
             for call, wire in zip(reply.tool_calls, calls, strict=True):
                 if env.done or len(episode.tool_calls) >= (limit_calls or 10**9):
                     break
-                args = call.arguments if isinstance(call.arguments, dict) else json.loads(call.arguments)
+                args = (
+                    call.arguments
+                    if isinstance(call.arguments, dict)
+                    else json.loads(call.arguments)
+                )
                 output = execute(call.name, args, recovered=False)
                 messages.append({"role": "tool", "tool_call_id": wire["id"], "content": output})
             if limit_calls is not None and len(episode.tool_calls) >= limit_calls:
@@ -176,10 +191,15 @@ def play(
         recovered = list(env.parse_text_tool_calls(text))
         if not recovered:
             break
-        outputs = [f"[{c.name}] {execute(c.name, dict(c.arguments), recovered=True)}" for c in recovered]
+        outputs = [
+            f"[{c.name}] {execute(c.name, dict(c.arguments), recovered=True)}" for c in recovered
+        ]
         messages.append(
-            {"role": "user",
-             "content": "Result of the tool call written in your message:\n" + "\n".join(outputs)}
+            {
+                "role": "user",
+                "content": "Result of the tool call written in your message:\n"
+                + "\n".join(outputs),
+            }
         )
     reward = mod.wordle_reward(env, episode)
     return SimResult(task, reward, env.solved, len(env.history), episode, requests)
@@ -198,8 +218,13 @@ def play_groups(
     for task in tasks:
         groups.append(
             [
-                play(policy, task, temperature=temperature, seed=seed,
-                     trajectory_id=f"{task.get('id', 'task')}-{k}")
+                play(
+                    policy,
+                    task,
+                    temperature=temperature,
+                    seed=seed,
+                    trajectory_id=f"{task.get('id', 'task')}-{k}",
+                )
                 for k in range(group_size)
             ]
         )

@@ -41,7 +41,8 @@ Fault injection, consumed FIFO per route before normal handling, each ``times`` 
 connection without answering), :meth:`raw` (any status/content-type/body, e.g. garbage).
 
 Recording: ``requests`` lists every :class:`Recorded` request (method, path, lower-cased
-headers, body bytes, ``.json()``, ``.header(name)``); :meth:`requests_to` filters by path.
+headers, body bytes, ``.json()``, ``.header(name)``); :meth:`requests_to` filters by path;
+:meth:`wait_for` blocks until requests to a path have arrived (e.g. to release a hang).
 """
 
 from __future__ import annotations
@@ -258,6 +259,7 @@ class FakeJobRuntime:
         self._tokens: dict[str, tuple[str, str]] = {}
         self._faults: dict[str, deque[Fault]] = {}
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._release = threading.Event()
         self._calls = 0
         self._server: ThreadingHTTPServer | None = None
@@ -273,7 +275,9 @@ class FakeJobRuntime:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -353,6 +357,13 @@ class FakeJobRuntime:
         with self._lock:
             self.states[trajectory_id] = state
 
+    def wait_for(self, path: str, count: int = 1, timeout: float = 10.0) -> bool:
+        """Block until ``count`` requests to ``path`` have arrived (False on timeout)."""
+        with self._arrived:
+            return self._arrived.wait_for(
+                lambda: sum(r.path == path for r in self.requests) >= count, timeout
+            )
+
     def requests_to(self, path: str) -> list[Recorded]:
         """The recorded requests to one path, in arrival order."""
         with self._lock:
@@ -362,6 +373,7 @@ class FakeJobRuntime:
     def _record(self, request: Recorded) -> tuple[Fault | None, int]:
         with self._lock:
             self.requests.append(request)
+            self._arrived.notify_all()
             queue = self._faults.get(request.path)
             fault = queue.popleft() if queue else None
             index = self._calls
@@ -454,7 +466,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "ResourceNotFoundException", f"no route {path}")
 
     def do_GET(self) -> None:
-        self.owner._record(Recorded("GET", self.path, dict(self.headers.items()), b""))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.owner._record(Recorded("GET", self.path, headers, b""))
         self._error(404, "ResourceNotFoundException", f"no route GET {self.path}")
 
     # -- writers ---------------------------------------------------------------------------------

@@ -1,0 +1,550 @@
+"""Recordings: the episodes a replay serves back, read from a run store or a cassette file.
+
+A :class:`Recording` is the in-memory form: per episode the prompt, the sampling parameters,
+every turn's request and response (with the recorded token usage), and the reward (with its
+per-component breakdown when the agent's answer was kept). :func:`load_recording` reads one
+from a run directory (``run.sqlite``) or from a cassette.
+
+A **cassette** is the compact, versioned, human-readable export of selected episodes, so a
+test suite can check a recording into the repository without the SQLite file. It is JSON Lines:
+
+- line 1, the header: ``{"format": "agent_kit.cassette/1", "created_at", "source",
+  "entrypoint" (relative to the cassette's directory), "job" (recorded settings), "episodes"}``;
+- then one line per episode: ``{"trajectory_id", "prompt", "inference_params", "step",
+  "prompt_index", "sample_index", "state", "reward": {"rewards", "total"},
+  "reward_breakdown", "turns": [...]}``. To stay compact a turn stores only what changed
+  since the previous turn: ``keep`` (messages carried over from the previous request),
+  ``messages`` (the ones added), ``request`` (the other request fields, omitted when equal to
+  the previous turn's), ``response`` (the chat.completion) and ``usage``.
+
+Both directions are validated with pydantic: :func:`write_cassette` refuses a recording it could
+not read back, :func:`read_cassette` names the line and field of the first problem
+(:class:`~agent_kit.errors.UsageError`), and refuses unknown format versions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from agent_kit.errors import UsageError
+
+__all__ = [
+    "CASSETTE_FORMAT",
+    "RecordedEpisode",
+    "RecordedTurn",
+    "Recording",
+    "load_recording",
+    "read_cassette",
+    "write_cassette",
+]
+
+#: The format tag of the cassette header; bump the suffix when the layout changes.
+CASSETTE_FORMAT: Final = "agent_kit.cassette/1"
+#: Trajectory states whose episodes are replayable (a finished rollout, rewarded or failed).
+REPLAYABLE_STATES: Final = ("REWARDED", "FAILED")
+#: Event kind under which a run keeps what the agent's invocation returned.
+INVOCATION_EVENT: Final = "invocation"
+
+
+# -- the in-memory recording ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One recorded policy call: the request as sent, the response served, its token usage."""
+
+    idx: int
+    route: str
+    stream: bool
+    request: dict[str, Any]
+    response: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+
+
+@dataclass(frozen=True)
+class RecordedEpisode:
+    """One recorded episode (trajectory) with its turns and reward.
+
+    ``rewards`` is the UpdateReward list and ``reward_total`` its sum (None when no reward was
+    reported); ``reward_breakdown`` is the agent's ``{component: {value, weight, contribution,
+    kind}}`` when the run kept the agent's answer, else None.
+    """
+
+    trajectory_id: str
+    prompt: str
+    inference_params: dict[str, Any] | None
+    step: int
+    prompt_index: int
+    sample_index: int
+    state: str
+    turns: tuple[RecordedTurn, ...]
+    rewards: tuple[float, ...] | None
+    reward_total: float | None
+    reward_breakdown: dict[str, dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Recorded episodes plus where they came from.
+
+    ``entrypoint`` is the agent file the recording was made with (absolute; None when unknown);
+    ``job`` holds the recorded job settings (policy, temperature, seed, …).
+    """
+
+    source: Path
+    kind: Literal["run", "cassette"]
+    episodes: tuple[RecordedEpisode, ...]
+    entrypoint: Path | None = None
+    job_arn: str | None = None
+    job_name: str | None = None
+    job: dict[str, Any] = field(default_factory=dict)
+
+    def by_id(self) -> dict[str, RecordedEpisode]:
+        """Episodes keyed by trajectory id."""
+        return {e.trajectory_id: e for e in self.episodes}
+
+    def select(
+        self, trajectories: Sequence[str] | None = None, limit: int | None = None
+    ) -> Recording:
+        """A copy holding only the named trajectories (in the given order) and/or the first
+        ``limit``; UsageError naming any id the recording does not hold."""
+        episodes = list(self.episodes)
+        if trajectories:
+            known = self.by_id()
+            missing = [t for t in trajectories if t not in known]
+            if missing:
+                raise UsageError(
+                    f"{self.source} holds no replayable trajectory {', '.join(missing)} "
+                    f"(it has {len(known)}: {', '.join(list(known)[:5])}"
+                    f"{', …' if len(known) > 5 else ''})"
+                )
+            episodes = [known[t] for t in dict.fromkeys(trajectories)]
+        if limit is not None:
+            if limit < 1:
+                raise UsageError(f"--limit must be ≥ 1, got {limit}")
+            episodes = episodes[:limit]
+        return Recording(
+            self.source,
+            self.kind,
+            tuple(episodes),
+            self.entrypoint,
+            self.job_arn,
+            self.job_name,
+            self.job,
+        )
+
+
+def load_recording(
+    source: str | Path, trajectories: Sequence[str] | None = None, limit: int | None = None
+) -> Recording:
+    """Read a recording from a run directory / ``.sqlite`` file or from a cassette (``.jsonl``).
+
+    Only finished episodes (REWARDED or FAILED, i.e. the last attempt of each rollout) are
+    replayable. UsageError when the source is missing, unreadable, or holds no such episode.
+    """
+    path = Path(source)
+    if path.suffix in (".jsonl", ".cassette") or (path.is_file() and _looks_like_cassette(path)):
+        recording = read_cassette(path)
+    else:
+        recording = _read_run(path)
+    if not recording.episodes:
+        raise UsageError(f"{path} holds no finished episode to replay")
+    return recording.select(trajectories, limit)
+
+
+def _looks_like_cassette(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(1) == b"{"
+
+
+def _read_run(path: Path) -> Recording:
+    from agent_kit.store import RunStore, resolve_path
+
+    if not resolve_path(path).is_file():
+        raise UsageError(f"no run store at {resolve_path(path)} (expected a run directory)")
+    with RunStore.open(path, readonly=True) as store:
+        jobs = store.list_jobs()
+        if not jobs:
+            raise UsageError(f"{path} holds no job")
+        job = jobs[-1]
+        bodies: dict[str, Any] = {}
+        for event in store.list_events(kind=INVOCATION_EVENT):
+            if event.trajectory_id is not None:
+                bodies[event.trajectory_id] = event.detail.get("body")
+        episodes = []
+        for row in store.list_trajectories(job_arn=job.arn, states=REPLAYABLE_STATES):
+            turns = tuple(
+                RecordedTurn(
+                    t.idx,
+                    t.route,
+                    t.stream,
+                    t.request,
+                    t.response,
+                    t.prompt_tokens,
+                    t.completion_tokens,
+                    t.usage_estimated,
+                )
+                for t in store.list_turns(row.id)
+            )
+            reward = store.get_reward(row.id)
+            payload = row.payload or {}
+            params = payload.get("inferenceParams", payload.get("inference_params"))
+            episodes.append(
+                RecordedEpisode(
+                    trajectory_id=row.id,
+                    prompt=row.prompt,
+                    inference_params=params if isinstance(params, dict) else None,
+                    step=row.step,
+                    prompt_index=row.prompt_index,
+                    sample_index=row.sample_index,
+                    state=row.state,
+                    turns=turns,
+                    rewards=None if reward is None else tuple(reward.rewards),
+                    reward_total=None if reward is None else reward.total,
+                    reward_breakdown=_breakdown(bodies.get(row.id)),
+                )
+            )
+    config = job.config
+    entry = config.get("entrypoint")
+    entrypoint = Path(entry) if isinstance(entry, str) and entry.endswith(".py") else None
+    settings = config.get("job") if isinstance(config.get("job"), dict) else {}
+    return Recording(
+        source=path,
+        kind="run",
+        episodes=tuple(episodes),
+        entrypoint=entrypoint,
+        job_arn=job.arn,
+        job_name=job.name,
+        job=dict(settings or {}),
+    )
+
+
+def _breakdown(body: Any) -> dict[str, dict[str, Any]] | None:
+    if not isinstance(body, dict):
+        return None
+    value = body.get("reward_breakdown")
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        return None
+    return {str(k): dict(v) for k, v in value.items()}
+
+
+# -- the cassette file format ---------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CassetteSource(_Strict):
+    """Where the cassette's episodes were recorded."""
+
+    run_dir: str | None = None
+    job_arn: str | None = None
+    job_name: str | None = None
+
+
+class CassetteHeader(_Strict):
+    """Line 1 of a cassette."""
+
+    format: Literal["agent_kit.cassette/1"]
+    created_at: str
+    source: CassetteSource = Field(default_factory=CassetteSource)
+    entrypoint: str | None = None
+    job: dict[str, Any] = Field(default_factory=dict)
+    episodes: int = Field(ge=0)
+
+
+class CassetteUsage(_Strict):
+    """Token usage recorded for a turn."""
+
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+    estimated: bool = False
+
+
+class CassetteTurn(_Strict):
+    """One turn, stored as a difference from the previous turn's request."""
+
+    route: str = "/v1/chat/completions"
+    stream: bool = False
+    keep: int = Field(0, ge=0)
+    messages: list[dict[str, Any]]
+    request: dict[str, Any] | None = None
+    response: dict[str, Any]
+    usage: CassetteUsage
+
+    @field_validator("response")
+    @classmethod
+    def _is_completion(cls, value: dict[str, Any]) -> dict[str, Any]:
+        choices = value.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("must be a chat.completion with a non-empty choices list")
+        return value
+
+    @field_validator("request")
+    @classmethod
+    def _no_messages(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and "messages" in value:
+            raise ValueError("must not hold messages (they live in keep/messages)")
+        return value
+
+
+class CassetteReward(_Strict):
+    """The reported rewards of an episode and their sum."""
+
+    rewards: list[float]
+    total: float
+
+    @field_validator("rewards")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        if not value or not all(math.isfinite(v) for v in value):
+            raise ValueError("must be a non-empty list of finite numbers")
+        return value
+
+
+class CassetteEpisode(_Strict):
+    """One episode line of a cassette."""
+
+    trajectory_id: str = Field(min_length=1, max_length=256)
+    prompt: str
+    inference_params: dict[str, Any] | None = None
+    step: int = Field(0, ge=0)
+    prompt_index: int = Field(0, ge=0)
+    sample_index: int = Field(0, ge=0)
+    state: str = "REWARDED"
+    reward: CassetteReward | None = None
+    reward_breakdown: dict[str, dict[str, Any]] | None = None
+    turns: list[CassetteTurn]
+
+
+def _encode_turns(turns: Sequence[RecordedTurn]) -> list[CassetteTurn]:
+    out: list[CassetteTurn] = []
+    prev_messages: list[Any] = []
+    prev_rest: dict[str, Any] | None = None
+    for turn in turns:
+        messages = turn.request.get("messages")
+        messages = list(messages) if isinstance(messages, list) else []
+        rest = {k: v for k, v in turn.request.items() if k != "messages"}
+        keep = 0
+        limit = min(len(prev_messages), len(messages))
+        while keep < limit and prev_messages[keep] == messages[keep]:
+            keep += 1
+        out.append(
+            CassetteTurn(
+                route=turn.route,
+                stream=turn.stream,
+                keep=keep,
+                messages=messages[keep:],
+                request=None if rest == prev_rest else rest,
+                response=turn.response,
+                usage=CassetteUsage(
+                    prompt_tokens=turn.prompt_tokens,
+                    completion_tokens=turn.completion_tokens,
+                    estimated=turn.usage_estimated,
+                ),
+            )
+        )
+        prev_messages, prev_rest = messages, rest
+    return out
+
+
+def _decode_turns(turns: Sequence[CassetteTurn]) -> tuple[RecordedTurn, ...]:
+    out: list[RecordedTurn] = []
+    prev_messages: list[dict[str, Any]] = []
+    prev_rest: dict[str, Any] | None = None
+    for i, turn in enumerate(turns):
+        if turn.keep > len(prev_messages):
+            raise ValueError(
+                f"turns[{i}].keep is {turn.keep} but the previous turn had "
+                f"{len(prev_messages)} messages"
+            )
+        if turn.request is None and prev_rest is None:
+            raise ValueError(f"turns[{i}].request is missing (the first turn must have one)")
+        rest = turn.request if turn.request is not None else prev_rest
+        assert rest is not None
+        messages = prev_messages[: turn.keep] + list(turn.messages)
+        request = {**rest, "messages": messages}
+        out.append(
+            RecordedTurn(
+                idx=i,
+                route=turn.route,
+                stream=turn.stream,
+                request=request,
+                response=turn.response,
+                prompt_tokens=turn.usage.prompt_tokens,
+                completion_tokens=turn.usage.completion_tokens,
+                usage_estimated=turn.usage.estimated,
+            )
+        )
+        prev_messages, prev_rest = messages, rest
+    return tuple(out)
+
+
+def _episode_line(episode: RecordedEpisode) -> CassetteEpisode:
+    reward = None
+    if episode.rewards is not None:
+        total = episode.reward_total
+        reward = CassetteReward(
+            rewards=list(episode.rewards),
+            total=float(sum(episode.rewards)) if total is None else total,
+        )
+    return CassetteEpisode(
+        trajectory_id=episode.trajectory_id,
+        prompt=episode.prompt,
+        inference_params=episode.inference_params,
+        step=episode.step,
+        prompt_index=episode.prompt_index,
+        sample_index=episode.sample_index,
+        state=episode.state,
+        reward=reward,
+        reward_breakdown=episode.reward_breakdown,
+        turns=_encode_turns(episode.turns),
+    )
+
+
+def _line_error(path: Path, line: int, exc: PydanticValidationError | ValueError) -> UsageError:
+    if isinstance(exc, PydanticValidationError):
+        problems = []
+        for err in exc.errors()[:3]:
+            where = ".".join(str(p) for p in err.get("loc", ())) or "(line)"
+            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        detail = "; ".join(problems)
+    else:
+        detail = str(exc)
+    return UsageError(f"{path}: line {line}: {detail}")
+
+
+def _dump(model: BaseModel) -> str:
+    data = model.model_dump(mode="json", exclude_none=False)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def write_cassette(
+    path: str | Path,
+    recording: Recording,
+    *,
+    episodes: Iterable[RecordedEpisode] | None = None,
+) -> Path:
+    """Write ``recording`` (or the given subset of its ``episodes``) as a cassette at ``path``.
+
+    The entrypoint is stored relative to the cassette's directory. Every line is validated and
+    read back before the file is atomically put in place (a temporary file is renamed), so a
+    cassette on disk is always complete and readable; UsageError when a value cannot be stored
+    (e.g. a non-finite number).
+    """
+    target = Path(path)
+    chosen = list(recording.episodes if episodes is None else episodes)
+    entry: str | None = None
+    if recording.entrypoint is not None:
+        base = target.resolve().parent
+        entry = Path(os.path.relpath(recording.entrypoint.resolve(), base)).as_posix()
+    header = CassetteHeader(
+        format=CASSETTE_FORMAT,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        source=CassetteSource(
+            run_dir=str(recording.source) if recording.kind == "run" else None,
+            job_arn=recording.job_arn,
+            job_name=recording.job_name,
+        ),
+        entrypoint=entry,
+        job=recording.job,
+        episodes=len(chosen),
+    )
+    try:
+        lines = [_dump(header)] + [_dump(_episode_line(e)) for e in chosen]
+    except (PydanticValidationError, ValueError) as exc:
+        raise UsageError(f"cannot write cassette {target}: {exc}") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        read_cassette(tmp)
+    except UsageError:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(target)
+    return target
+
+
+def read_cassette(path: str | Path) -> Recording:
+    """Read and validate a cassette; UsageError naming the line (and field) of any problem."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no cassette at {file}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read cassette {file}: {exc}") from None
+    rows: list[tuple[int, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((number, json.loads(line)))
+        except ValueError as exc:
+            raise UsageError(f"{file}: line {number}: not valid JSON ({exc})") from None
+    if not rows:
+        raise UsageError(f"{file} is empty; expected a cassette header line")
+    number, first = rows[0]
+    fmt = first.get("format") if isinstance(first, dict) else None
+    if fmt != CASSETTE_FORMAT:
+        raise UsageError(
+            f"{file}: line {number}: not an agent_kit cassette (format {fmt!r}; this agent_kit "
+            f"reads {CASSETTE_FORMAT!r})"
+        )
+    try:
+        header = CassetteHeader.model_validate(first)
+    except PydanticValidationError as exc:
+        raise _line_error(file, number, exc) from None
+    episodes: list[RecordedEpisode] = []
+    for number, row in rows[1:]:
+        try:
+            parsed = CassetteEpisode.model_validate(row)
+            turns = _decode_turns(parsed.turns)
+        except (PydanticValidationError, ValueError) as exc:
+            raise _line_error(file, number, exc) from None
+        episodes.append(
+            RecordedEpisode(
+                trajectory_id=parsed.trajectory_id,
+                prompt=parsed.prompt,
+                inference_params=parsed.inference_params,
+                step=parsed.step,
+                prompt_index=parsed.prompt_index,
+                sample_index=parsed.sample_index,
+                state=parsed.state,
+                turns=turns,
+                rewards=None if parsed.reward is None else tuple(parsed.reward.rewards),
+                reward_total=None if parsed.reward is None else parsed.reward.total,
+                reward_breakdown=parsed.reward_breakdown,
+            )
+        )
+    if len(episodes) != header.episodes:
+        raise UsageError(
+            f"{file}: the header announces {header.episodes} episodes but the file holds "
+            f"{len(episodes)} (truncated or edited?)"
+        )
+    entrypoint = None
+    if header.entrypoint is not None:
+        entrypoint = (file.resolve().parent / header.entrypoint).resolve()
+    return Recording(
+        source=file,
+        kind="cassette",
+        episodes=tuple(episodes),
+        entrypoint=entrypoint,
+        job_arn=header.source.job_arn,
+        job_name=header.source.job_name,
+        job=header.job,
+    )
