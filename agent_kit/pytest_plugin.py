@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["agent_kit_episode"]
+__all__ = ["agent_kit_episode", "agent_kit_replay"]
 
 
 @pytest.fixture
@@ -20,3 +20,11 @@ def agent_kit_episode() -> Callable[..., dict[str, Any]]:
     from agent_kit.testing import run_episode
 
     return run_episode
+
+
+@pytest.fixture
+def agent_kit_replay() -> Callable[..., Any]:
+    """``agent_kit.testing.assert_replays``: fail the test unless a recording replays identically."""
+    from agent_kit.replay_testing import assert_replays
+
+    return assert_replays

@@ -33,7 +33,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -250,6 +250,13 @@ async def replay_run(
     norm = normalization or Normalization()
     run_seed = int(recording.job.get("seed", 0) or 0) if seed is None else seed
     live = load_policy(policy, seed=run_seed, base_dir=Path.cwd()) if policy else None
+    backend = ReplayBackend(
+        recording,
+        normalization=norm,
+        continue_on_divergence=continue_on_divergence,
+        fork_at=fork_at,
+        live=live,
+    )
     store = RunStore.open(run_dir)
     reports: list[EpisodeReport] = []
     try:
@@ -266,14 +273,7 @@ async def replay_run(
                 divergence.trajectory_id,
             )
 
-        backend = ReplayBackend(
-            recording,
-            normalization=norm,
-            continue_on_divergence=continue_on_divergence,
-            fork_at=fork_at,
-            live=live,
-            on_divergence=note,
-        )
+        backend.on_divergence = note
         emu = Emulator(store, backend, region=region, seed=run_seed)
         origin = {
             "source": str(recording.source.resolve()),
@@ -459,17 +459,19 @@ def replay_in_process(
     trajectories: Sequence[str] | None = None,
     limit: int | None = None,
     normalization: Normalization | None = None,
+    concurrency: int = 8,
 ) -> ReplayReport:
     """Replay episodes through the entrypoint's ``RolloutApp`` in this process and compare them.
 
-    No emulator, HTTP or subprocess: each episode is one ``agent_kit.testing.run_episode`` with
-    a policy serving the recording. Only ``messages`` and ``tools`` of each request are compared
+    No emulator, HTTP or subprocess: the app's episode runner plays each episode in one event
+    loop (``concurrency`` at a time) with a :class:`~agent_kit.testing.ScriptedModel` serving
+    the recording. Only ``messages`` and ``tools`` of each request are compared
     (sampling parameters never reach an in-process model); rewards are compared bit for bit
     with the recorded ones (and per component when the recording has a breakdown). Works for
     entrypoints whose ``app`` is a :class:`~agent_kit.app.RolloutApp`. Not usable from inside
     a running event loop.
     """
-    from agent_kit.testing import load_app, run_episode
+    from agent_kit.testing import load_app
 
     started = time.monotonic()
     recording = _recording(source, trajectories, limit)
@@ -478,39 +480,7 @@ def replay_in_process(
         raise UsageError(f"{recording.source} does not record its entrypoint; pass one")
     app = load_app(path)
     norm = normalization or Normalization(only=frozenset({"messages", "tools"}))
-    reports = []
-    for episode in recording.episodes:
-        policy = _InProcessPolicy(episode, norm)
-        params = episode.inference_params or {}
-        temperature = params.get("temperature", 1.0)
-        body = run_episode(
-            app,
-            episode.prompt,
-            policy=policy,
-            temperature=float(temperature) if isinstance(temperature, (int, float)) else 1.0,
-            trajectory_id=episode.trajectory_id,
-        )
-        reward = body.get("reward")
-        breakdown = body.get("reward_breakdown")
-        turns = body.get("turns")
-        replayed = int(turns) if isinstance(turns, int) else len(episode.turns)
-        if policy.divergence is None and replayed > len(episode.turns):
-            replayed = len(episode.turns)
-        new_rewards = [float(reward)] if isinstance(reward, (int, float)) else None
-        if new_rewards is not None and episode.rewards is not None and len(episode.rewards) > 1:
-            new_rewards = _per_turn_like(episode.rewards, new_rewards[0])
-        reports.append(
-            judge(
-                episode,
-                None,
-                divergence=policy.divergence,
-                replayed_turns=replayed,
-                new_rewards=new_rewards,
-                new_breakdown=breakdown if isinstance(breakdown, dict) else None,
-                error=None,
-                fork_at=None,
-            )
-        )
+    reports = asyncio.run(_play_in_process(app, recording.episodes, norm, concurrency))
     return ReplayReport(
         source=str(recording.source),
         run_dir=None,
@@ -521,6 +491,46 @@ def replay_in_process(
     )
 
 
-def _per_turn_like(recorded: Collection[float], total: float) -> list[float]:
-    """In process only the total is known: equal when it matches the recorded per-turn sum."""
-    return list(recorded) if float(sum(recorded)) == total else [total]
+async def _play_in_process(
+    app: Any,
+    episodes: Sequence[RecordedEpisode],
+    norm: Normalization,
+    concurrency: int,
+) -> list[EpisodeReport]:
+    """Play every episode through the app's episode runner in one event loop."""
+    from agent_kit.contract import parse_payload
+    from agent_kit.runner import run_episode
+    from agent_kit.testing import scripted_model_factory
+
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(episode: RecordedEpisode) -> EpisodeReport:
+        policy = _InProcessPolicy(episode, norm)
+        payload = parse_payload(
+            {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
+        )
+        async with sem:
+            outcome = await run_episode(
+                payload,
+                environment=app.environment,
+                reward=app.reward_fn,
+                settings=app.settings,
+                model_factory=scripted_model_factory(policy),
+            )
+        body = outcome.body()
+        breakdown = body.get("reward_breakdown")
+        turns = outcome.episode.turns
+        return judge(
+            episode,
+            None,
+            divergence=policy.divergence,
+            replayed_turns=turns
+            if policy.divergence is not None
+            else min(turns, len(episode.turns)),
+            new_rewards=outcome.reward.wire_values(turns),
+            new_breakdown=breakdown if isinstance(breakdown, dict) else None,
+            error=None,
+            fork_at=None,
+        )
+
+    return list(await asyncio.gather(*(one(e) for e in episodes)))

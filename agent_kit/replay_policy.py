@@ -42,6 +42,7 @@ __all__ = [
     "ReplayDivergenceError",
     "first_difference",
     "render_request",
+    "replay_policy_factory",
     "reply_from_completion",
     "request_diff",
 ]
@@ -390,7 +391,8 @@ class ReplayBackend:
             await self.live.aclose()
 
 
-def _replay_factory(rest: str, seed: int) -> PolicyBackend:
+def replay_policy_factory(rest: str, seed: int) -> PolicyBackend:
+    """The ``replay:`` scheme factory: ``rest`` is ``SOURCE[#id,…]`` (run dir or cassette)."""
     path, _, ids = rest.partition("#")
     if not path.strip():
         raise UsageError("replay policy needs a source: replay:RUN_DIR[#trajectory,…]")
@@ -398,4 +400,4 @@ def _replay_factory(rest: str, seed: int) -> PolicyBackend:
     return ReplayBackend(load_recording(path.strip(), wanted))
 
 
-register_policy_scheme("replay", _replay_factory)
+register_policy_scheme("replay", replay_policy_factory)

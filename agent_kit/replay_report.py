@@ -230,6 +230,8 @@ def judge(
             where=divergence.where,
             diff=divergence.diff,
         )
+    if error is not None:
+        return replace(base, status="error", reason=error)
     forked = fork_at is not None and n > fork_at
     if not forked and replayed_turns < n:
         return replace(
@@ -238,8 +240,6 @@ def judge(
             turn=replayed_turns,
             where=f"the replay ended after {replayed_turns} turns; the recording has {n}",
         )
-    if error is not None:
-        return replace(base, status="error", reason=error)
     changed, components = compare_rewards(episode, new_rewards, new_breakdown)
     if forked:
         return replace(base, status="forked", components=components)

@@ -8,6 +8,9 @@ Strands agent by :class:`ScriptedModel`. Use it for golden-episode and reward te
     from agent_kit.testing import run_episode
     result = run_episode("agent.py", {"target": 3}, policy=MyPolicy())
     assert result["reward"] == 1.0
+
+Recorded runs become regression tests with ``record(...)`` / ``recorded_run(...)`` and
+``assert_replays(cassette_or_run_dir, entrypoint)`` (see :mod:`agent_kit.replay_testing`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,26 @@ from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, coerce_reply
 from agent_kit.errors import UsageError
 from agent_kit.runner import ModelHandle
 
-__all__ = ["ScriptedModel", "load_app", "run_episode", "scripted_model_factory"]
+__all__ = [
+    "ScriptedModel",
+    "assert_replays",
+    "load_app",
+    "record",
+    "recorded_run",
+    "run_episode",
+    "scripted_model_factory",
+]
+
+_REPLAY_NAMES = ("assert_replays", "record", "recorded_run")
+
+
+def __getattr__(name: str) -> Any:
+    """Record/replay helpers live in :mod:`agent_kit.replay_testing` (loaded on first use)."""
+    if name in _REPLAY_NAMES:
+        from agent_kit import replay_testing
+
+        return getattr(replay_testing, name)
+    raise AttributeError(f"module 'agent_kit.testing' has no attribute {name!r}")
 
 ScriptedPolicy = Callable[[PolicyRequest], Any]
 

@@ -25,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_kit.emulator import invokers
 from agent_kit.emulator.invokers import (
     AgentCoreInvoker,
     HttpInvoker,
@@ -309,7 +308,7 @@ async def test_lambda_invoker_offline(echo_url: str) -> None:
     assert calls == [LAMBDA_ARN, LAMBDA_ARN]
 
 
-async def test_rate_limiter_spaces_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rate_limiter_spaces_calls() -> None:
     """Past its burst, the token bucket makes callers wait 1/rate per call (fake clock)."""
     clock = [100.0]
     sleeps: list[float] = []
@@ -318,9 +317,7 @@ async def test_rate_limiter_spaces_calls(monkeypatch: pytest.MonkeyPatch) -> Non
         sleeps.append(seconds)
         clock[0] += seconds
 
-    monkeypatch.setattr(invokers.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(invokers.asyncio, "sleep", fake_sleep)
-    limiter = RateLimiter(25.0)
+    limiter = RateLimiter(25.0, clock=lambda: clock[0], sleep=fake_sleep)
     for _ in range(27):
         await limiter.acquire()
     assert len(sleeps) == 2

@@ -13,7 +13,8 @@ PACKAGE = Path(agent_kit.__file__).parent
 RUNTIME = ["contract", "errors", "environment", "reward", "policy", "_sse", "runtime_client",
            "app", "episode", "runner", "forwarder"]
 TOOLING = ["emulator", "store", "metrics", "summary", "pricing", "report", "replay", "package",
-           "deploy", "jobs", "testing", "cli", "scaffold"]
+           "deploy", "jobs", "testing", "cli", "scaffold", "cassette", "replay_policy",
+           "replay_report", "replay_testing"]
 
 
 def test_star_import_exposes_exactly_all_sorted() -> None:

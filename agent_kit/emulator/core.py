@@ -472,7 +472,7 @@ class Emulator:
             temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
             top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
             max_tokens=_max_tokens(body),
-            rng=random.Random(f"{self.seed}:{trajectory_id}:{turn}"),
+            rng=random.Random(_rng_seed(self.seed, trajectory_id, traj.context, turn)),
             trajectory_id=trajectory_id,
             job_arn=job_arn,
             turn=turn,
@@ -637,8 +637,31 @@ class Emulator:
         await self.policy.aclose()
 
 
+def _rng_seed(seed: int, trajectory_id: str, context: dict[str, Any], turn: int) -> str:
+    """The per-turn RNG seed: the rollout's slot when its id names it, else the id itself.
+
+    The driver names trajectories ``<job>-s<step>-p<prompt>-g<sample>-a<attempt>``; seeding by
+    that slot rather than by the whole id makes two runs of one dataset with one seed play the
+    same episodes although their job names differ. Ids minted otherwise (standalone mode) keep
+    seeding by id, so their rollouts stay independent.
+    """
+    slot = (
+        f"-s{context.get('step')}-p{context.get('prompt_index')}"
+        f"-g{context.get('sample_index')}-a{context.get('attempt')}"
+    )
+    if trajectory_id.endswith(slot):
+        return f"{seed}:{slot}:{turn}"
+    return f"{seed}:{trajectory_id}:{turn}"
+
+
 def _context(row: TrajectoryRow) -> dict[str, Any]:
-    context: dict[str, Any] = {"prompt": row.prompt, "step": row.step, "attempt": row.attempt}
+    context: dict[str, Any] = {
+        "prompt": row.prompt,
+        "step": row.step,
+        "prompt_index": row.prompt_index,
+        "sample_index": row.sample_index,
+        "attempt": row.attempt,
+    }
     if row.replay_of:
         context["replay_of"] = row.replay_of
     if row.retry_of:

@@ -36,7 +36,7 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -499,28 +499,41 @@ class SubprocessInvoker:
 
 
 class RateLimiter:
-    """An asyncio token bucket: at most ``rate`` acquisitions per second, bursts up to ``burst``."""
+    """An asyncio token bucket: at most ``rate`` acquisitions per second, bursts up to ``burst``.
 
-    def __init__(self, rate: float, burst: float | None = None) -> None:
+    ``clock`` and ``sleep`` default to ``time.monotonic`` and ``asyncio.sleep`` (injectable so
+    the spacing can be checked without waiting).
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        burst: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         if rate <= 0:
             raise UsageError(f"rate limit must be positive, got {rate}")
         self.rate = rate
         self.burst = max(1.0, burst if burst is not None else rate)
+        self._clock = clock
+        self._sleep = sleep
         self._tokens = self.burst
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
         """Wait until a token is available and take it (FIFO among waiters)."""
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
                 self._stamp = now
                 if self._tokens >= 1.0:
                     self._tokens -= 1.0
                     return
-                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+                await self._sleep((1.0 - self._tokens) / self.rate)
 
 
 def _boto_client(

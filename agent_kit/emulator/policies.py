@@ -368,10 +368,19 @@ def _scripted_factory(rest: str, seed: int) -> PolicyBackend:
     return load_scripted(rest)
 
 
+def _replay_factory(rest: str, seed: int) -> PolicyBackend:
+    # Imported lazily: replay reads run stores and cassettes, which plain runs never need.
+    from agent_kit.replay_policy import replay_policy_factory
+
+    backend: PolicyBackend = replay_policy_factory(rest, seed)
+    return backend
+
+
 _SCHEMES: dict[str, PolicyFactory] = {
     "random": _random_factory,
     "scripted": _scripted_factory,
     "openai": _openai_factory,
+    "replay": _replay_factory,
 }
 _SCHEME_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 
