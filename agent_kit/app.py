@@ -236,5 +236,3 @@ def _trajectory_of(payload: Any) -> str:
             if isinstance(meta.get(key), str):
                 return str(meta[key])
     return "local"
-
-

@@ -91,7 +91,7 @@ class InferenceParams(_Model):
 
 
 class RolloutMetadata(_Model):
-    """``payload.metadata``: which job and trajectory this rollout belongs to, and where to report."""
+    """``payload.metadata``: the rollout's job and trajectory, and where to report."""
 
     job_arn: str = Field(validation_alias=AliasChoices("jobArn", "job_arn"))
     rollout_id: str = Field(
@@ -121,7 +121,9 @@ class RolloutMetadata(_Model):
         match = JOB_ARN_PATTERN.match(self.job_arn)
         if match and match.group("region"):
             return match.group("region")
-        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        return (
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+        )
 
 
 class RolloutPayload(_Model):
@@ -238,5 +240,3 @@ def resolve_endpoint(metadata: RolloutMetadata) -> str:
     if not endpoint:
         endpoint = default_endpoint(metadata.resolved_region())
     return endpoint.rstrip("/")
-
-

@@ -24,7 +24,7 @@ __all__ = ["Environment", "TextToolCall", "tool"]
 
 @dataclass(frozen=True)
 class TextToolCall:
-    """A tool call the policy wrote as plain text, recovered by :meth:`Environment.parse_text_tool_calls`."""
+    """A tool call the policy wrote as plain text (see ``Environment.parse_text_tool_calls``)."""
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -118,4 +118,3 @@ def _is_strands_tool(value: object) -> bool:
 def _tool_name(bound: Any) -> str:
     name = getattr(bound, "tool_name", None)
     return str(name) if name else str(getattr(bound, "__name__", "tool"))
-

@@ -85,4 +85,3 @@ class Episode:
         data["turns"] = self.turns
         data["usage"] = self.usage
         return data
-

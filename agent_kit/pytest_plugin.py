@@ -24,7 +24,7 @@ def agent_kit_episode() -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture
 def agent_kit_replay() -> Callable[..., Any]:
-    """``agent_kit.testing.assert_replays``: fail the test unless a recording replays identically."""
+    """``agent_kit.testing.assert_replays``: fails unless a recording replays identically."""
     from agent_kit.replay_testing import assert_replays
 
     return assert_replays

@@ -46,8 +46,8 @@ from agent_kit.reward import Reward
 __all__ = [
     "EpisodeOutcome",
     "EpisodeSettings",
-    "ModelHandle",
     "ModelFactory",
+    "ModelHandle",
     "RewardFunction",
     "run_episode",
 ]
@@ -120,10 +120,6 @@ class EpisodeOutcome:
                 out["report_error"] = self.report_error
         out.update(self.extra)
         return out
-
-
-class _EnvironmentCrash(Exception):
-    """Raised inside the runner when a tool raised something other than bad input."""
 
 
 class _Recorder(HookProvider):
@@ -268,7 +264,9 @@ class _Play:
         self.episode = episode
         self.settings = settings
         self.deadline = deadline
-        max_calls = env.max_tool_calls if env.max_tool_calls is not None else settings.max_tool_calls
+        max_calls = (
+            env.max_tool_calls if env.max_tool_calls is not None else settings.max_tool_calls
+        )
         self.recorder = _Recorder(env, episode, max_calls)
         self.max_turns = env.max_turns if env.max_turns is not None else settings.max_turns
 
@@ -428,7 +426,8 @@ async def run_episode(
         else:
             if not isinstance(user_message, str) or not user_message:
                 raise ContractError(
-                    f"{type(env).__name__}.reset() must return the first user message (a non-empty str)"
+                    f"{type(env).__name__}.reset() must return the first user message "
+                    "(a non-empty str)"
                 )
             episode.prompt = user_message
             await _Play(payload, env, episode, settings, deadline).run(model_factory, user_message)
@@ -446,7 +445,9 @@ async def run_episode(
             trajectory_id,
             episode.failure.reason if episode.failure else "",
         )
-    return EpisodeOutcome(episode=episode, reward=_score(env, episode, reward, settings), attempts=attempts)
+    return EpisodeOutcome(
+        episode=episode, reward=_score(env, episode, reward, settings), attempts=attempts
+    )
 
 
 def _score(
@@ -465,7 +466,8 @@ def _score(
         value = Reward.of(reward_fn(env, episode))
         if value.per_turn is not None and len(value.per_turn) != episode.turns:
             raise RewardError(
-                f"per_turn has {len(value.per_turn)} values but the episode has {episode.turns} turns"
+                f"per_turn has {len(value.per_turn)} values "
+                f"but the episode has {episode.turns} turns"
             )
     except Exception as exc:  # noqa: BLE001 - a broken reward function must not kill the job
         episode.failure = Failure("reward", _describe(exc))

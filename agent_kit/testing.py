@@ -23,7 +23,7 @@ import random
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strands.models import Model
 from strands.models.openai import OpenAIModel
@@ -33,6 +33,9 @@ from agent_kit.contract import RolloutPayload, parse_payload
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, coerce_reply
 from agent_kit.errors import UsageError
 from agent_kit.runner import ModelHandle
+
+if TYPE_CHECKING:
+    from agent_kit.replay_testing import assert_replays, record, recorded_run
 
 __all__ = [
     "ScriptedModel",
@@ -54,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(replay_testing, name)
     raise AttributeError(f"module 'agent_kit.testing' has no attribute {name!r}")
+
 
 ScriptedPolicy = Callable[[PolicyRequest], Any]
 
@@ -174,7 +178,11 @@ class ScriptedModel(Model):
             yield {"contentBlockStop": {}}
         for index, call in enumerate(reply.tool_calls):
             call_id = call.id or f"call_{self.turn}_{index}"
-            yield {"contentBlockStart": {"start": {"toolUse": {"name": call.name, "toolUseId": call_id}}}}
+            yield {
+                "contentBlockStart": {
+                    "start": {"toolUse": {"name": call.name, "toolUseId": call_id}}
+                }
+            }
             yield {"contentBlockDelta": {"delta": {"toolUse": {"input": call.arguments_json()}}}}
             yield {"contentBlockStop": {}}
         yield {"messageStop": {"stopReason": "tool_use" if reply.tool_calls else "end_turn"}}

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from agent_kit import RolloutApp
 from agent_kit.emulator import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.testing import load_app, scripted_model_factory
+
 EXAMPLE = Path(__file__).with_name("example_counter.py")
 
 
@@ -39,7 +40,8 @@ def test_app_is_an_agentcore_app_named_app() -> None:
     from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
     app = load_app(EXAMPLE)
-    assert isinstance(app, RolloutApp) and isinstance(app, BedrockAgentCoreApp)
+    assert isinstance(app, RolloutApp)
+    assert isinstance(app, BedrockAgentCoreApp)
 
 
 def test_ping_reports_healthy_with_a_current_timestamp(client: TestClient) -> None:
@@ -68,7 +70,10 @@ def test_plain_invocation_plays_and_returns_the_reward(client: TestClient) -> No
         ({}, "prompt"),
         ({"prompt": 42}, "prompt"),
         ({"prompt": "not json at all"}, "cannot play this task"),
-        ({"prompt": json.dumps({"target": 2}), "inferenceParams": {"temperature": "x"}}, "temperature"),
+        (
+            {"prompt": json.dumps({"target": 2}), "inferenceParams": {"temperature": "x"}},
+            "temperature",
+        ),
         ([1, 2], "JSON object"),
         (
             {"prompt": "{}", "metadata": {"jobArn": "nope", "rolloutId": "r"}},
@@ -76,7 +81,9 @@ def test_plain_invocation_plays_and_returns_the_reward(client: TestClient) -> No
         ),
     ],
 )
-def test_bad_payloads_get_400_with_a_message(client: TestClient, payload: object, needle: str) -> None:
+def test_bad_payloads_get_400_with_a_message(
+    client: TestClient, payload: object, needle: str
+) -> None:
     """Malformed payloads are refused with HTTP 400 and a message naming the problem."""
     response = client.post("/invocations", json=payload)
     assert response.status_code == 400

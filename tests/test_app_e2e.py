@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes.job_runtime import FakeJobRuntime, text, tool
+from fakes.job_runtime import FakeJobRuntime, tool
 from starlette.testclient import TestClient
 
 from agent_kit.policy import PolicyConfig
@@ -85,7 +85,8 @@ def test_rollout_speaks_the_contract(client_for, transport: str, stream: bool, r
         assert response.status_code == 200, response.text
         body = response.json()
         assert body["reported"] is True, body
-        assert body["turns"] == 2 and body["stop_reason"] == "finished"
+        assert body["turns"] == 2
+        assert body["stop_reason"] == "finished"
         assert body["reward"] == pytest.approx(0.98)
 
         turns = fake.requests_to(route)
@@ -98,10 +99,12 @@ def test_rollout_speaks_the_contract(client_for, transport: str, stream: bool, r
                 assert auth.startswith("Bearer sagemaker-api-key-")
                 sent = turn.json()
                 assert sent["model"] == "default"
-                assert sent["temperature"] == 0.7 and sent["top_p"] == 0.9
+                assert sent["temperature"] == 0.7
+                assert sent["top_p"] == 0.9
                 assert sent["max_tokens"] == 256
             else:
-                assert auth.startswith("AWS4-HMAC-SHA256 ") and "/sagemaker/aws4_request" in auth
+                assert auth.startswith("AWS4-HMAC-SHA256 ")
+                assert "/sagemaker/aws4_request" in auth
             assert SECRET not in turn.body.decode()
 
         paths = [r.path for r in fake.requests]
@@ -111,8 +114,10 @@ def test_rollout_speaks_the_contract(client_for, transport: str, stream: bool, r
         assert all(p == route for p in paths[:complete])
         complete_body = fake.requests_to("/complete-rollout")[0].json()
         reward_body = fake.requests_to("/update-reward")[0].json()
-        assert complete_body["Status"] == "ready" and complete_body["ClientToken"]
-        assert reward_body["Rewards"] == [pytest.approx(0.98)] and reward_body["ClientToken"]
+        assert complete_body["Status"] == "ready"
+        assert complete_body["ClientToken"]
+        assert reward_body["Rewards"] == [pytest.approx(0.98)]
+        assert reward_body["ClientToken"]
         assert fake.states[f"traj-{transport}-{stream}"] == "REWARDED"
 
 
@@ -124,7 +129,8 @@ def test_policy_500_reports_the_floor_and_answers_200(client_for) -> None:
         response = client.post("/invocations", json=payload(fake, "traj-500"))
         assert response.status_code == 200
         body = response.json()
-        assert body["floor_reward"] is True and body["reward"] == -1.0
+        assert body["floor_reward"] is True
+        assert body["reward"] == -1.0
         assert body["failure"]["boundary"] == "policy"
         assert "model crashed" in body["failure"]["reason"] or "500" in body["failure"]["reason"]
         assert body["attempts"] == 2  # no policy call succeeded: retried once
@@ -154,7 +160,8 @@ def test_retry_after_a_failed_first_call_still_samples(client_for) -> None:
         client = client_for(PolicyConfig(max_retries=0))
         body = client.post("/invocations", json=payload(fake, "traj-retry")).json()
         assert body["attempts"] == 2
-        assert body["turns"] == 1 and "failure" not in body
+        assert body["turns"] == 1
+        assert "failure" not in body
         assert body["reward"] == pytest.approx(0.99)
 
 

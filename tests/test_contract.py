@@ -49,7 +49,8 @@ def test_lenient_aliases_are_accepted() -> None:
             "inference_params": {"temperature": 0, "max_tokens": 5},
         }
     )
-    assert payload.metadata is not None and payload.metadata.rollout_id == "t-2"
+    assert payload.metadata is not None
+    assert payload.metadata.rollout_id == "t-2"
     assert payload.inference_params.to_openai() == {"temperature": 0.0, "max_tokens": 5}
 
 

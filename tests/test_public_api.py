@@ -10,11 +10,38 @@ from pathlib import Path
 import agent_kit
 
 PACKAGE = Path(agent_kit.__file__).parent
-RUNTIME = ["contract", "errors", "environment", "reward", "policy", "_sse", "runtime_client",
-           "app", "episode", "runner", "forwarder"]
-TOOLING = ["emulator", "store", "metrics", "summary", "pricing", "report", "replay", "package",
-           "deploy", "jobs", "testing", "cli", "scaffold", "cassette", "replay_policy",
-           "replay_report", "replay_testing"]
+RUNTIME = [
+    "contract",
+    "errors",
+    "environment",
+    "reward",
+    "policy",
+    "_sse",
+    "runtime_client",
+    "app",
+    "episode",
+    "runner",
+    "forwarder",
+]
+TOOLING = [
+    "emulator",
+    "store",
+    "metrics",
+    "summary",
+    "pricing",
+    "report",
+    "replay",
+    "package",
+    "deploy",
+    "jobs",
+    "testing",
+    "cli",
+    "scaffold",
+    "cassette",
+    "replay_policy",
+    "replay_report",
+    "replay_testing",
+]
 
 
 def test_star_import_exposes_exactly_all_sorted() -> None:
@@ -32,7 +59,8 @@ def test_importing_agent_kit_is_cheap_and_side_effect_free() -> None:
     """`import agent_kit` loads no Strands, boto3 or AgentCore module."""
     code = (
         "import sys, agent_kit; "
-        "heavy = [m for m in ('strands', 'boto3', 'bedrock_agentcore', 'openai') if m in sys.modules]; "
+        "heavy = [m for m in ('strands', 'boto3', 'bedrock_agentcore', 'openai') "
+        "if m in sys.modules]; "
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -51,7 +79,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_runtime_half_never_imports_the_tooling_half() -> None:
-    """contract/errors/environment/reward/policy/runtime_client/app/episode stay deployable alone."""
+    """The runtime modules (what ships in a deployed agent) import no tooling module."""
     offenders = []
     for name in RUNTIME:
         path = PACKAGE / f"{name}.py"

@@ -49,7 +49,9 @@ def test_per_turn_must_sum_to_total_and_goes_on_the_wire() -> None:
 def test_floor_reward_is_flagged_with_its_reason() -> None:
     """The floor reward records that it is a floor and why."""
     floor = Reward.floor_reward(-1.5, "policy: timeout")
-    assert floor.floor and floor.total == -1.5 and floor.reason == "policy: timeout"
+    assert floor.floor
+    assert floor.total == -1.5
+    assert floor.reason == "policy: timeout"
 
 
 def test_explicit_components_keep_their_kind() -> None:
@@ -62,9 +64,7 @@ def test_explicit_components_keep_their_kind() -> None:
 @given(
     st.dictionaries(
         st.from_regex(r"[a-z]{1,8}", fullmatch=True),
-        st.tuples(
-            st.floats(-1e6, 1e6, allow_nan=False), st.floats(-10, 10, allow_nan=False)
-        ),
+        st.tuples(st.floats(-1e6, 1e6, allow_nan=False), st.floats(-10, 10, allow_nan=False)),
         max_size=6,
     )
 )

@@ -35,7 +35,8 @@ def test_example_episode_finishes_without_an_extra_policy_call() -> None:
     assert body["stop_reason"] == "finished"
     assert body["reward"] == pytest.approx(1.0 - 0.03)
     assert body["reward_breakdown"]["outcome"]["value"] == 1.0
-    assert body["usage"]["input_tokens"] > 0 and body["usage"]["output_tokens"] > 0
+    assert body["usage"]["input_tokens"] > 0
+    assert body["usage"]["output_tokens"] > 0
     assert "failure" not in body
 
 

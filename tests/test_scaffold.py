@@ -38,6 +38,7 @@ EXPECTED_FILES = {
     "requirements.txt",
     "tests/conftest.py",
     "tests/test_golden.py",
+    "tests/test_replay.py",
     "tests/test_reward.py",
     "tests/test_smoke.py",
 }

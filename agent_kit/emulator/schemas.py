@@ -81,25 +81,40 @@ class PolicyRequest:
         return [str(m.get("content", "")) for m in self.messages if m.get("role") == "tool"]
 
 
+def _coerce_call(raw: object) -> ToolCall:
+    if isinstance(raw, ToolCall):
+        return raw
+    if isinstance(raw, dict):
+        # OpenAI's shape: {"id", "type": "function", "function": {"name", "arguments"}}
+        function = raw.get("function")
+        spec: dict[str, Any] = function if isinstance(function, dict) else raw
+        name = spec.get("name")
+        arguments = spec.get("arguments") or {}
+        if isinstance(name, str) and name and isinstance(arguments, dict | str):
+            call_id = raw.get("id")
+            return ToolCall(name, arguments, call_id if isinstance(call_id, str) else None)
+    raise TypeError(
+        "a tool call must be a ToolCall, {'name', 'arguments'} or OpenAI's "
+        f"{{'function': {{'name', 'arguments'}}}}, not {raw!r}"
+    )
+
+
 def coerce_reply(value: object) -> PolicyReply:
-    """Turn what a scripted policy returned (PolicyReply, str or dict) into a PolicyReply."""
+    """Turn what a scripted policy returned (PolicyReply, str or dict) into a PolicyReply.
+
+    Raises ``TypeError`` with the reason when the value has another shape.
+    """
     if isinstance(value, PolicyReply):
         return value
     if isinstance(value, str):
         return PolicyReply(content=value)
     if isinstance(value, dict):
-        calls = []
-        for raw in value.get("tool_calls") or ():
-            if isinstance(raw, ToolCall):
-                calls.append(raw)
-            elif isinstance(raw, dict) and isinstance(raw.get("name"), str):
-                calls.append(
-                    ToolCall(raw["name"], raw.get("arguments") or {}, raw.get("id"))
-                )
-            else:
-                raise TypeError(f"tool call must be a ToolCall or {{'name', 'arguments'}}: {raw!r}")
+        calls = tuple(_coerce_call(raw) for raw in value.get("tool_calls") or ())
         content = value.get("content")
         if content is not None and not isinstance(content, str):
             raise TypeError("reply content must be a string or None")
-        return PolicyReply(content=content, tool_calls=tuple(calls), reasoning=value.get("reasoning"))
+        reasoning = value.get("reasoning")
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise TypeError("reply reasoning must be a string or None")
+        return PolicyReply(content=content, tool_calls=calls, reasoning=reasoning)
     raise TypeError(f"a policy must return PolicyReply, str or dict, not {type(value).__name__}")
