@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from agent_kit.errors import UsageError
+from agent_kit.store import INVOCATION_EVENT
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -53,7 +54,6 @@ CASSETTE_FORMAT: Final = "agent_kit.cassette/1"
 #: Trajectory states whose episodes are replayable (a finished rollout, rewarded or failed).
 REPLAYABLE_STATES: Final = ("REWARDED", "FAILED")
 #: Event kind under which a run keeps what the agent's invocation returned.
-INVOCATION_EVENT: Final = "invocation"
 
 
 # -- the in-memory recording ---------------------------------------------------------------------

@@ -42,7 +42,6 @@ from strands.models.openai import OpenAIModel
 from agent_kit._sse import OpenAIChat, SampleChat
 from agent_kit.contract import (
     DEFAULT_REGION,
-    ENDPOINT_ENV,
     HEADER_JOB_ARN,
     HEADER_TRAJECTORY_ID,
     RolloutPayload,

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.cassette import INVOCATION_EVENT, RecordedEpisode, Recording, load_recording
+from agent_kit.cassette import RecordedEpisode, Recording, load_recording
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
@@ -61,6 +61,7 @@ from agent_kit.replay_report import (
     describe,
     judge,
 )
+from agent_kit.store import INVOCATION_EVENT
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",

@@ -34,6 +34,7 @@ from typing import Any, Final
 from agent_kit.errors import UsageError
 
 __all__ = [
+    "INVOCATION_EVENT",
     "RUN_FILE",
     "SCHEMA_VERSION",
     "EventRow",
@@ -49,6 +50,8 @@ __all__ = [
 SCHEMA_VERSION: Final = 1
 #: File name of the store inside a run directory.
 RUN_FILE: Final = "run.sqlite"
+#: Event kind recording what the agent answered to an invocation (status, body, error).
+INVOCATION_EVENT: Final = "invocation"
 _FILE_SUFFIXES: Final = (".sqlite", ".sqlite3", ".db")
 
 _SCHEMA: Final = """

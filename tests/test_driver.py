@@ -7,6 +7,7 @@ httpx) whose fault variants misbehave only on tasks marked ``"bad": true``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
             assert [r.state for r in rows].count("REWARDED") == 1, slot
             final = rows[-1]
             assert final.state == "REWARDED"
-            for earlier, later in zip(rows, rows[1:]):
+            for earlier, later in itertools.pairwise(rows):
                 assert earlier.state == "TIMED_OUT"
                 assert later.retry_of == earlier.id
         slots = _slots(store, result.job_arn)
@@ -148,9 +149,7 @@ async def test_job_killing_faults_are_flagged(
 ) -> None:
     """Without fail-fast, each job-killing fault is recorded in the service's words; others run."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
-    config = JobConfig(
-        name="flag", group_size=2, concurrency=4, fail_fast=False, report_grace=1.0
-    )
+    config = JobConfig(name="flag", group_size=2, concurrency=4, fail_fast=False, report_grace=1.0)
     result = await run_job(str(AGENTS / agent), data, config, out_dir=tmp_path)
     assert result.status == "completed"
     assert (result.succeeded, result.failed) == (2, 2)

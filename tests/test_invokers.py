@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agent_kit.emulator.driver import JobConfig, run_job
 from agent_kit.emulator.invokers import (
     AgentCoreInvoker,
     HttpInvoker,
@@ -40,6 +42,7 @@ pytestmark = pytest.mark.e2e
 
 AGENTS = Path(__file__).parent / "agents"
 SESSION = "s" * 40
+SERVE = [sys.executable, "-m", "agent_kit.emulator._serve"]
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/demo-abcdefghij"
 LAMBDA_ARN = "arn:aws:lambda:us-west-2:123456789012:function:forwarder"
 
@@ -53,17 +56,16 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
-@pytest.fixture(scope="module")
-def echo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The echo agent served by `python -m agent_kit.emulator._serve` on a loopback socket."""
+@contextmanager
+def _serve_agent(entrypoint: Path, log_path: Path) -> Iterator[str]:
+    """Serve an entrypoint with `python -m agent_kit.emulator._serve` on a loopback socket."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    log = (tmp_path_factory.mktemp("echo") / "agent.log").open("wb")
+    log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent_kit.emulator._serve", str(AGENTS / "echo_agent.py")]
-        + ["--fd", str(sock.fileno())],
+        [*SERVE, str(entrypoint), "--fd", str(sock.fileno())],
         pass_fds=(sock.fileno(),),
         stdout=log,
         stderr=log,
@@ -71,8 +73,8 @@ def echo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 30
         while True:
-            assert proc.poll() is None, "echo agent exited"
-            assert time.monotonic() < deadline, "echo agent did not answer /ping"
+            assert proc.poll() is None, "agent exited"
+            assert time.monotonic() < deadline, "agent did not answer /ping"
             try:
                 if httpx.get(url + "/ping", timeout=1).status_code == 200:
                     break
@@ -84,6 +86,14 @@ def echo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(10)
         log.close()
         sock.close()
+
+
+@pytest.fixture(scope="module")
+def echo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The echo agent served in its own process on loopback."""
+    log = tmp_path_factory.mktemp("echo") / "agent.log"
+    with _serve_agent(AGENTS / "echo_agent.py", log) as url:
+        yield url
 
 
 async def test_subprocess_invoker_round_trip_and_workers(tmp_path: Path) -> None:
@@ -279,9 +289,13 @@ def _fake_lambda(agent_url: str, calls: list[str]) -> Starlette:
                 headers={"X-Amzn-Bedrock-AgentCore-Runtime-Session-Id": SESSION},
             )
         headers = {} if answer.is_success else {"X-Amz-Function-Error": "Unhandled"}
-        body = answer.content if answer.is_success else json.dumps(
-            {"errorMessage": answer.json().get("error"), "errorType": "HTTPError"}
-        ).encode()
+        body = (
+            answer.content
+            if answer.is_success
+            else json.dumps(
+                {"errorMessage": answer.json().get("error"), "errorType": "HTTPError"}
+            ).encode()
+        )
         return Response(body, media_type="application/json", headers=headers)
 
     return Starlette(
@@ -347,3 +361,27 @@ def test_parse_response_body() -> None:
     assert parse_response_body("text/event-stream; charset=utf-8", sse) == [{"i": 0}, "x"]
     assert parse_response_body(None, b"") is None
     assert parse_response_body("text/plain", b"hello") == "hello"
+
+
+@pytest.mark.usefixtures("aws_env")
+async def test_driver_through_agentcore_invoker(tmp_path: Path) -> None:
+    """A whole job runs through the AgentCore invoker (fake runtime → real agent → emulator)."""
+    tasks = [{"turns": 1, "reward": 0.5}, {"turns": 2, "reward": 1.0}]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": json.dumps(t)}) + "\n" for t in tasks))
+    calls: list[dict[str, Any]] = []
+    with (
+        _serve_agent(AGENTS / "good_agent.py", tmp_path / "agent.log") as agent,
+        serve_app(_fake_agentcore(agent, calls)) as fake,
+    ):
+        config = JobConfig(name="remote", group_size=2, concurrency=4, rollout_timeout=30)
+        result = await run_job(
+            RUNTIME_ARN, data, config, out_dir=tmp_path, endpoint_url=fake, rate=100
+        )
+    assert result.status == "completed", result.failure
+    assert result.succeeded == 4
+    invokes = [c for c in calls if c["op"] == "invoke"]
+    stops = [c for c in calls if c["op"] == "stop"]
+    assert len(invokes) == len(stops) == 4
+    assert {c["session"] for c in invokes} == {c["session"] for c in stops}
+    assert all(len(c["session"]) >= 33 for c in invokes)

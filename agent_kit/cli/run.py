@@ -89,8 +89,8 @@ class _LiveProgress:
 def _summary_table(result: JobResult) -> Table:
     run = result.summary.get("run", {})
     table = Table(title="agent-kit run", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     rows = [
         ("job", result.job_arn),
         ("status", result.status + (f" — {result.failure}" if result.failure else "")),
@@ -103,7 +103,6 @@ def _summary_table(result: JobResult) -> Table:
             f"prompt {run.get('prompt_tokens')} · completion {run.get('completion_tokens')}",
         ),
         ("rollouts/s", str(run.get("rollouts_per_s"))),
-        ("run dir", str(result.run_dir)),
     ]
     for key, value in rows:
         table.add_row(key, value)
@@ -230,6 +229,7 @@ def run(
         metrics = _render_metrics(result.summary)
         parts = [metrics] if metrics is not None else []
         console.print(Group(*parts, _summary_table(result)))
+        console.print(f"run directory: {result.run_dir}", markup=False)
     if result.status == "failed":
         err.print(f"summary written to {result.run_dir / 'summary.json'}", markup=False)
         raise JobFailed(f"job {result.job_arn} failed: {result.failure}")

@@ -2,9 +2,8 @@
 
 import os
 
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
 from _contract import attempt, good_rollout, play, task
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
 app = BedrockAgentCoreApp()
 

@@ -1,8 +1,7 @@
 """Fault agent: on a bad task it samples, then completes the rollout with Status failed."""
 
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
 from _contract import complete, good_rollout, play, task
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
 app = BedrockAgentCoreApp()
 

@@ -1,8 +1,7 @@
 """A well-behaved contract agent (raw BedrockAgentCoreApp + httpx): sample, complete, reward."""
 
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
 from _contract import good_rollout
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
 app = BedrockAgentCoreApp()
 

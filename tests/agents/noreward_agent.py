@@ -1,8 +1,7 @@
 """Fault agent: on a bad task it samples and completes the rollout but never sends the reward."""
 
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
 from _contract import complete, good_rollout, play, task
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
 app = BedrockAgentCoreApp()
 

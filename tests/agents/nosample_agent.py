@@ -1,8 +1,7 @@
 """Fault agent: on a bad task it returns a reward without ever calling the policy."""
 
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
 from _contract import good_rollout, task
+from bedrock_agentcore.runtime import BedrockAgentCoreApp
 
 app = BedrockAgentCoreApp()
 

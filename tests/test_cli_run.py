@@ -1,0 +1,200 @@
+"""`agent-kit run` and `agent-kit invoke`: output contract, exit codes, kill -9 then --resume."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_kit.cli import main
+from agent_kit.errors import UsageError
+from agent_kit.store import RunStore
+
+pytestmark = pytest.mark.e2e
+
+AGENTS = Path(__file__).parent / "agents"
+GOOD = str(AGENTS / "good_agent.py")
+
+
+def _dataset(path: Path, tasks: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps({"prompt": json.dumps(t)}) + "\n" for t in tasks))
+    return path
+
+
+def _last_json_line(text: str) -> dict[str, Any]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    value = json.loads(lines[-1])
+    assert isinstance(value, dict)
+    return value
+
+
+def test_run_json_prints_summary_last(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --json` exits 0 and prints the summary JSON as the last stdout line."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1, "reward": 1.0}, {"turns": 2}])
+    argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
+    code = main([*argv, "--name", "cli", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    summary = _last_json_line(out)
+    assert summary["run"]["status"] == "completed"
+    assert summary["run"]["trajectories_by_state"] == {"REWARDED": 4}
+    assert json.loads((tmp_path / "cli" / "summary.json").read_text())["run"]["turns"] == 6
+    assert (tmp_path / "cli" / "report.html").is_file()
+
+
+def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --json (and no TTY) the run prints a summary table naming the run directory."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
+    assert main([*argv, "--name", "table"]) == 0
+    out = capsys.readouterr().out
+    assert "2 rewarded / 2" in out
+    assert str(tmp_path / "table") in out
+
+
+def test_run_failed_job_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job-killing failure exits 9, still printing the summary JSON last on stdout."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}])
+    argv = ["run", str(AGENTS / "failed_agent.py"), "--dataset", str(data), "--out", str(tmp_path)]
+    code = main([*argv, "--group-size", "2", "--name", "bad", "--json"])
+    captured = capsys.readouterr()
+    assert code == 9
+    assert _last_json_line(captured.out)["run"]["failure_reason"] == (
+        "The agent signaled that the trajectory failed"
+    )
+    assert "The agent signaled that the trajectory failed" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", GOOD], "give ENTRYPOINT and --dataset"),
+        (["run", GOOD, "--dataset", "nope.jsonl"], "dataset not found"),
+        (["invoke", GOOD], "give exactly one of --prompt"),
+        (["invoke", GOOD, "--prompt", "x", "--dataset", "d.jsonl"], "give exactly one of"),
+        (["run", "--resume", "nowhere"], "nothing to resume"),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad arguments exit 2 with a one-line message, no traceback."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_run_bad_group_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An out-of-range setting is reported by name before anything starts."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    assert main(["run", GOOD, "--dataset", str(data), "--group-size", "64"]) == 2
+    assert "group_size must be 2..32" in capsys.readouterr().err
+
+
+def test_invoke_transcript(capsys: pytest.CaptureFixture[str]) -> None:
+    """`invoke --prompt` plays one rollout and prints each turn, the tool calls and the reward."""
+    code = main(["invoke", GOOD, "--prompt", json.dumps({"turns": 2, "reward": 0.5})])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "turn 1" in out
+    assert "turn 2" in out
+    assert "tool result: no" in out
+    assert "tools offered: guess" in out
+    assert "state: REWARDED" in out
+    assert "reward (UpdateReward): 0.5" in out
+
+
+def test_invoke_dataset_row_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`invoke --dataset --row --json` returns the recorded turns of that row's rollout."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}, {"turns": 3, "reward": 0.25}])
+    code = main(["invoke", GOOD, "--dataset", str(data), "--row", "1", "--json"])
+    assert code == 0
+    outcome = _last_json_line(capsys.readouterr().out)
+    assert outcome["state"] == "REWARDED"
+    assert outcome["reward"] == 0.25
+    assert len(outcome["turns"]) == 3
+    assert outcome["agent_response"] == {"reward": 0.25, "turns": 3}
+    assert main(["invoke", GOOD, "--dataset", str(data), "--row", "5"]) == 2
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL of a real `agent-kit run` mid-job, then --resume: all slots once, none lost."""
+    data = _dataset(tmp_path / "d.jsonl", [{"id": i, "turns": 3} for i in range(10)])
+    run_dir = tmp_path / "killed"
+    code = "from agent_kit.cli import main; import sys; sys.exit(main())"
+    argv = ["run", GOOD, "--dataset", str(data), "--out", str(tmp_path), "--name", "killed"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *argv, "--group-size", "4", "--concurrency", "2", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        rewarded = 0
+        while rewarded < 4:
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "no rollouts finished in time"
+            if (run_dir / "run.sqlite").exists():
+                with (
+                    contextlib.suppress(sqlite3.OperationalError, UsageError),
+                    RunStore.open(run_dir, readonly=True) as store,
+                ):  # the schema may not be written yet
+                    rewarded = len(store.list_trajectories(states=["REWARDED"]))
+            time.sleep(0.05)  # polling the store of another process with a deadline
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    with RunStore.open(run_dir, readonly=True) as store:
+        (job,) = store.list_jobs()
+        assert job.status == "running"  # nobody got to write an end state
+        rewarded_before = {t.id for t in store.list_trajectories(states=["REWARDED"])}
+        open_before = {t.id for t in store.list_trajectories(states=["OPEN", "READY"])}
+        agent_pids = [e.detail["pid"] for e in store.list_events(kind="agent_start")]
+    assert 4 <= len(rewarded_before) < 40
+    # The orphaned agent process notices its parent is gone and exits by itself.
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in agent_pids):
+        assert time.monotonic() < deadline, "agent process outlived the killed driver"
+        time.sleep(0.05)  # polling process liveness with a deadline
+
+    assert main(["run", "--resume", str(run_dir), "--json"]) == 0
+    summary = _last_json_line(capsys.readouterr().out)
+    assert summary["run"]["rollouts_total"] == 40
+    assert summary["run"]["rollouts_succeeded"] == 40
+    with RunStore.open(run_dir, readonly=True) as store:
+        (job,) = store.list_jobs()
+        assert job.status == "completed"
+        slots: dict[tuple[int, int, int], list[str]] = {}
+        for row in store.list_trajectories():
+            slots.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row.state)
+        assert len(slots) == 40
+        assert all(states.count("REWARDED") == 1 for states in slots.values())
+        assert not store.list_trajectories(states=["OPEN", "READY"])
+        for tid in open_before:
+            row = store.get_trajectory(tid)
+            assert row is not None
+            assert (row.state, row.reason) == ("TIMED_OUT", "resumed")
+        for tid in rewarded_before:  # nothing recorded before the kill was lost or redone
+            row = store.get_trajectory(tid)
+            assert row is not None
+            assert row.state == "REWARDED"
+            assert store.count_turns(tid) == 3
