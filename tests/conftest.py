@@ -181,3 +181,21 @@ def http_client(running_emulator: RunningEmulator) -> Iterator[httpx.Client]:
     """A plain httpx client with the emulator's base URL."""
     with httpx.Client(base_url=running_emulator.url, timeout=30) as client:
         yield client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_shared_aws_state() -> Iterator[None]:
+    """Each test starts and ends without the process-wide botocore session, clients or token
+    provider, so credentials one test sets in the environment never leak into the next."""
+    from agent_kit import policy, runtime_client
+
+    def clear() -> None:
+        with runtime_client._lock:
+            runtime_client._session = None
+            runtime_client._clients.clear()
+        with policy._provider_lock:
+            policy._default_provider = None
+
+    clear()
+    yield
+    clear()
