@@ -71,17 +71,20 @@ def score_feedback(guess: str, answer: str) -> tuple[Mark, ...]:
     yellow only while the answer still holds an unmatched copy of it; otherwise gray. So
     ``score_feedback("babes", "abbey")`` is yellow, yellow, green, green, gray.
     """
+    if len(guess) != len(answer):
+        raise ValueError("guess and answer must have the same length")
     marks: list[Mark] = [GRAY] * len(guess)
-    unmatched: Counter[str] = Counter()
+    unmatched: list[str] = []  # answer letters not matched green (a small multiset)
     for i, (g, a) in enumerate(zip(guess, answer, strict=True)):
         if g == a:
             marks[i] = GREEN
         else:
-            unmatched[a] += 1
-    for i, g in enumerate(guess):
-        if marks[i] != GREEN and unmatched[g] > 0:
-            marks[i] = YELLOW
-            unmatched[g] -= 1
+            unmatched.append(a)
+    if unmatched:
+        for i, g in enumerate(guess):
+            if marks[i] != GREEN and g in unmatched:
+                marks[i] = YELLOW
+                unmatched.remove(g)
     return tuple(marks)
 
 
