@@ -31,9 +31,8 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,7 +40,8 @@ from agent_kit.cassette import RecordedEpisode, Recording, load_recording
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.errors import UsageError
 from agent_kit.replay_policy import (
     DEFAULT_IGNORED_FIELDS,
     Divergence,
@@ -90,46 +90,6 @@ _TERMINAL: Final = frozenset(
 
 
 # -- replay through the real entrypoint (subprocess / URL invokers) -----------------------------
-
-
-class _Serving:
-    """uvicorn serving an ASGI app on an already bound loopback socket, as a task."""
-
-    def __init__(self, app: Any) -> None:
-        import uvicorn
-
-        class _Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                yield  # the caller owns SIGINT/SIGTERM
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75
-        )
-        self._server = _Server(config)
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> str:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
-        deadline = time.monotonic() + 15.0
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise AgentKitError("the emulator server stopped during startup")
-            if time.monotonic() > deadline:
-                raise AgentKitError("the emulator server did not start within 15 s")
-            await asyncio.sleep(0.005)
-        return self.url
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._task, 10.0)
-        self._sock.close()
 
 
 def _run_name(prefix: str, recording: Recording) -> str:
@@ -296,7 +256,7 @@ async def replay_run(
         job_arn = emu.create_job(job_name, job_config).arn
         ids = _new_ids(job_name, recording.episodes)
         done = 0
-        async with _Serving(create_app(emu)) as url:
+        async with EmbeddedServer(create_app(emu)) as url:
             invoker = make_invoker(
                 target,
                 env=agent_env(url, region),

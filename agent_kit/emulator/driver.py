@@ -43,7 +43,6 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,7 @@ from agent_kit.emulator.rollouts import (
     session_id_for,
     trajectory_id_for,
 )
+from agent_kit.emulator.serving import EmbeddedServer
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 
@@ -102,56 +102,6 @@ class JobResult:
         """Raise :class:`JobFailed` if the job failed."""
         if self.status == "failed":
             raise JobFailed(f"job {self.job_arn} failed: {self.failure}")
-
-
-# -- the emulator server inside this process ------------------------------------------------
-
-
-class _EmbeddedServer:
-    """uvicorn serving the emulator app on 127.0.0.1:0 as a task of the current loop."""
-
-    def __init__(self, app: Any) -> None:
-        import uvicorn
-
-        class _Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                # The driver owns SIGINT/SIGTERM; uvicorn must not swallow them.
-                yield
-
-        config = uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_keep_alive=75,
-        )
-        self._server = _Server(config)
-        self._task: asyncio.Task[None] | None = None
-        self.url = ""
-
-    async def start(self) -> str:
-        self._task = asyncio.create_task(self._server.serve())
-        deadline = time.monotonic() + 15.0
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise AgentKitError("the emulator server stopped during startup")
-            if time.monotonic() > deadline:
-                raise AgentKitError("the emulator server did not start within 15 s")
-            await asyncio.sleep(0.01)
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self._task, 10.0)
 
 
 def _plan(
@@ -370,7 +320,7 @@ async def run_job(
     job_row = emu.create_job(job_name, job_config)
     job_arn = job_row.arn
     store.update_job(job_arn, status="running")
-    server = _EmbeddedServer(create_app(emu))
+    server = EmbeddedServer(create_app(emu))
     job: RolloutLoop | None = None
     status, failure = "failed", None
     try:
@@ -503,7 +453,7 @@ async def invoke_once(
         backend = load_policy(policy, seed=seed, base_dir=Path.cwd())
         emu = Emulator(store, backend, region=config.region, seed=seed)
         job_arn = emu.create_job("invoke", {"job": config.to_dict(), "entrypoint": entrypoint}).arn
-        server = _EmbeddedServer(create_app(emu))
+        server = EmbeddedServer(create_app(emu))
         endpoint = await server.start()
         try:
             invoker = make_invoker(

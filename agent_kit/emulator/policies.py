@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
+from agent_kit.emulator.sse import chunks_from_completion
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
 from agent_kit.errors import PolicyError, UsageError
 
@@ -198,83 +199,12 @@ def result_for_reply(request: PolicyRequest, reply: PolicyReply) -> PolicyResult
     return PolicyResult(response=response, usage=usage)
 
 
-def _halves(text: str, split: bool) -> tuple[str, ...]:
-    if not split or len(text) < 2:
-        return (text,)
-    mid = len(text) // 2
-    return (text[:mid], text[mid:])
-
-
 def completion_to_chunks(
     completion: dict[str, Any], *, include_usage: bool, split: bool = True
 ) -> list[dict[str, Any]]:
-    """OpenAI ``chat.completion.chunk`` objects streaming ``completion``, in OpenAI's order.
-
-    Role delta; reasoning and content deltas (each split in two when ``split`` and longer than
-    one character, so clients must concatenate); per tool call a first delta with ``index``,
-    ``id``, ``type`` and name plus the first part of the arguments and a second delta with the
-    rest; a finish chunk carrying ``finish_reason``; when ``include_usage``, every chunk has
-    ``usage: null`` and a last ``{"choices": [], "usage": {...}}`` chunk follows the finish chunk.
-    """
-    choice = completion["choices"][0]
-    message = choice.get("message") or {}
-    base = {
-        "id": completion.get("id", "chatcmpl-0"),
-        "object": "chat.completion.chunk",
-        "created": completion.get("created", 0),
-        "model": completion.get("model", "default"),
-    }
-    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-    reasoning = message.get("reasoning_content")
-    if reasoning:
-        deltas.extend({"reasoning_content": part} for part in _halves(reasoning, split))
-    content = message.get("content")
-    if content:
-        deltas.extend({"content": part} for part in _halves(content, split))
-    for index, call in enumerate(message.get("tool_calls") or ()):
-        fn = call["function"]
-        first, *rest = _halves(fn.get("arguments") or "", split)
-        deltas.append(
-            {
-                "tool_calls": [
-                    {
-                        "index": index,
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": fn["name"], "arguments": first},
-                    }
-                ]
-            }
-        )
-        deltas.extend(
-            {"tool_calls": [{"index": index, "function": {"arguments": part}}]} for part in rest
-        )
-    extra: dict[str, Any] = {"usage": None} if include_usage else {}
-    chunks = [
-        {
-            **base,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
-            **extra,
-        }
-        for delta in deltas
-    ]
-    chunks.append(
-        {
-            **base,
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {},
-                    "logprobs": None,
-                    "finish_reason": choice.get("finish_reason") or "stop",
-                }
-            ],
-            **extra,
-        }
-    )
-    if include_usage:
-        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
-    return chunks
+    """OpenAI ``chat.completion.chunk`` objects streaming ``completion`` (see
+    :func:`agent_kit.emulator.sse.chunks_from_completion`; here ``split`` defaults to True)."""
+    return chunks_from_completion(completion, include_usage=include_usage, split=split)
 
 
 def chunks_to_completion(chunks: list[dict[str, Any]], *, model: str = "default") -> dict[str, Any]:

@@ -31,15 +31,23 @@ def dumps(value: Any) -> bytes:
     return _encoder.encode(value).encode("utf-8")
 
 
+def _parts(text: str, split: bool) -> tuple[str, ...]:
+    if not split or len(text) < 2:
+        return (text,)
+    mid = len(text) // 2
+    return (text[:mid], text[mid:])
+
+
 def chunks_from_completion(
-    completion: dict[str, Any], *, include_usage: bool
+    completion: dict[str, Any], *, include_usage: bool, split: bool = False
 ) -> list[dict[str, Any]]:
     """Split a ``chat.completion`` into the ``chat.completion.chunk`` sequence OpenAI streams.
 
-    One chunk carries the role and text (and ``reasoning_content`` if any), one chunk per tool
-    call (``index``, ``id``, ``type``, name and the whole arguments string), then a chunk with
-    an empty delta and the ``finish_reason``; with ``include_usage`` a final chunk with
-    ``choices: []`` and the usage follows the finish chunk, as OpenAI orders it.
+    A chunk with the role (and, unsplit, the reasoning and text), one chunk per tool call
+    (``index``, ``id``, ``type``, name, arguments), then a chunk with an empty delta and the
+    ``finish_reason``; with ``include_usage`` a final chunk with ``choices: []`` and the usage
+    follows the finish chunk, as OpenAI orders it. ``split=True`` cuts reasoning, text and each
+    tool call's arguments into two deltas, so a client must concatenate (used by tests).
     """
     base = {
         "id": completion.get("id", "chatcmpl-emulator"),
@@ -50,33 +58,46 @@ def chunks_from_completion(
     choices = completion.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
-    out: list[dict[str, Any]] = []
+    deltas: list[dict[str, Any]] = []
 
     first: dict[str, Any] = {"role": "assistant"}
     reasoning = message.get("reasoning_content")
-    if reasoning:
-        first["reasoning_content"] = reasoning
     content = message.get("content")
-    first["content"] = content if isinstance(content, str) else ""
-    out.append({**base, "choices": [{"index": 0, "delta": first, "finish_reason": None}]})
+    text = content if isinstance(content, str) else ""
+    if split:
+        first["content"] = ""
+        deltas.append(first)
+        if reasoning:
+            deltas.extend({"reasoning_content": p} for p in _parts(reasoning, split))
+        if text:
+            deltas.extend({"content": p} for p in _parts(text, split))
+    else:
+        if reasoning:
+            first["reasoning_content"] = reasoning
+        first["content"] = text
+        deltas.append(first)
 
     for i, call in enumerate(message.get("tool_calls") or ()):
         function = call.get("function") or {}
-        delta = {
-            "tool_calls": [
-                {
-                    "index": i,
-                    "id": call.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": function.get("name"),
-                        "arguments": function.get("arguments", ""),
-                    },
-                }
-            ]
-        }
-        out.append({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+        head, *rest = _parts(function.get("arguments") or "", split)
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call.get("id"),
+                        "type": "function",
+                        "function": {"name": function.get("name"), "arguments": head},
+                    }
+                ]
+            }
+        )
+        deltas.extend({"tool_calls": [{"index": i, "function": {"arguments": p}}]} for p in rest)
 
+    out = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for delta in deltas
+    ]
     finish = choice.get("finish_reason") or "stop"
     out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if include_usage and completion.get("usage") is not None:

@@ -1,0 +1,77 @@
+"""Serve an ASGI app (the emulator) from inside the current event loop, on loopback.
+
+The job driver and the replay runner both run the emulator in their own process, as a task of
+their event loop, on ``127.0.0.1`` and an ephemeral port bound up front (so the URL is known
+before the server starts and no other process can take the port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from agent_kit.errors import AgentKitError
+
+__all__ = ["EmbeddedServer"]
+
+
+class EmbeddedServer:
+    """uvicorn serving ``app`` on 127.0.0.1 (ephemeral port) as a task of the running loop.
+
+    Use ``await start()`` / ``await stop()`` or ``async with EmbeddedServer(app) as url``.
+    The caller keeps SIGINT/SIGTERM: uvicorn's own signal capture is disabled.
+    """
+
+    def __init__(self, app: Any, *, keep_alive_s: float = 75.0) -> None:
+        import uvicorn
+
+        class _Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                yield  # the caller owns SIGINT/SIGTERM; uvicorn must not swallow them
+
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        #: ``http://127.0.0.1:<port>``, known before the server starts.
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=int(keep_alive_s),
+        )
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, timeout_s: float = 15.0) -> str:
+        """Start serving; return the URL once uvicorn is accepting connections."""
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]))
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise AgentKitError("the emulator server stopped during startup")
+            if time.monotonic() > deadline:
+                raise AgentKitError(f"the emulator server did not start within {timeout_s:g} s")
+            await asyncio.sleep(0.005)
+        return self.url
+
+    async def stop(self) -> None:
+        """Ask uvicorn to exit, wait up to 10 s for it, and release the socket."""
+        if self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._task, 10.0)
+            self._task = None
+        self._sock.close()
+
+    async def __aenter__(self) -> str:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
