@@ -276,3 +276,12 @@ def test_default_batch_is_all_prompts_capped() -> None:
     """The default batch is every prompt, at most the service's 128."""
     assert JobConfig().validated(10).batch_size == 10
     assert JobConfig().validated(1000).batch_size == 128
+
+
+def test_default_job_name_uses_the_directory_for_generic_file_names() -> None:
+    """examples/wordle/agent.py runs as wordle-…; a specific file name is kept."""
+    from agent_kit.emulator.rollouts import default_job_name
+
+    assert default_job_name("examples/wordle/agent.py").startswith("wordle-")
+    assert default_job_name("tests/example_counter.py").startswith("example-counter-")
+    assert default_job_name("http://127.0.0.1:8080").startswith("agent-")

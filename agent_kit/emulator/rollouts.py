@@ -133,8 +133,15 @@ class JobConfig:
 
 
 def default_job_name(entrypoint: str) -> str:
-    """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows."""
-    stem = Path(entrypoint).stem if entrypoint.endswith(".py") else "agent"
+    """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows.
+
+    A generic file name (``agent.py``, ``main.py``, ``app.py``) takes its directory's name, so
+    ``examples/wordle/agent.py`` runs as ``wordle-…``.
+    """
+    path = Path(entrypoint)
+    stem = path.stem if entrypoint.endswith(".py") else "agent"
+    if entrypoint.endswith(".py") and stem in ("agent", "main", "app") and path.parent.name:
+        stem = path.resolve().parent.name
     stem = re.sub(r"[^a-zA-Z0-9]+", "-", stem).strip("-")[:40] or "agent"
     return f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
