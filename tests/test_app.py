@@ -119,3 +119,39 @@ def test_huge_chunked_body_is_refused(client: TestClient) -> None:
     response = client.post("/invocations", content=chunks())
     assert response.status_code == 400
     assert "too large" in response.json()["error"]
+
+
+def test_ping_is_healthy_busy_while_a_rollout_runs() -> None:
+    """/ping answers HealthyBusy while an episode is in flight, Healthy again after it."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_policy(request: PolicyRequest) -> str:
+        entered.set()
+        assert release.wait(30), "the test never released the policy"
+        return "done"
+
+    app = load_app(EXAMPLE)
+    saved = app._model_factory
+    app._model_factory = scripted_model_factory(slow_policy)
+    try:
+        with TestClient(app) as client:
+            result: dict[str, object] = {}
+
+            def invoke() -> None:
+                result["response"] = client.post(
+                    "/invocations", json={"prompt": json.dumps({"target": 2})}
+                )
+
+            worker = threading.Thread(target=invoke)
+            worker.start()
+            assert entered.wait(30)
+            assert client.get("/ping").json()["status"] == "HealthyBusy"
+            release.set()
+            worker.join(30)
+            assert result["response"].status_code == 200  # type: ignore[attr-defined]
+            assert client.get("/ping").json()["status"] == "Healthy"
+    finally:
+        release.set()
+        app._model_factory = saved
