@@ -19,25 +19,41 @@ directory unchanged (it reads ``.bedrock_agentcore.yaml``; ``dist/`` is in its i
 Why agent_kit is copied as source: it is not on PyPI, so a requirements line cannot fetch it.
 Only the runtime-half modules are copied (:data:`RUNTIME_MODULES`): a deployed agent carries
 no emulator, store or CLI code, and the subprocess import check proves the copy is complete.
+
+This module holds the targets and the generated files; the stages live beside it:
+:mod:`agent_kit.preflight` (static checks, import check), :mod:`agent_kit.staging` (sources,
+runtime half of agent_kit, requirements, output directory) and :mod:`agent_kit.code_zip`
+(Linux ARM64 wheels and ``deployment.zip``). Their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
-import importlib.metadata
-import os
-import re
-import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agent_kit.errors import DeployError, UsageError
+from agent_kit.code_zip import MAX_UNZIPPED_BYTES, MAX_ZIP_BYTES, PYTHON_VERSION, build_zip
+from agent_kit.errors import UsageError
+from agent_kit.preflight import (
+    RUNTIME_NAME_PATTERN,
+    check_import,
+    default_name,
+    preflight,
+)
+from agent_kit.staging import (
+    RUNTIME_MODULES,
+    RUNTIME_REQUIREMENTS,
+    copy_agent_kit,
+    copy_sources,
+    merge_requirements,
+    pinned_requirements,
+    prepare_out,
+    runtime_closure,
+    user_requirements,
+)
 
 __all__ = [
     "MAX_UNZIPPED_BYTES",
@@ -59,71 +75,6 @@ __all__ = [
 
 Target = Literal["zip", "container", "lambda-forwarder"]
 
-#: AgentCore runtime names (CreateAgentRuntime ``agentRuntimeName``): no hyphens.
-RUNTIME_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$")
-#: Direct code deploy limit the AgentCore starter toolkit enforces on the zip (250 MB,
-#: ``CodeZipPackager.create_deployment_package``, bedrock-agentcore-starter-toolkit 0.3.14).
-MAX_ZIP_BYTES: Final = 250 * 1024 * 1024
-#: Unzipped limit. [chosen] 750 MB: not verified against AgentCore documentation (the toolkit
-#: checks only the zipped size); a package this large is almost certainly a mistake anyway.
-MAX_UNZIPPED_BYTES: Final = 750 * 1024 * 1024
-#: Runtime-half roots of agent_kit; the package holds these plus what they import
-#: (:func:`runtime_closure`).
-RUNTIME_MODULES: Final = (
-    "__init__",
-    "app",
-    "contract",
-    "environment",
-    "episode",
-    "errors",
-    "forwarder",
-    "policy",
-    "reward",
-    "runtime_client",
-)
-#: Distributions the runtime half needs, pinned to this environment's versions on packaging.
-RUNTIME_REQUIREMENTS: Final = (
-    "bedrock-agentcore",
-    "boto3",
-    "httpx",
-    "openai",
-    "pydantic",
-    "starlette",
-    "strands-agents",
-    "uvicorn",
-)
-PYTHON_VERSION: Final = "3.11"
-_PLATFORMS: Final = ("aarch64-manylinux2014", "aarch64-manylinux_2_17", "aarch64-manylinux_2_28")
-_SKIP_DIRS: Final = frozenset(
-    {
-        "__pycache__",
-        ".venv",
-        "venv",
-        "env",
-        ".git",
-        "build",
-        "dist",
-        "node_modules",
-        ".pytest_cache",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".hypothesis",
-        ".tox",
-        "tests",
-        "runs",
-        ".bedrock_agentcore",
-        ".idea",
-        ".vscode",
-    }
-)
-_SKIP_FILES: Final = frozenset(
-    {".env", ".bedrock_agentcore.yaml", ".dockerignore", "Dockerfile", ".DS_Store", ".gitignore"}
-)
-_SKIP_SUFFIXES: Final = (".pyc", ".pyo", ".so", ".log", ".swp", ".zip", ".egg-info")
-_AGENT_KIT_NAMES: Final = frozenset({"agent_kit", "agent-kit"})
-IMPORT_TIMEOUT_S: Final = 120.0
-#: Marks an output directory as ours: only such a directory is ever emptied and rewritten.
-_MARKER: Final = ".agent-kit-package"
 DOCKERIGNORE: Final = """\
 # written by agent-kit package
 __pycache__/
@@ -156,247 +107,6 @@ class PackageResult:
     zip_bytes: int = 0
     unzipped_bytes: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-# --------------------------------------------------------------------------- preflight
-
-
-def default_name(entrypoint: Path) -> str:
-    """A valid runtime name derived from the entrypoint's directory (or file) name."""
-    base = entrypoint.resolve().parent.name
-    if base in {"", ".", "src", "app"}:
-        base = entrypoint.stem
-    name = re.sub(r"[^a-zA-Z0-9_]", "_", base).strip("_")
-    if not name or not name[0].isalpha():
-        name = f"agent_{name}".rstrip("_")
-    return name[:48]
-
-
-def _is_main_guard(node: ast.stmt) -> bool:
-    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
-        return False
-    test = node.test
-    parts = [test.left, *test.comparators]
-    names = {p.id for p in parts if isinstance(p, ast.Name)}
-    consts = {p.value for p in parts if isinstance(p, ast.Constant)}
-    return names == {"__name__"} and consts == {"__main__"} and isinstance(test.ops[0], ast.Eq)
-
-
-def _calls_app_run(node: ast.stmt) -> bool:
-    for sub in ast.walk(node):
-        if (
-            isinstance(sub, ast.Call)
-            and isinstance(sub.func, ast.Attribute)
-            and sub.func.attr == "run"
-            and isinstance(sub.func.value, ast.Name)
-            and sub.func.value.id == "app"
-        ):
-            return True
-    return False
-
-
-def preflight(entrypoint: Path, name: str) -> None:
-    """Static checks: the file parses, binds module variable ``app``, calls ``app.run()`` under
-    ``if __name__ == "__main__":``, and ``name`` is a valid AgentCore runtime name."""
-    if not RUNTIME_NAME_PATTERN.match(name):
-        raise UsageError(
-            f"invalid runtime name {name!r}: AgentCore runtime names match "
-            "[a-zA-Z][a-zA-Z0-9_]{0,47} (letters, digits, underscores; no hyphens)"
-        )
-    if not entrypoint.is_file() or entrypoint.suffix != ".py":
-        raise UsageError(f"entrypoint {entrypoint} is not a .py file")
-    source = entrypoint.read_text(encoding="utf-8")
-    try:
-        tree = ast.parse(source, filename=str(entrypoint))
-    except SyntaxError as exc:
-        raise DeployError(f"{entrypoint}:{exc.lineno}: syntax error: {exc.msg}") from None
-    binds_app = False
-    for node in tree.body:
-        targets: list[ast.expr] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets = [node.target]
-        if any(isinstance(t, ast.Name) and t.id == "app" for t in targets):
-            binds_app = True
-    if not binds_app:
-        raise DeployError(
-            f"{entrypoint}: no module-level variable named `app`; AgentCore (and `agentcore dev`) "
-            "import the entrypoint and serve `app`, e.g. `app = RolloutApp(...)`"
-        )
-    guards = [n for n in tree.body if _is_main_guard(n)]
-    if not any(_calls_app_run(g) for g in guards):
-        raise DeployError(
-            f'{entrypoint}: missing `if __name__ == "__main__": app.run()`; the AgentCore '
-            "container and direct code deploy start the server by running the file"
-        )
-
-
-def _import_check(source_dir: Path, module: str, *, timeout: float = IMPORT_TIMEOUT_S) -> str:
-    """Import the staged entrypoint in a fresh interpreter; return the type name of ``app``."""
-    code = (
-        "import importlib, sys\n"
-        "mod = importlib.import_module(sys.argv[1])\n"
-        "app = getattr(mod, 'app', None)\n"
-        "if app is None or not callable(getattr(app, 'run', None)):\n"
-        "    sys.exit('module variable `app` is missing or has no run()')\n"
-        "kit = sys.modules.get('agent_kit')\n"
-        "if kit is not None and not kit.__file__.startswith(sys.argv[2]):\n"
-        "    sys.exit('agent_kit was imported from ' + kit.__file__ + ', not the package')\n"
-        "print(type(app).__module__ + '.' + type(app).__qualname__)\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(source_dir)
-    env.setdefault("AWS_DEFAULT_REGION", "us-west-2")
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, module, str(source_dir.resolve()) + os.sep],
-            cwd=source_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise DeployError(
-            f"importing {module} took longer than {timeout:.0f} s; does it start work at import "
-            "time? Move it under `if __name__ == '__main__':` or into the entrypoint"
-        ) from None
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-        raise DeployError(f"the packaged entrypoint does not import cleanly:\n{tail}")
-    return proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-
-
-# --------------------------------------------------------------------------- staging
-
-
-def _skip(path: Path) -> bool:
-    name = path.name
-    if path.is_dir():
-        return name in _SKIP_DIRS or name.endswith(".egg-info") or name in _AGENT_KIT_NAMES
-    return name in _SKIP_FILES or name.endswith(_SKIP_SUFFIXES)
-
-
-def _copy_sources(src_dir: Path, out_dir: Path, exclude: Path) -> list[str]:
-    """Copy the entrypoint's directory (code + data files) into ``out_dir``; return rel paths."""
-    copied: list[str] = []
-    for root, dirs, files in os.walk(src_dir):
-        root_path = Path(root)
-        dirs[:] = sorted(
-            d for d in dirs if not _skip(root_path / d) and (root_path / d).resolve() != exclude
-        )
-        for fname in sorted(files):
-            path = root_path / fname
-            if _skip(path) or path.is_symlink():
-                continue
-            rel = path.relative_to(src_dir)
-            dest = out_dir / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, dest)
-            copied.append(rel.as_posix())
-    return copied
-
-
-def _agent_kit_imports(path: Path) -> set[str]:
-    """Top-level agent_kit module names a source file imports (anywhere in the file)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "agent_kit" and len(parts) > 1:
-                found.add(parts[1])
-    return found
-
-
-def runtime_closure(pkg_dir: Path | None = None) -> list[str]:
-    """The agent_kit modules a deployed agent needs: :data:`RUNTIME_MODULES` plus every
-    agent_kit module they import, transitively (found by AST, so nothing is imported here)."""
-    root = pkg_dir or Path(__file__).resolve().parent
-    todo = [m for m in RUNTIME_MODULES if (root / f"{m}.py").is_file()]
-    seen: set[str] = set()
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        path = root / f"{module}.py"
-        if not path.is_file():
-            path = root / module / "__init__.py"
-            if not path.is_file():
-                continue
-        todo.extend(_agent_kit_imports(path) - seen)
-    return sorted(seen)
-
-
-def _copy_agent_kit(out_dir: Path) -> list[str]:
-    pkg_dir = Path(__file__).resolve().parent
-    dest = out_dir / "agent_kit"
-    dest.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for module in runtime_closure(pkg_dir):
-        src = pkg_dir / f"{module}.py"
-        if src.is_file():
-            shutil.copy2(src, dest / src.name)
-            copied.append(f"agent_kit/{src.name}")
-            continue
-        for path in sorted((pkg_dir / module).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                rel = path.relative_to(pkg_dir)
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, dest / rel)
-                copied.append(f"agent_kit/{rel.as_posix()}")
-    typed = pkg_dir / "py.typed"
-    if typed.is_file():
-        shutil.copy2(typed, dest / "py.typed")
-        copied.append("agent_kit/py.typed")
-    return copied
-
-
-def pinned_requirements(names: Sequence[str] = RUNTIME_REQUIREMENTS) -> list[str]:
-    """``name==version`` for each installed distribution (``DeployError`` if one is missing)."""
-    pins = []
-    for name in names:
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            raise DeployError(f"runtime dependency {name} is not installed here") from None
-        pins.append(f"{name}=={version}")
-    return pins
-
-
-def _user_requirements(src_dir: Path) -> list[str]:
-    """Lines of the entrypoint's own requirements.txt, minus agent_kit (not on PyPI)."""
-    path = src_dir / "requirements.txt"
-    if not path.is_file():
-        return []
-    lines = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith(("-e", "--editable", ".", "/", "file:")):
-            continue  # local paths do not exist inside the runtime
-        dist = re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0].lower().replace("_", "-")
-        if dist in {"agent-kit"}:
-            continue
-        lines.append(line)
-    return lines
-
-
-def _merge_requirements(base: Sequence[str], extra: Sequence[str]) -> list[str]:
-    def key(line: str) -> str:
-        return re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0].lower().replace("_", "-")
-
-    seen = {key(line) for line in base}
-    return [*base, *(line for line in extra if key(line) not in seen)]
 
 
 # --------------------------------------------------------------------------- files
@@ -519,120 +229,6 @@ def _write_yaml(path: Path, document: dict[str, Any]) -> None:
     )
 
 
-# --------------------------------------------------------------------------- zip
-
-
-def _find_uv() -> str:
-    try:
-        import uv
-
-        found: str = uv.find_uv_bin()
-        return found
-    except (ImportError, FileNotFoundError):
-        pass
-    sibling = Path(sys.executable).with_name("uv")
-    if sibling.is_file():
-        return str(sibling)
-    found_path = shutil.which("uv")
-    if found_path:
-        return found_path
-    raise DeployError("`uv` is needed to resolve Linux ARM64 wheels: pip install uv")
-
-
-def _install_arm64(
-    requirements_file: Path, target: Path, *, cache_dir: Path | None, log: Callable[[str], None]
-) -> str:
-    """``uv pip install`` for Linux ARM64 / CPython 3.11, trying the toolkit's platform tags."""
-    uv = _find_uv()
-    errors = []
-    for platform in _PLATFORMS:
-        if target.exists():
-            shutil.rmtree(target)
-        cmd = [
-            uv,
-            "pip",
-            "install",
-            "--target",
-            str(target),
-            "--python-version",
-            PYTHON_VERSION,
-            "--python-platform",
-            platform,
-            "--only-binary",
-            ":all:",
-            "--quiet",
-            "-r",
-            str(requirements_file),
-        ]
-        if cache_dir is not None:
-            cmd[3:3] = ["--cache-dir", str(cache_dir)]
-        log(f"resolving dependencies for {platform}")
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
-        if proc.returncode == 0:
-            return platform
-        errors.append(f"{platform}: " + "\n".join(proc.stderr.strip().splitlines()[-6:]))
-    raise DeployError(
-        "could not resolve Linux ARM64 wheels for every requirement (a dependency without an "
-        "aarch64 wheel must be replaced or vendored):\n" + "\n".join(errors)
-    )
-
-
-def _zip_tree(zf: zipfile.ZipFile, root: Path, skip_pycache: bool = True) -> int:
-    total = 0
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not (skip_pycache and d == "__pycache__"))
-        for fname in sorted(files):
-            path = Path(dirpath) / fname
-            if fname.endswith((".pyc", ".pyo")):
-                continue
-            arc = path.relative_to(root).as_posix()
-            info = zipfile.ZipInfo.from_file(path, arc)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (0o755 if os.access(path, os.X_OK) else 0o644) << 16
-            with path.open("rb") as fh:
-                zf.writestr(info, fh.read())
-            total += path.stat().st_size
-    return total
-
-
-def _build_zip(
-    out_dir: Path,
-    source_files: Sequence[str],
-    requirements_file: Path,
-    *,
-    cache_dir: Path | None,
-    log: Callable[[str], None],
-) -> tuple[Path, int, int, str]:
-    dist = out_dir / "dist"
-    deps = dist / "deps"
-    dist.mkdir(parents=True, exist_ok=True)
-    platform = _install_arm64(requirements_file, deps, cache_dir=cache_dir, log=log)
-    zip_path = dist / "deployment.zip"
-    unzipped = 0
-    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as zf:
-        unzipped += _zip_tree(zf, deps)
-        for rel in source_files:
-            path = out_dir / rel
-            info = zipfile.ZipInfo.from_file(path, rel)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, path.read_bytes())
-            unzipped += path.stat().st_size
-    shutil.rmtree(deps)
-    size = zip_path.stat().st_size
-    if size > MAX_ZIP_BYTES:
-        raise DeployError(
-            f"deployment.zip is {size / 2**20:.1f} MB; AgentCore direct code deploy accepts at "
-            f"most {MAX_ZIP_BYTES // 2**20} MB zipped. Trim dependencies or use --target container"
-        )
-    if unzipped > MAX_UNZIPPED_BYTES:
-        raise DeployError(
-            f"the package unzips to {unzipped / 2**20:.1f} MB; the limit is "
-            f"{MAX_UNZIPPED_BYTES // 2**20} MB. Trim dependencies or use --target container"
-        )
-    return zip_path, size, unzipped, platform
-
-
 # --------------------------------------------------------------------------- lambda forwarder
 
 
@@ -703,21 +299,21 @@ def package(
     if target not in ("zip", "container", "lambda-forwarder"):
         raise UsageError(f"unknown target {target!r}: choose zip, container or lambda-forwarder")
     out = Path(out_dir or Path("build") / runtime_name).resolve()
-    _prepare_out(out, entry.parent)
+    prepare_out(out, entry.parent)
     if target == "lambda-forwarder":
         if not RUNTIME_NAME_PATTERN.match(runtime_name):
             raise UsageError(f"invalid name {runtime_name!r}")
         return _package_forwarder(runtime_name, out)
 
     preflight(entry, runtime_name)
-    files = _copy_sources(entry.parent, out, exclude=out)
-    files += _copy_agent_kit(out)
+    files = copy_sources(entry.parent, out, exclude=out)
+    files += copy_agent_kit(out)
     module = entry.stem
     if import_check:
         log(f"import check: python -c 'import {module}'")
-        _import_check(out, module)
+        check_import(out, module)
     base = list(requirements) if requirements is not None else pinned_requirements()
-    reqs = _merge_requirements(base, _user_requirements(entry.parent))
+    reqs = merge_requirements(base, user_requirements(entry.parent))
     req_file = out / "requirements.txt"
     req_file.write_text(
         "# written by agent-kit package: agent_kit itself ships as source in ./agent_kit\n"
@@ -734,7 +330,7 @@ def package(
         artifact = out / "Dockerfile"
         deployment_type: Literal["container", "direct_code_deploy"] = "container"
     else:
-        artifact, zip_bytes, unzipped, platform = _build_zip(
+        artifact, zip_bytes, unzipped, platform = build_zip(
             out, files, req_file, cache_dir=uv_cache_dir, log=log
         )
         notes.append(f"dependencies resolved for {platform}, CPython {PYTHON_VERSION}")
@@ -763,20 +359,6 @@ def package(
         unzipped_bytes=unzipped,
         notes=tuple(notes),
     )
-
-
-def _prepare_out(out: Path, source_dir: Path) -> None:
-    if out == source_dir or source_dir.is_relative_to(out):
-        raise UsageError(f"--out {out} would overwrite the entrypoint's own directory")
-    if out.exists():
-        if not out.is_dir():
-            raise UsageError(f"--out {out} exists and is not a directory")
-        ours = (out / _MARKER).is_file()
-        if any(out.iterdir()) and not ours:
-            raise UsageError(f"--out {out} is not empty and was not written by agent-kit package")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / _MARKER).write_text("written by agent-kit package; safe to delete\n", encoding="utf-8")
 
 
 def describe(result: PackageResult) -> dict[str, Any]:

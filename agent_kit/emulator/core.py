@@ -3,7 +3,9 @@
 :class:`Emulator` owns the rules of CONTRACT.md §3–§4 and nothing about HTTP: the server
 (:mod:`agent_kit.emulator.server`) parses the wire and calls it, the job driver calls it
 in-process. Every rule violation raises a :class:`~agent_kit.errors.JobRuntimeError` subclass
-that already knows its status code and ``x-amzn-ErrorType``.
+that already knows its status code and ``x-amzn-ErrorType``. Turning a chat-completions body
+into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
+:mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` is re-exported here).
 
 State lives in the :class:`~agent_kit.store.RunStore`; the hot fields of each trajectory (job,
 state, turn count) are also cached in memory so a turn costs one SQLite write and no read.
@@ -14,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import random
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from agent_kit.contract import (
     TrajectoryState,
     UpdateRewardBody,
 )
+from agent_kit.emulator.chat_request import flatten_content, policy_request
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.sse import dumps
 from agent_kit.errors import (
@@ -110,68 +112,6 @@ class _Waiter:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[TrajectoryState]
     states: frozenset[TrajectoryState] = field(default_factory=frozenset)
-
-
-def flatten_content(content: Any) -> str:
-    """OpenAI message content as one string: parts' ``text`` joined by newlines; None → ``""``."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            str(p["text"]) for p in content if isinstance(p, dict) and p.get("text") is not None
-        ]
-        return "\n".join(texts)
-    raise ValidationError("message content must be a string, a list of parts or null")
-
-
-def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{key} must be a number")
-    if not lo <= value <= hi:
-        raise ValidationError(f"{key} must be between {lo} and {hi}")
-    return float(value)
-
-
-def _messages(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise ValidationError("messages must be a non-empty list of message objects")
-    out = []
-    for i, message in enumerate(raw):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ValidationError(f"messages[{i}] must be an object with a string role")
-        flat = dict(message)
-        flat["content"] = flatten_content(message.get("content"))
-        calls = message.get("tool_calls")
-        if calls is not None and not (
-            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
-        ):
-            raise ValidationError(f"messages[{i}].tool_calls must be a list of objects")
-        out.append(flat)
-    return tuple(out)
-
-
-def _tools(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    raw = body.get("tools")
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-        raise ValidationError("tools must be a list of tool objects")
-    return tuple(raw)
-
-
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    value = body.get("max_tokens", body.get("max_completion_tokens"))
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValidationError("max_tokens must be a positive integer")
-    return value
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:
@@ -466,17 +406,12 @@ class Emulator:
         if not isinstance(body, dict):
             raise ValidationError("request body must be a JSON object")
         turn = traj.turns
-        request = PolicyRequest(
-            messages=_messages(body),
-            tools=_tools(body),
-            temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-            top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
-            max_tokens=_max_tokens(body),
-            rng=random.Random(_rng_seed(self.seed, trajectory_id, traj.context, turn)),
+        request = policy_request(
+            body,
+            seed=self.seed,
             trajectory_id=trajectory_id,
             job_arn=job_arn,
             turn=turn,
-            raw=body,
             context=traj.context,
         )
         try:
@@ -635,23 +570,6 @@ class Emulator:
     async def aclose(self) -> None:
         """Close the policy backend (the store is the caller's to close)."""
         await self.policy.aclose()
-
-
-def _rng_seed(seed: int, trajectory_id: str, context: dict[str, Any], turn: int) -> str:
-    """The per-turn RNG seed: the rollout's slot when its id names it, else the id itself.
-
-    The driver names trajectories ``<job>-s<step>-p<prompt>-g<sample>-a<attempt>``; seeding by
-    that slot rather than by the whole id makes two runs of one dataset with one seed play the
-    same episodes although their job names differ. Ids minted otherwise (standalone mode) keep
-    seeding by id, so their rollouts stay independent.
-    """
-    slot = (
-        f"-s{context.get('step')}-p{context.get('prompt_index')}"
-        f"-g{context.get('sample_index')}-a{context.get('attempt')}"
-    )
-    if trajectory_id.endswith(slot):
-        return f"{seed}:{slot}:{turn}"
-    return f"{seed}:{trajectory_id}:{turn}"
 
 
 def _context(row: TrajectoryRow) -> dict[str, Any]:

@@ -1,0 +1,240 @@
+"""Staging an entrypoint's sources for packaging (tooling half).
+
+What goes into the output directory besides the generated files:
+
+- the entrypoint's directory (code and data files, minus caches, virtualenvs, tests, secrets);
+- the runtime half of agent_kit, copied as source: :data:`RUNTIME_MODULES` plus every agent_kit
+  module they import, found by AST (:func:`runtime_closure`), so nothing is imported here;
+- the requirement lines: the runtime dependencies pinned to this environment
+  (:func:`pinned_requirements`) merged with the entrypoint's own ``requirements.txt``.
+
+The output directory itself is prepared here too: it is emptied only if it is empty or holds
+the marker this module writes. Used by :func:`agent_kit.package.package`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from agent_kit.errors import DeployError, UsageError
+
+__all__ = [
+    "RUNTIME_MODULES",
+    "RUNTIME_REQUIREMENTS",
+    "copy_agent_kit",
+    "copy_sources",
+    "merge_requirements",
+    "pinned_requirements",
+    "prepare_out",
+    "runtime_closure",
+    "user_requirements",
+]
+
+#: Runtime-half roots of agent_kit; the package holds these plus what they import
+#: (:func:`runtime_closure`).
+RUNTIME_MODULES: Final = (
+    "__init__",
+    "app",
+    "contract",
+    "environment",
+    "episode",
+    "errors",
+    "forwarder",
+    "policy",
+    "reward",
+    "runtime_client",
+)
+#: Distributions the runtime half needs, pinned to this environment's versions on packaging.
+RUNTIME_REQUIREMENTS: Final = (
+    "bedrock-agentcore",
+    "boto3",
+    "httpx",
+    "openai",
+    "pydantic",
+    "starlette",
+    "strands-agents",
+    "uvicorn",
+)
+_SKIP_DIRS: Final = frozenset(
+    {
+        "__pycache__",
+        ".venv",
+        "venv",
+        "env",
+        ".git",
+        "build",
+        "dist",
+        "node_modules",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".tox",
+        "tests",
+        "runs",
+        ".bedrock_agentcore",
+        ".idea",
+        ".vscode",
+    }
+)
+_SKIP_FILES: Final = frozenset(
+    {".env", ".bedrock_agentcore.yaml", ".dockerignore", "Dockerfile", ".DS_Store", ".gitignore"}
+)
+_SKIP_SUFFIXES: Final = (".pyc", ".pyo", ".so", ".log", ".swp", ".zip", ".egg-info")
+_AGENT_KIT_NAMES: Final = frozenset({"agent_kit", "agent-kit"})
+#: Marks an output directory as ours: only such a directory is ever emptied and rewritten.
+_MARKER: Final = ".agent-kit-package"
+
+
+def _skip(path: Path) -> bool:
+    name = path.name
+    if path.is_dir():
+        return name in _SKIP_DIRS or name.endswith(".egg-info") or name in _AGENT_KIT_NAMES
+    return name in _SKIP_FILES or name.endswith(_SKIP_SUFFIXES)
+
+
+def copy_sources(src_dir: Path, out_dir: Path, exclude: Path) -> list[str]:
+    """Copy the entrypoint's directory (code + data files) into ``out_dir``; return rel paths."""
+    copied: list[str] = []
+    for root, dirs, files in os.walk(src_dir):
+        root_path = Path(root)
+        dirs[:] = sorted(
+            d for d in dirs if not _skip(root_path / d) and (root_path / d).resolve() != exclude
+        )
+        for fname in sorted(files):
+            path = root_path / fname
+            if _skip(path) or path.is_symlink():
+                continue
+            rel = path.relative_to(src_dir)
+            dest = out_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+            copied.append(rel.as_posix())
+    return copied
+
+
+def _agent_kit_imports(path: Path) -> set[str]:
+    """Top-level agent_kit module names a source file imports (anywhere in the file)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "agent_kit" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def runtime_closure(pkg_dir: Path | None = None) -> list[str]:
+    """The agent_kit modules a deployed agent needs: :data:`RUNTIME_MODULES` plus every
+    agent_kit module they import, transitively (found by AST, so nothing is imported here)."""
+    root = pkg_dir or Path(__file__).resolve().parent
+    todo = [m for m in RUNTIME_MODULES if (root / f"{m}.py").is_file()]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = root / f"{module}.py"
+        if not path.is_file():
+            path = root / module / "__init__.py"
+            if not path.is_file():
+                continue
+        todo.extend(_agent_kit_imports(path) - seen)
+    return sorted(seen)
+
+
+def copy_agent_kit(out_dir: Path) -> list[str]:
+    """Copy the runtime half of agent_kit (:func:`runtime_closure`) as source into
+    ``out_dir/agent_kit``; return the copied paths relative to ``out_dir``."""
+    pkg_dir = Path(__file__).resolve().parent
+    dest = out_dir / "agent_kit"
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for module in runtime_closure(pkg_dir):
+        src = pkg_dir / f"{module}.py"
+        if src.is_file():
+            shutil.copy2(src, dest / src.name)
+            copied.append(f"agent_kit/{src.name}")
+            continue
+        for path in sorted((pkg_dir / module).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                rel = path.relative_to(pkg_dir)
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, dest / rel)
+                copied.append(f"agent_kit/{rel.as_posix()}")
+    typed = pkg_dir / "py.typed"
+    if typed.is_file():
+        shutil.copy2(typed, dest / "py.typed")
+        copied.append("agent_kit/py.typed")
+    return copied
+
+
+def pinned_requirements(names: Sequence[str] = RUNTIME_REQUIREMENTS) -> list[str]:
+    """``name==version`` for each installed distribution (``DeployError`` if one is missing)."""
+    pins = []
+    for name in names:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise DeployError(f"runtime dependency {name} is not installed here") from None
+        pins.append(f"{name}=={version}")
+    return pins
+
+
+def user_requirements(src_dir: Path) -> list[str]:
+    """Lines of the entrypoint's own requirements.txt, minus agent_kit (not on PyPI)."""
+    path = src_dir / "requirements.txt"
+    if not path.is_file():
+        return []
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith(("-e", "--editable", ".", "/", "file:")):
+            continue  # local paths do not exist inside the runtime
+        dist = re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0].lower().replace("_", "-")
+        if dist in {"agent-kit"}:
+            continue
+        lines.append(line)
+    return lines
+
+
+def merge_requirements(base: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """``base`` followed by the lines of ``extra`` whose distribution ``base`` does not name."""
+
+    def key(line: str) -> str:
+        return re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0].lower().replace("_", "-")
+
+    seen = {key(line) for line in base}
+    return [*base, *(line for line in extra if key(line) not in seen)]
+
+
+def prepare_out(out: Path, source_dir: Path) -> None:
+    """Empty (or create) the output directory and mark it as ours; refuse a directory that
+    holds the sources, is not a directory, or is non-empty without the marker."""
+    if out == source_dir or source_dir.is_relative_to(out):
+        raise UsageError(f"--out {out} would overwrite the entrypoint's own directory")
+    if out.exists():
+        if not out.is_dir():
+            raise UsageError(f"--out {out} exists and is not a directory")
+        ours = (out / _MARKER).is_file()
+        if any(out.iterdir()) and not ours:
+            raise UsageError(f"--out {out} is not empty and was not written by agent-kit package")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / _MARKER).write_text("written by agent-kit package; safe to delete\n", encoding="utf-8")
