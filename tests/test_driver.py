@@ -285,3 +285,22 @@ def test_default_job_name_uses_the_directory_for_generic_file_names() -> None:
     assert default_job_name("examples/wordle/agent.py").startswith("wordle-")
     assert default_job_name("tests/example_counter.py").startswith("example-counter-")
     assert default_job_name("http://127.0.0.1:8080").startswith("agent-")
+
+
+async def test_several_agent_workers_share_a_job(tmp_path: Path) -> None:
+    """--workers 2 starts two agent processes; both serve rollouts and every slot is REWARDED."""
+    tasks = [{"id": i, "turns": 2, "reward": 0.5} for i in range(6)]
+    data = _dataset(tmp_path / "w.jsonl", tasks)
+    config = JobConfig(name="workers", group_size=2, concurrency=6, rollout_timeout=60)
+    result = await run_job(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2)
+    assert result.status == "completed", result.failure
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert len(rows) == 12
+        assert {r.state for r in rows} == {"REWARDED"}
+    logs = sorted((result.run_dir / "logs").glob("agent-*.log"))
+    assert [p.name for p in logs] == ["agent-0.log", "agent-1.log"]
+    served = [
+        p.read_text(encoding="utf-8", errors="replace").count("Invocation completed") for p in logs
+    ]
+    assert all(n > 0 for n in served), served
