@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-WORDLE = Path(__file__).resolve().parents[1] / "examples" / "wordle"
-
-
-def _load(stem: str) -> ModuleType:
-    name = f"wordle_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, WORDLE / f"{stem}.py")
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-sim = _load("simulate")
-agent = sim.agent_module()
-policies = sim.policies_module()
+from wordle_modules import WORDLE, agent, load, policies
 
 CODE = {"G": "green", "Y": "yellow", "-": "gray"}
 
@@ -292,7 +271,7 @@ def test_word_lists_are_shipped_and_consistent() -> None:
 
 # -- datasets --------------------------------------------------------------------------------
 
-make_dataset = _load("make_dataset")
+make_dataset = load("make_dataset")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

@@ -7,38 +7,17 @@ covered by ``test_wordle_e2e.py``.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import re
 import statistics
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from wordle_modules import WORDLE, agent, policies, sim
 
 from agent_kit.emulator.schemas import PolicyRequest
 
-WORDLE = Path(__file__).resolve().parents[1] / "examples" / "wordle"
-
-
-def _load(stem: str) -> ModuleType:
-    name = f"wordle_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, WORDLE / f"{stem}.py")
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-sim = _load("simulate")
-agent = sim.agent_module()
-policies = sim.policies_module()
 HOLDOUT = sim.read_dataset(WORDLE / "holdout.jsonl")
 
 

@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from wordle_modules import agent
 
 from agent_kit import Episode, ToolCallRecord
 
-WORDLE = Path(__file__).resolve().parents[1] / "examples" / "wordle"
-
-
-def _load(stem: str) -> ModuleType:
-    name = f"wordle_{stem}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, WORDLE / f"{stem}.py")
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-agent = _load("simulate").agent_module()
 ALLOWED = sorted(agent.ALLOWED)
 
 
