@@ -29,7 +29,7 @@ from agent_kit.store import RunStore
 pytestmark = pytest.mark.e2e
 
 AGENTS = Path(__file__).parent / "agents"
-EXAMPLE = AGENTS / "counter_agent.py"
+EXAMPLE = Path(__file__).with_name("example_counter.py")  # the foundation example
 
 
 def _dataset(path: Path, tasks: list[dict[str, Any]]) -> Path:
