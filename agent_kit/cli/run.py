@@ -177,6 +177,20 @@ def run(
     endpoint_url: Annotated[
         str | None, typer.Option(help="AWS endpoint override for ARN targets (local fakes).")
     ] = None,
+    advertise_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Public https URL of a tunnel to the emulator, for a deployed agent; payloads "
+            "get <URL>/<random token> and the emulator serves only under the token."
+        ),
+    ] = None,
+    emulator_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Fixed loopback port of the emulator (the port your tunnel forwards to; "
+            "default: ephemeral, or the one recorded by --resume)."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="No live display; summary JSON as the last stdout line.")
     ] = False,
@@ -184,6 +198,11 @@ def run(
     """Play a dataset against an agent the way a SageMaker MTRL job does, locally."""
     if resume is None and (entrypoint is None or dataset is None):
         raise UsageError("give ENTRYPOINT and --dataset (or --resume RUN_DIR)")
+    if advertise_url is not None and resume is None and not emulator_port:
+        raise UsageError(
+            "--advertise-url needs --emulator-port N: the fixed local port your tunnel "
+            "forwards to (e.g. ssh -R 443:127.0.0.1:N, cloudflared --url http://127.0.0.1:N)"
+        )
     config = JobConfig(
         name=name,
         policy=policy,
@@ -216,6 +235,8 @@ def run(
             progress=live.update if live is not None else None,
             rate=rate,
             endpoint_url=endpoint_url,
+            advertise_url=advertise_url,
+            emulator_port=emulator_port,
         )
 
     if live is not None:

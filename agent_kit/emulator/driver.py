@@ -14,6 +14,12 @@
    payload of CONTRACT.md §2;
 5. ``summary.json`` (and ``report.html`` when the report renderer is installed) are written.
 
+``advertise_url`` (``agent-kit run --advertise-url``) is for a *deployed* agent that reaches this
+machine through a tunnel: the emulator still binds 127.0.0.1 (``emulator_port`` fixes its port
+for the tunnel), a random path token is drawn per run, the emulator serves its routes only under
+``/<token>/…`` and payloads carry ``metadata.endpoint`` = ``<advertise_url>/<token>`` (see
+:mod:`agent_kit.emulator.tunnel`). The job config records the URL and port, never the token.
+
 Outcome of one rollout attempt, in the service's words (CONTRACT.md §1):
 
 - REWARDED → done.
@@ -65,6 +71,12 @@ from agent_kit.emulator.rollouts import (
     trajectory_id_for,
 )
 from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.tunnel import (
+    advertised_endpoint,
+    new_route_token,
+    redact,
+    validate_advertise_url,
+)
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 
@@ -224,16 +236,35 @@ def _rate(stats: RolloutStats | None) -> float | None:
     return round(stats.done_this_run / seconds, 3) if seconds > 0 else None
 
 
-def _write_outputs(run_dir: Path, store: RunStore, summary: dict[str, Any]) -> None:
-    """``summary.json`` and ``report.html`` (the report module's renderer when available)."""
+def _write_outputs(
+    run_dir: Path, store: RunStore, summary: dict[str, Any], token: str | None = None
+) -> None:
+    """``summary.json`` and ``report.html`` (the report module's renderer when available).
+
+    A route ``token`` is scrubbed from both files (an agent's error text may quote its URL).
+    """
     try:
         from agent_kit.report import write_reports
 
-        write_reports(run_dir, summary, store)
+        paths: tuple[Path, ...] = write_reports(run_dir, summary, store)
     except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run's summary
         store.add_event("report_error", {"error": f"{type(exc).__name__}: {exc}"})
         text = json.dumps(summary, indent=2, default=str) + "\n"
-        (run_dir / "summary.json").write_text(text, encoding="utf-8")
+        paths = (run_dir / "summary.json",)
+        paths[0].write_text(text, encoding="utf-8")
+    if token:
+        for path in paths:
+            text = path.read_text(encoding="utf-8")
+            if token in text:
+                path.write_text(redact(text, token), encoding="utf-8")
+
+
+def _redact_summary(summary: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """``summary`` with the route ``token`` replaced wherever a string quotes it."""
+    if not token:
+        return summary
+    text = json.dumps(summary, default=str)
+    return summary if token not in text else dict(json.loads(redact(text, token)))
 
 
 async def run_job(
@@ -248,16 +279,25 @@ async def run_job(
     invoker: Invoker | None = None,
     endpoint_url: str | None = None,
     rate: float | None = None,
+    advertise_url: str | None = None,
+    emulator_port: int | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
     ``entrypoint`` is an invoker target (``.py`` file, URL, AgentCore or Lambda ARN); with
-    ``resume`` it, the dataset and the config default to what the run recorded. Raises
+    ``resume`` it, the dataset, the config, ``advertise_url`` and ``emulator_port`` default to
+    what the run recorded. ``advertise_url`` is the public URL of a tunnel to this machine's
+    emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
+    port (default: ephemeral). Raises
     :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
     started; a failing *job* is not an exception: see :attr:`JobResult.status` and
     :meth:`JobResult.raise_for_status`.
     """
     started = time.monotonic()
+    if advertise_url is not None:
+        advertise_url = validate_advertise_url(advertise_url)
+    if emulator_port is not None and not 0 <= emulator_port <= 65535:
+        raise UsageError(f"emulator port must be 0..65535, got {emulator_port}")
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / RUN_FILE).is_file():
@@ -285,6 +325,10 @@ async def run_job(
             raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
         config = config.validated(len(data))
         job_name = job_row.name
+        if advertise_url is None and recorded.get("advertise_url"):
+            advertise_url = validate_advertise_url(str(recorded["advertise_url"]))
+        if emulator_port is None and recorded.get("emulator_port") is not None:
+            emulator_port = int(recorded["emulator_port"])
     else:
         if entrypoint is None or dataset is None:
             raise UsageError("an entrypoint and a dataset are required")
@@ -309,7 +353,15 @@ async def run_job(
         store.close()
         raise
     emu = Emulator(store, policy, region=config.region, seed=config.seed)
-    job_config = {
+    token = new_route_token() if advertise_url is not None else None
+    try:
+        server = EmbeddedServer(create_app(emu, path_prefix=token), port=emulator_port or 0)
+    except BaseException:
+        store.close()
+        with contextlib.suppress(Exception):
+            await policy.aclose()
+        raise
+    job_config: dict[str, Any] = {
         "job": config.to_dict(),
         "entrypoint": _absolute(entrypoint) if entrypoint.endswith(".py") else entrypoint,
         "dataset": _absolute(dataset),
@@ -317,17 +369,34 @@ async def run_job(
         "prompt_column": data.column,
         "workers": workers,
     }
-    job_row = emu.create_job(job_name, job_config)
+    if advertise_url is not None:
+        job_config["advertise_url"] = advertise_url  # never the token (summaries show the config)
+    if emulator_port:
+        job_config["emulator_port"] = emulator_port
+    try:
+        job_row = emu.create_job(job_name, job_config)
+    except BaseException:
+        await server.stop()  # releases the bound port
+        store.close()
+        with contextlib.suppress(Exception):
+            await policy.aclose()
+        raise
     job_arn = job_row.arn
     store.update_job(job_arn, status="running")
-    server = EmbeddedServer(create_app(emu))
     job: RolloutLoop | None = None
     status, failure = "failed", None
     try:
-        endpoint = await server.start()
+        endpoint = local_endpoint = await server.start()
+        if token is not None:
+            assert advertise_url is not None
+            endpoint = advertised_endpoint(advertise_url, token)
+            local_endpoint = advertised_endpoint(local_endpoint, token)
         if resume is not None:
             n = _expire_stale(emu, store, job_arn)
-            store.add_event("job_resumed", {"stale_trajectories": n})
+            detail: dict[str, Any] = {"stale_trajectories": n}
+            if advertise_url is not None:
+                detail["advertise_url"] = advertise_url
+            store.add_event("job_resumed", detail)
         plan, total, counts = _plan(store, job_arn, job_name, config, len(data))
 
         def on_event(kind: str, detail: dict[str, Any]) -> None:
@@ -336,7 +405,7 @@ async def run_job(
         if invoker is None:
             invoker = make_invoker(
                 entrypoint,
-                env=agent_env(endpoint, config.region),
+                env=agent_env(local_endpoint, config.region),
                 workers=workers,
                 log_dir=run_dir / "logs",
                 concurrency=config.concurrency,
@@ -383,9 +452,10 @@ async def run_job(
         elapsed = time.monotonic() - started
         store.update_job(job_arn, status=status)
         stats = _driver_stats(store, job_arn, status, failure, job, elapsed)
-        summary = _summarize(store, job_arn, config, stats)
+        summary = _redact_summary(_summarize(store, job_arn, config, stats), token)
+        failure = None if failure is None else redact(failure, token)
         store.update_job(job_arn, summary=summary)
-        _write_outputs(run_dir, store, summary)
+        _write_outputs(run_dir, store, summary, token)
         store.close()
     return JobResult(
         job_arn=job_arn,

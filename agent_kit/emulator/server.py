@@ -19,6 +19,10 @@ or garbled ``Authorization`` is 403. With a shared ``secret`` (required by the C
 binds) every request must also carry it, either as header ``X-Agent-Kit-Secret`` or as the AWS
 access key id of its SigV4 credential / bearer token (so SDK agents need no code change: set
 ``AWS_ACCESS_KEY_ID`` to the secret).
+
+With a ``path_prefix`` (the driver's per-run token behind ``agent-kit run --advertise-url``) every
+route but ``GET /health`` is served only under ``/<prefix>/…``: the root paths answer 404
+ResourceNotFoundException, so a tunnel exposes nothing to whoever lacks the prefix.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import binascii
 import hmac
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 from urllib.parse import parse_qs, urlsplit
@@ -51,6 +56,7 @@ from agent_kit.errors import (
     InternalServiceError,
     JobRuntimeError,
     NotFoundError,
+    UsageError,
     ValidationError,
 )
 
@@ -68,6 +74,7 @@ _ROUTE_SAMPLE: Final = "/sample"
 _ROUTE_STREAM: Final = "/sample-with-response-stream"
 _ROUTE_CHAT: Final = "/v1/chat/completions"
 _TOKEN_CACHE_MAX: Final = 4096
+_PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -190,15 +197,30 @@ def create_app(
     auth: AuthMode = "sigv4-or-bearer",
     secret: str | None = None,
     endpoint: str | None = None,
+    path_prefix: str | None = None,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
     ``auth="none"`` skips the Authorization check (benchmarks, in-process tests); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
-    minted payloads (default: the URL the admin request came in on).
+    minted payloads (default: the URL the admin request came in on, prefix included);
+    ``path_prefix`` (unreserved URL characters, segments separated by ``/``) moves every route
+    but ``/health`` under ``/<path_prefix>``. A bad prefix is a :class:`UsageError`.
     """
     checker = _Auth(auth, secret)
     limit = emu.max_body_bytes
+    prefix = ""
+    if path_prefix is not None:
+        stripped = path_prefix.strip("/")
+        if not _PREFIX_RE.match(stripped):
+            raise UsageError("path_prefix must be URL path segments of unreserved characters")
+        prefix = "/" + stripped
+
+    def shown(path: str) -> str:
+        """``path`` for logs and messages, with the (secret) prefix hidden."""
+        if prefix and path.startswith(prefix + "/"):
+            return "/<prefix>" + path[len(prefix) :]
+        return path
 
     def guarded(handler: Handler) -> Handler:
         async def endpoint_fn(request: Request) -> Response:
@@ -207,7 +229,7 @@ def create_app(
             except JobRuntimeError as exc:
                 return error_response(exc)
             except Exception:  # a bug of ours: contract-shaped 500, logged once
-                logger.exception("emulator error on %s", request.url.path)
+                logger.exception("emulator error on %s", shown(request.url.path))
                 return error_response(InternalServiceError("Internal error in the emulator"))
 
         return endpoint_fn
@@ -319,7 +341,7 @@ def create_app(
         if tid is not None and emu.state(tid) is not None:
             raise ValidationError(f"Trajectory {tid} already exists")
         traj = emu.open_trajectory(arn, prompt, trajectory_id=tid)
-        url = endpoint or str(request.base_url).rstrip("/")
+        url = endpoint or str(request.base_url).rstrip("/") + prefix
         return Response(
             dumps(emu.rollout_payload(traj, url, params)), media_type="application/json"
         )
@@ -345,21 +367,25 @@ def create_app(
         status = exc.status_code if isinstance(exc, HTTPException) else 404
         if status == 405:
             err: JobRuntimeError = ValidationError(
-                f"Method {request.method} not allowed on {request.url.path}"
+                f"Method {request.method} not allowed on {shown(request.url.path)}"
             )
         else:
-            err = NotFoundError(f"Unknown route {request.method} {request.url.path[:200]}")
+            err = NotFoundError(f"Unknown route {request.method} {shown(request.url.path)[:200]}")
         return error_response(err)
 
     routes = [
-        Route(_ROUTE_SAMPLE, guarded(sample), methods=["POST"]),
-        Route(_ROUTE_STREAM, guarded(sample_stream), methods=["POST"]),
-        Route(_ROUTE_CHAT, guarded(chat), methods=["POST"]),
-        Route("/complete-rollout", guarded(complete_rollout), methods=["POST"]),
-        Route("/update-reward", guarded(update_reward), methods=["POST"]),
+        Route(prefix + _ROUTE_SAMPLE, guarded(sample), methods=["POST"]),
+        Route(prefix + _ROUTE_STREAM, guarded(sample_stream), methods=["POST"]),
+        Route(prefix + _ROUTE_CHAT, guarded(chat), methods=["POST"]),
+        Route(prefix + "/complete-rollout", guarded(complete_rollout), methods=["POST"]),
+        Route(prefix + "/update-reward", guarded(update_reward), methods=["POST"]),
         Route("/health", health, methods=["GET"]),
-        Route("/_emulator/rollouts", guarded(mint_rollout), methods=["POST"]),
-        Route("/_emulator/trajectories/{trajectory_id}", guarded(show_trajectory), methods=["GET"]),
+        Route(prefix + "/_emulator/rollouts", guarded(mint_rollout), methods=["POST"]),
+        Route(
+            prefix + "/_emulator/trajectories/{trajectory_id}",
+            guarded(show_trajectory),
+            methods=["GET"],
+        ),
     ]
     return Starlette(
         routes=routes,

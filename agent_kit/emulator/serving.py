@@ -1,8 +1,9 @@
 """Serve an ASGI app (the emulator) from inside the current event loop, on loopback.
 
 The job driver and the replay runner both run the emulator in their own process, as a task of
-their event loop, on ``127.0.0.1`` and an ephemeral port bound up front (so the URL is known
-before the server starts and no other process can take the port).
+their event loop, on ``127.0.0.1`` and a port bound up front — ephemeral by default, or a fixed one
+for a tunnel (``agent-kit run --emulator-port``) — so the URL is known before the server starts
+and no other process can take the port.
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from agent_kit.errors import AgentKitError
+from agent_kit.errors import AgentKitError, UsageError
 
 __all__ = ["EmbeddedServer"]
 
 
 class EmbeddedServer:
-    """uvicorn serving ``app`` on 127.0.0.1 (ephemeral port) as a task of the running loop.
+    """uvicorn serving ``app`` on 127.0.0.1 (``port``, 0 = ephemeral) as a task of the running loop.
 
     Use ``await start()`` / ``await stop()`` or ``async with EmbeddedServer(app) as url``.
-    The caller keeps SIGINT/SIGTERM: uvicorn's own signal capture is disabled.
+    The caller keeps SIGINT/SIGTERM: uvicorn's own signal capture is disabled. A fixed ``port``
+    that cannot be bound is a :class:`UsageError`.
     """
 
-    def __init__(self, app: Any, *, keep_alive_s: float = 75.0) -> None:
+    def __init__(self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0) -> None:
         import uvicorn
 
         class _Server(uvicorn.Server):
@@ -34,8 +36,16 @@ class EmbeddedServer:
             def capture_signals(self) -> Iterator[None]:
                 yield  # the caller owns SIGINT/SIGTERM; uvicorn must not swallow them
 
+        if not 0 <= port <= 65535:
+            raise UsageError(f"emulator port must be 0..65535, got {port}")
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
+        if port:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            self._sock.close()
+            raise UsageError(f"cannot bind the emulator to 127.0.0.1:{port}: {exc}") from None
         #: ``http://127.0.0.1:<port>``, known before the server starts.
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
         config = uvicorn.Config(
