@@ -85,12 +85,17 @@ def group_advantages(
     if is_degenerate(values):
         return [0.0] * len(values)
     n = len(values)
-    total = math.fsum(values)
-    if kind == "rloo":
-        return [v - (total - v) / (n - 1) for v in values]
-    mean = total / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
-    return [(v - mean) / (std + eps) for v in values]
+    # Corrected two-pass centering: subtracting the rounded mean can leave the deviations
+    # lopsided (e.g. [100.0, 99.99999999999999] → [0.0, -1.4e-14]); removing their own mean
+    # once more makes them sum to zero, so the advantages do too.
+    mean = math.fsum(values) / n
+    deviations = [v - mean for v in values]
+    drift = math.fsum(deviations) / n
+    deviations = [d - drift for d in deviations]
+    if kind == "rloo":  # r − mean of the others = n/(n−1) · (r − mean)
+        return [d * n / (n - 1) for d in deviations]
+    std = math.sqrt(math.fsum(d * d for d in deviations) / n)
+    return [d / (std + eps) for d in deviations]
 
 
 def _check_nck(n: int, c: int, k: int) -> None:

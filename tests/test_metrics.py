@@ -429,3 +429,11 @@ def test_driver_config_layout_and_threshold_default() -> None:
         == 0.0
     )
     Summary.model_validate({**s, "run": {"elapsed_s": 1.5}})
+
+
+@pytest.mark.parametrize("kind", ["group_based", "rloo"])
+def test_nearly_equal_rewards_still_center_exactly(kind: str) -> None:
+    """Rewards one ulp apart (where the rounded mean equals one of them) still sum to ~0."""
+    adv = group_advantages([100.0, 99.99999999999999], kind)
+    assert abs(math.fsum(adv)) <= 1e-15
+    assert adv[0] > 0 > adv[1]
