@@ -24,13 +24,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Final, Literal
 
 from agent_kit.errors import UsageError
-
-if TYPE_CHECKING:
-    from agent_kit.pricing import Pricing
-    from agent_kit.store import RunStore
 
 __all__ = [
     "ADVANTAGE_EPS",
@@ -48,7 +44,6 @@ __all__ = [
     "pass_at_k",
     "pass_power_k",
     "reward_metrics",
-    "summarize",
     "token_usage",
     "training_metrics",
 ]
@@ -385,31 +380,3 @@ def eval_metrics(
         metrics["eval/reward/pass_at_k"] = metrics[f"eval/reward/pass_at_{wanted[-1]}"]
         metrics["eval/reward/pass_power_k"] = metrics[f"eval/reward/pass_power_{wanted[-1]}"]
     return metrics
-
-
-def summarize(
-    store: RunStore,
-    job_arn: str | None = None,
-    *,
-    success_threshold: float | None = None,
-    advantage: str = "group_based",
-    pricing: Pricing | None = None,
-    projection_steps: int | None = None,
-    pass_k: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """The ``summary.json`` content of a job in a run store (:func:`agent_kit.summary.summarize`).
-
-    Lives here too so metric consumers need one import; the store-reading code stays in
-    :mod:`agent_kit.summary` (imported on call, which keeps this module free of the store).
-    """
-    from agent_kit.summary import summarize as _summarize
-
-    return _summarize(
-        store,
-        job_arn,
-        success_threshold=success_threshold,
-        advantage=advantage,
-        pricing=pricing,
-        projection_steps=projection_steps,
-        pass_k=pass_k,
-    )

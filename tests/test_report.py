@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 from agent_kit import _svg
 from agent_kit.cli.report import register
 from agent_kit.errors import UsageError
-from agent_kit.metrics import summarize as metrics_summarize
 from agent_kit.report import render_html, render_json, render_terminal, write_reports
 from agent_kit.store import RunStore, TrajectoryRow, TurnRow
 from agent_kit.summary import SUMMARY_SCHEMA, Summary, summarize
@@ -144,7 +143,7 @@ def test_summarize_from_store(run_dir: Path) -> None:
     """summarize reads the store: retries, lost slots, tokens equal the sum of turns."""
     with RunStore.open(run_dir, readonly=True) as store:
         s = summarize(store)
-        assert metrics_summarize(store, "report-test", advantage="rloo")["settings"] == {
+        assert summarize(store, "report-test", advantage="rloo")["settings"] == {
             **s["settings"],
             "advantage": "rloo",
         }

@@ -172,17 +172,10 @@ def _dataset_digest(dataset: Dataset) -> str:
 def _summarize(
     store: RunStore, job_arn: str, config: JobConfig, stats: dict[str, Any]
 ) -> dict[str, Any]:
-    """The metrics helper's summary plus this run's driver figures under ``run``."""
-    try:
-        from agent_kit.metrics import summarize
-    except ImportError:
-        summary: dict[str, Any] = {"summary_source": "driver (agent_kit.metrics unavailable)"}
-    else:
-        try:
-            summary = summarize(store, job_arn, success_threshold=config.success_threshold)
-        except ImportError:
-            summary = {"summary_source": "driver (agent_kit.summary unavailable)"}
-    summary = dict(summary)
+    """The run's summary (:func:`agent_kit.summary.summarize`) plus the driver's figures."""
+    from agent_kit.summary import summarize
+
+    summary = dict(summarize(store, job_arn, success_threshold=config.success_threshold))
     summary["run"] = stats
     return summary
 

@@ -34,9 +34,10 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -87,6 +88,17 @@ def error_response(exc: JobRuntimeError) -> Response:
         headers={"x-amzn-ErrorType": exc.error_type},
         media_type="application/json",
     )
+
+
+_BodyModel = TypeVar("_BodyModel", bound=BaseModel)
+
+
+def _validated(model: type[_BodyModel], body: dict[str, Any]) -> _BodyModel:
+    """``body`` as ``model``; a pydantic error becomes a 400 ValidationException naming fields."""
+    try:
+        return model.model_validate(body)
+    except PydanticValidationError as exc:
+        raise ValidationError(format_validation_error(exc)) from None
 
 
 def _access_key_from_sigv4(value: str) -> str:
@@ -299,21 +311,13 @@ def create_app(
     async def complete_rollout(request: Request) -> Response:
         body = await _control_body(request)
         arn = _job_arn(request, body)
-        try:
-            parsed = CompleteRolloutBody.model_validate(body)
-        except PydanticValidationError as exc:
-            raise ValidationError(format_validation_error(exc)) from None
-        emu.complete_rollout(arn, parsed)
+        emu.complete_rollout(arn, _validated(CompleteRolloutBody, body))
         return Response(_EMPTY, media_type="application/json")
 
     async def update_reward(request: Request) -> Response:
         body = await _control_body(request)
         arn = _job_arn(request, body)
-        try:
-            parsed = UpdateRewardBody.model_validate(body)
-        except PydanticValidationError as exc:
-            raise ValidationError(format_validation_error(exc)) from None
-        emu.update_reward(arn, parsed)
+        emu.update_reward(arn, _validated(UpdateRewardBody, body))
         return Response(_EMPTY, media_type="application/json")
 
     async def health(request: Request) -> Response:
