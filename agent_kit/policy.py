@@ -59,6 +59,7 @@ __all__ = [
     "build_model",
     "default_token_provider",
     "find_policy_error",
+    "reset_default_token_provider",
 ]
 
 Transport = Literal["openai", "sample"]
@@ -214,6 +215,13 @@ def _credentials_left_s(credentials: Any) -> float | None:
 
 _provider_lock = threading.Lock()
 _default_provider: TokenProvider | None = None
+
+
+def reset_default_token_provider() -> None:
+    """Forget the process-wide :class:`TokenProvider` (its cached bearer tokens go with it)."""
+    global _default_provider
+    with _provider_lock:
+        _default_provider = None
 
 
 def default_token_provider() -> TokenProvider:

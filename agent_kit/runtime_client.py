@@ -38,6 +38,7 @@ __all__ = [
     "ReportResult",
     "RolloutReporter",
     "job_runtime_client",
+    "reset_shared_session",
     "shared_session",
 ]
 
@@ -64,6 +65,15 @@ def shared_session() -> botocore.session.Session:
             if _session is None:
                 _session = botocore.session.Session()
     return _session
+
+
+def reset_shared_session() -> None:
+    """Forget the process-wide botocore session and its cached clients (the next call makes new
+    ones, reading credentials and endpoint variables afresh). For tests and long-lived tools."""
+    global _session
+    with _lock:
+        _session = None
+        _clients.clear()
 
 
 def job_runtime_client(

@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_kit.report import write_reports
-from agent_kit.store import RunStore, TrajectoryRow, TurnRow
-from agent_kit.summary import summarize
+from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
+from agent_kit.reporting.report import write_reports
+from agent_kit.reporting.summary import summarize
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/render-check"
 

@@ -1,6 +1,6 @@
 """Rollout throughput of the full agent_kit pipeline against a bare reference, in one run.
 
-Full pipeline: ``run_job`` (driver) → agent subprocess(es) (``RolloutApp`` + Strands) → the
+Full pipeline: ``run_local`` (driver) → agent subprocess(es) (``RolloutApp`` + Strands) → the
 emulator (server + embedded scripted policy) → reward → CompleteRollout/UpdateReward → store.
 Reference: a bare ``BedrockAgentCoreApp`` + Strands ``Agent(OpenAIModel(client_args=...))`` as
 the AWS samples write it, against a minimal fake runtime (canned SSE completions, no state, no
@@ -35,7 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_kit.emulator.driver import JobConfig, Progress, run_job
+from agent_kit.emulator.driver import JobConfig, Progress
+from agent_kit.runs.local import run_local
 
 GUESSES = 6
 
@@ -273,7 +274,7 @@ async def full_pipeline(
     )
     stop, peak = asyncio.Event(), [0]
     sampler = asyncio.create_task(_sample_rss(stop, peak)) if rss else None
-    result = await run_job(
+    result = await run_local(
         str(work / "bench_agent.py"),
         data,
         config,

@@ -11,24 +11,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.server import create_app
-from agent_kit.store import RunStore
+from agent_kit.emulator.serving import serve_in_thread
+from agent_kit.emulator.store import RunStore
 
 
 @dataclass
@@ -120,28 +115,7 @@ class RunningEmulator:
         return self.emulator.rollout_payload(traj, self.url)
 
 
-@contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn on 127.0.0.1:<ephemeral> in a thread; yield its URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.005)  # polling a flag with a deadline, not waiting for an outcome
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
+serve_app = serve_in_thread
 
 
 @pytest.fixture
@@ -187,14 +161,7 @@ def http_client(running_emulator: RunningEmulator) -> Iterator[httpx.Client]:
 def _fresh_shared_aws_state() -> Iterator[None]:
     """Each test starts and ends without the process-wide botocore session, clients or token
     provider, so credentials one test sets in the environment never leak into the next."""
-    from agent_kit import policy, runtime_client
-
-    def clear() -> None:
-        with runtime_client._lock:
-            runtime_client._session = None
-            runtime_client._clients.clear()
-        with policy._provider_lock:
-            policy._default_provider = None
+    from agent_kit.testing import reset_shared_state as clear
 
     clear()
     yield

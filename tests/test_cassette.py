@@ -1,4 +1,5 @@
-"""Cassettes: the compact, versioned JSONL export of recorded episodes (agent_kit.cassette)."""
+"""Cassettes: the compact, versioned JSONL export of recorded episodes
+(agent_kit.replay.cassette)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent_kit.cassette import (
+from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
+from agent_kit.errors import UsageError
+from agent_kit.replay.cassette import (
     CASSETTE_FORMAT,
     RecordedEpisode,
     RecordedTurn,
@@ -17,8 +20,6 @@ from agent_kit.cassette import (
     read_cassette,
     write_cassette,
 )
-from agent_kit.errors import UsageError
-from agent_kit.store import RunStore, TrajectoryRow, TurnRow
 
 TOOLS = [
     {

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agent_kit.cli import main
+from agent_kit.emulator.store import RunStore
 from agent_kit.errors import UsageError
-from agent_kit.store import RunStore
 
 pytestmark = pytest.mark.e2e
 

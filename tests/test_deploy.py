@@ -15,7 +15,7 @@ import pytest
 from fakes.aws_control import FakeAws
 
 from agent_kit.cli import main
-from agent_kit.deploy import DeploySpec, iam_policies, plan_deploy
+from agent_kit.deploy.agentcore import DeploySpec, iam_policies, plan_deploy
 
 ROLE = "arn:aws:iam::123456789012:role/AgentRole"
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-agent:1"

@@ -20,11 +20,11 @@ from agent_kit.emulator.driver import (
     NO_SAMPLE_REASON,
     JobConfig,
     Progress,
-    run_job,
     trajectory_id_for,
 )
+from agent_kit.emulator.store import RunStore
 from agent_kit.errors import JobFailed, UsageError
-from agent_kit.store import RunStore
+from agent_kit.runs.local import run_local
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ async def test_full_run_accounts_for_every_rollout(tmp_path: Path) -> None:
     data = _dataset(tmp_path / "train.jsonl", tasks)
     seen: list[Progress] = []
     config = JobConfig(name="full", group_size=4, concurrency=8, rollout_timeout=60, seed=3)
-    result = await run_job(
+    result = await run_local(
         str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=seen.append
     )
     assert result.status == "completed"
@@ -97,7 +97,7 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
     """A process that dies mid-rollout is restarted; the rollout is retried under a linked id."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
     config = JobConfig(name="crash", group_size=2, concurrency=4, rollout_timeout=30)
-    result = await run_job(str(AGENTS / "crash_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(str(AGENTS / "crash_agent.py"), data, config, out_dir=tmp_path)
     assert result.status == "completed"
     assert result.succeeded == 4
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -121,7 +121,7 @@ async def test_hanging_agent_times_out_and_is_retried(tmp_path: Path) -> None:
     """A rollout with no answer within rollout_timeout is TIMED_OUT, then retried and rewarded."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
     config = JobConfig(name="hang", group_size=2, concurrency=4, rollout_timeout=3)
-    result = await run_job(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
     assert result.status == "completed"
     assert result.succeeded == 4
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -150,7 +150,7 @@ async def test_job_killing_faults_are_flagged(
     """Without fail-fast, each job-killing fault is recorded in the service's words; others run."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
     config = JobConfig(name="flag", group_size=2, concurrency=4, fail_fast=False, report_grace=1.0)
-    result = await run_job(str(AGENTS / agent), data, config, out_dir=tmp_path)
+    result = await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path)
     assert result.status == "completed"
     assert (result.succeeded, result.failed) == (2, 2)
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -174,7 +174,7 @@ async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
     """With fail-fast (the default) the first job-killing failure stops the job, as the service."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}, {"turns": 1}])
     config = JobConfig(name="stop", group_size=2, concurrency=1, report_grace=1.0)
-    result = await run_job(str(AGENTS / "failed_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(str(AGENTS / "failed_agent.py"), data, config, out_dir=tmp_path)
     assert result.status == "failed"
     assert result.failure == FAILED_REASON
     with pytest.raises(JobFailed, match="The agent signaled that the trajectory failed"):
@@ -190,7 +190,7 @@ async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["run"]["failure_reason"] == FAILED_REASON
     with pytest.raises(UsageError, match="a failed job is not resumed"):
-        await run_job(None, None, resume=result.run_dir)
+        await run_local(None, None, resume=result.run_dir)
 
 
 async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
     config = JobConfig(
         name="exhaust", group_size=2, concurrency=2, rollout_timeout=2, max_retries=0
     )
-    result = await run_job(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
     assert result.status == "failed"
     assert (result.failure or "").startswith("Rollout failed after 1 attempts")
 
@@ -216,7 +216,7 @@ async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
             some_done.set()
 
     task = asyncio.create_task(
-        run_job(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=hook)
+        run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=hook)
     )
     await asyncio.wait_for(some_done.wait(), 60)
     task.cancel()
@@ -228,7 +228,7 @@ async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
         (job,) = store.list_jobs()
         assert job.status == "stopped"
     assert 3 <= before < 12
-    result = await run_job(None, None, resume=run_dir)
+    result = await run_local(None, None, resume=run_dir)
     assert result.status == "completed"
     assert (result.total, result.succeeded) == (12, 12)
     with RunStore.open(run_dir, readonly=True) as store:
@@ -244,7 +244,7 @@ async def test_rollout_app_agent(tmp_path: Path) -> None:
     """The foundation's RolloutApp example (Strands + agent_kit runtime) runs under the driver."""
     data = _dataset(tmp_path / "d.jsonl", [{"target": 3}, {"target": 5}])
     config = JobConfig(name="counter", group_size=2, concurrency=4, rollout_timeout=60)
-    result = await run_job(str(EXAMPLE), data, config, out_dir=tmp_path)
+    result = await run_local(str(EXAMPLE), data, config, out_dir=tmp_path)
     assert result.status == "completed", result.failure
     with RunStore.open(result.run_dir, readonly=True) as store:
         rows = store.list_trajectories(job_arn=result.job_arn)
@@ -292,7 +292,9 @@ async def test_several_agent_workers_share_a_job(tmp_path: Path) -> None:
     tasks = [{"id": i, "turns": 2, "reward": 0.5} for i in range(6)]
     data = _dataset(tmp_path / "w.jsonl", tasks)
     config = JobConfig(name="workers", group_size=2, concurrency=6, rollout_timeout=60)
-    result = await run_job(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2)
+    result = await run_local(
+        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2
+    )
     assert result.status == "completed", result.failure
     with RunStore.open(result.run_dir, readonly=True) as store:
         rows = store.list_trajectories(job_arn=result.job_arn)

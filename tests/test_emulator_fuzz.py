@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.server import create_app
-from agent_kit.store import RunStore
+from agent_kit.emulator.store import RunStore
 
 SIGV4 = (
     "AWS4-HMAC-SHA256 Credential=AKIDFUZZ/20261202/us-west-2/sagemaker/aws4_request, "

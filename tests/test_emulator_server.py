@@ -25,8 +25,8 @@ from agent_kit.cli import app as cli_app
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.server import create_app
+from agent_kit.emulator.store import RunStore
 from agent_kit.errors import ThrottlingError, UsageError
-from agent_kit.store import RunStore
 
 SIGV4 = (
     "AWS4-HMAC-SHA256 Credential=AKIDTEST/20261202/us-west-2/sagemaker/aws4_request, "

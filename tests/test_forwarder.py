@@ -1,6 +1,6 @@
 """The Lambda forwarder handler and the agent-side ``/rollout`` + ``/health`` routes.
 
-The handler (``agent_kit/templates_lambda/lambda_function.py``, the exact source the forwarder
+The handler (``agent_kit/deploy/lambda_template/lambda_function.py``, the exact source the forwarder
 zip ships) is invoked in-process like Lambda would; the agent behind ``AGENT_ENDPOINT`` is a real
 subprocess serving a BedrockAgentCoreApp with :func:`enable_forwarder_routes`, and it plays the
 rollout against the emulator served on loopback.
@@ -27,8 +27,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from agent_kit.deploy.lambda_template import lambda_function
 from agent_kit.forwarder import enable_forwarder_routes
-from agent_kit.templates_lambda import lambda_function
 
 SECRET = "s3cr3t-forwarder-token"
 AGENTS = Path(__file__).resolve().parent / "agents"

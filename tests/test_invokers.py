@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agent_kit.emulator.driver import JobConfig, run_job
+from agent_kit.emulator.driver import JobConfig
 from agent_kit.emulator.invokers import (
     AgentCoreInvoker,
     HttpInvoker,
@@ -37,6 +37,7 @@ from agent_kit.emulator.invokers import (
     parse_response_body,
 )
 from agent_kit.errors import InvokerError, UsageError
+from agent_kit.runs.local import run_local
 
 pytestmark = pytest.mark.e2e
 
@@ -375,7 +376,7 @@ async def test_driver_through_agentcore_invoker(tmp_path: Path) -> None:
         serve_app(_fake_agentcore(agent, calls)) as fake,
     ):
         config = JobConfig(name="remote", group_size=2, concurrency=4, rollout_timeout=30)
-        result = await run_job(
+        result = await run_local(
             RUNTIME_ARN, data, config, out_dir=tmp_path, endpoint_url=fake, rate=100
         )
     assert result.status == "completed", result.failure

@@ -16,8 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_kit.cli import main
-from agent_kit.errors import DeployError, UsageError
-from agent_kit.jobs import (
+from agent_kit.deploy.jobs import (
     JOB_SCHEMA_VERSION,
     TRAINING_HYPERPARAMETERS,
     JobSpec,
@@ -26,6 +25,7 @@ from agent_kit.jobs import (
     runtime_region,
     validate_hyperparameters,
 )
+from agent_kit.errors import DeployError, UsageError
 
 RUNTIME = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/wordle-abcdefghij"
 ROLE = "arn:aws:iam::123456789012:role/JobRole"

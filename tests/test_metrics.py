@@ -1,4 +1,5 @@
-"""Tests of agent_kit.metrics, agent_kit.pricing and the pure summary builder (no store)."""
+"""Tests of agent_kit.reporting.metrics, agent_kit.reporting.pricing and the pure summary builder
+(no store)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_kit.emulator.store import JobRow
 from agent_kit.errors import UsageError
-from agent_kit.metrics import (
+from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     RolloutRecord,
     build_groups,
@@ -25,7 +27,7 @@ from agent_kit.metrics import (
     token_usage,
     training_metrics,
 )
-from agent_kit.pricing import (
+from agent_kit.reporting.pricing import (
     DEFAULT_PRICING_LABEL,
     PUBLISHED_REFERENCE_RUN,
     TokenCounts,
@@ -33,8 +35,7 @@ from agent_kit.pricing import (
     estimate_cost,
     load_pricing,
 )
-from agent_kit.store import JobRow
-from agent_kit.summary import SUMMARY_SCHEMA, Summary, summarize_records
+from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize_records
 
 rewards_lists = st.lists(
     st.floats(min_value=-100, max_value=100, allow_nan=False, allow_infinity=False),

@@ -17,15 +17,14 @@ from pathlib import Path
 import pytest
 
 from agent_kit.cli import main
-from agent_kit.errors import DeployError, UsageError
-from agent_kit.package import (
-    RUNTIME_MODULES,
+from agent_kit.deploy.package import (
     agentcore_config,
     dockerfile_text,
     package,
     preflight,
-    runtime_closure,
 )
+from agent_kit.deploy.staging import runtime_modules
+from agent_kit.errors import DeployError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 WORDLE = REPO / "examples" / "wordle" / "agent.py"
@@ -168,16 +167,6 @@ def test_cli_package_bad_name_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert not (out / ".bedrock_agentcore.yaml").exists()
 
 
-def test_runtime_closure_covers_roots_and_their_imports() -> None:
-    """The copied agent_kit modules include the roots and everything they import, no tooling."""
-    closure = runtime_closure()
-    assert {"__init__", "app", "contract", "errors"} <= set(closure)
-    assert not {"cli", "emulator", "store", "package", "deploy", "metrics"} & set(closure)
-    for module in RUNTIME_MODULES:
-        if (REPO / "agent_kit" / f"{module}.py").exists():
-            assert module in closure
-
-
 def test_zip_target_contains_sources_data_and_arm64_wheels_only(
     tmp_path: Path, uv_cache: Path
 ) -> None:
@@ -196,7 +185,8 @@ def test_zip_target_contains_sources_data_and_arm64_wheels_only(
     names = set(zf.namelist())
     assert {"agent.py", "helper.py", "words/answers.txt", "agent_kit/__init__.py"} <= names
     assert "agent_kit/app.py" in names
-    assert not any(n.startswith(("agent_kit/cli", "agent_kit/emulator")) for n in names)
+    shipped = {n.removeprefix("agent_kit/") for n in names if n.startswith("agent_kit/")}
+    assert shipped == {f"{m}.py" for m in runtime_modules()} | {"py.typed"} & shipped
     assert not [n for n in names if n.endswith((".pyc", ".env")) or ".venv/" in n or n == ".env"]
     assert any(n.startswith("pydantic_core/") for n in names)
     # the requirements drop the local agent_kit lines and keep the pinned runtime set

@@ -41,10 +41,10 @@ from agent_kit.emulator.policies import (
     register_policy_scheme,
     reply_to_completion,
 )
-from agent_kit.emulator.policy_openai import OpenAIProxyBackend
-from agent_kit.emulator.policy_random import RandomBackend
-from agent_kit.emulator.regex_sampler import pattern_string
-from agent_kit.emulator.schema_sampler import SchemaSampler
+from agent_kit.emulator.policies.randomized import RandomBackend
+from agent_kit.emulator.policies.regex_sampler import pattern_string
+from agent_kit.emulator.policies.schema_sampler import SchemaSampler
+from agent_kit.emulator.policies.upstream import OpenAIProxyBackend
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import (
     AccessDeniedError,

@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from agent_kit.cassette import RecordedEpisode, RecordedTurn, Recording, load_recording
 from agent_kit.cli import main
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.replay import (
+from agent_kit.emulator.store import RunStore
+from agent_kit.replay.cassette import RecordedEpisode, RecordedTurn, Recording, load_recording
+from agent_kit.replay.engine import (
     Normalization,
     ReplayBackend,
     ReplayDivergenceError,
@@ -33,9 +34,8 @@ from agent_kit.replay import (
     replay_run,
     request_diff,
 )
-from agent_kit.replay_report import judge
-from agent_kit.replay_testing import assert_replays, record, recorded_run
-from agent_kit.store import RunStore
+from agent_kit.replay.helpers import assert_replays, record, recorded_run
+from agent_kit.replay.verdicts import judge
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNTER = Path(__file__).resolve().parent / "example_counter.py"
@@ -294,7 +294,7 @@ def test_fewer_turns_than_recorded_is_a_divergence() -> None:
 
 def test_replay_policy_spec_loads_a_cassette_subset(tmp_path: Path) -> None:
     """``replay:CASSETTE#id`` builds a ReplayBackend holding only that trajectory."""
-    from agent_kit.cassette import write_cassette
+    from agent_kit.replay.cassette import write_cassette
 
     path = write_cassette(tmp_path / "c.jsonl", _recording())
     backend = load_policy(f"replay:{path}#rec-s0-p0-g1-a0")
@@ -439,12 +439,13 @@ def test_counter_cassette_export_replays_without_the_store(
 
 def test_standalone_replay_policy_reproduces_a_run(counter_run: Path, tmp_path: Path) -> None:
     """`agent-kit run --policy replay:RUN_DIR` on the same prompts reproduces every reward."""
-    from agent_kit.emulator.driver import JobConfig, run_job
+    from agent_kit.emulator.driver import JobConfig
+    from agent_kit.runs.local import run_local
 
     recording = load_recording(counter_run)
     dataset = next(counter_run.parent.glob("*.prompts.jsonl"))
     config = JobConfig(name="again", policy=f"replay:{counter_run}", group_size=2, temperature=1.0)
-    result = asyncio.run(run_job(str(COUNTER), dataset, config, out_dir=tmp_path))
+    result = asyncio.run(run_local(str(COUNTER), dataset, config, out_dir=tmp_path))
     assert result.status == "completed"
     with RunStore.open(result.run_dir, readonly=True) as store:
         got = {

@@ -1,4 +1,5 @@
-"""Tests of agent_kit.summary (store-backed), agent_kit.report and ``agent-kit report``."""
+"""Tests of agent_kit.reporting.summary (store-backed), agent_kit.reporting.report and ``agent-kit
+report``."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
-from agent_kit import _svg
 from agent_kit.cli.report import register
+from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
 from agent_kit.errors import UsageError
-from agent_kit.report import render_html, render_json, render_terminal, write_reports
-from agent_kit.store import RunStore, TrajectoryRow, TurnRow
-from agent_kit.summary import SUMMARY_SCHEMA, Summary, summarize
+from agent_kit.reporting import svg as _svg
+from agent_kit.reporting.report import render_html, render_json, render_terminal, write_reports
+from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/report-test"
 HOSTILE = (

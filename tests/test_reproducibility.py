@@ -11,8 +11,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_kit.emulator.driver import JobConfig, run_job
-from agent_kit.store import RunStore
+from agent_kit.emulator.driver import JobConfig
+from agent_kit.emulator.store import RunStore
+from agent_kit.runs.local import run_local
 
 EXAMPLE = Path(__file__).with_name("example_counter.py")
 
@@ -35,7 +36,7 @@ def _play(tmp_path: Path, name: str, seed: int) -> dict[tuple[int, int], list[st
     config = JobConfig(
         name=name, policy="random", group_size=3, concurrency=9, seed=seed, temperature=1.0
     )
-    result = asyncio.run(run_job(str(EXAMPLE), data, config, out_dir=tmp_path / "runs"))
+    result = asyncio.run(run_local(str(EXAMPLE), data, config, out_dir=tmp_path / "runs"))
     assert result.status == "completed"
     out: dict[tuple[int, int], list[str]] = {}
     with RunStore.open(result.run_dir, readonly=True) as store:

@@ -1,4 +1,5 @@
-"""Scaffolding: the ``agent`` cookiecutter template, agent_kit.scaffold and ``agent-kit new``."""
+"""Scaffolding: the ``agent`` cookiecutter template, agent_kit.scaffold.project and ``agent-kit
+new``."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agent_kit
-from agent_kit import scaffold
 from agent_kit.cli import main
 from agent_kit.errors import TemplateError
+from agent_kit.scaffold import project as scaffold
 
 REPO = Path(agent_kit.__file__).resolve().parent.parent
 TEMPLATE_DIR = REPO / "templates" / "agent"
@@ -100,7 +101,7 @@ def test_wheel_layout_templates_are_found(tmp_path: Path, monkeypatch: pytest.Mo
     """In a wheel install the templates come from ``agent_kit/_templates`` beside the package."""
     package = tmp_path / "site-packages" / "agent_kit"
     shutil.copytree(TEMPLATE_DIR, package / "_templates" / "agent")
-    monkeypatch.setattr(scaffold, "__file__", str(package / "scaffold.py"))
+    monkeypatch.setattr(scaffold, "__file__", str(package / "scaffold" / "project.py"))
     assert scaffold.template_roots() == [package / "_templates"]
     assert scaffold.find_template("agent").path == package / "_templates" / "agent"
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.errors import UsageError
-from agent_kit.store import (
+from agent_kit.emulator.store import (
     RUN_FILE,
     SCHEMA_VERSION,
     RunStore,
@@ -20,6 +19,7 @@ from agent_kit.store import (
     TurnRow,
     resolve_path,
 )
+from agent_kit.errors import UsageError
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/store-test"
 
@@ -156,7 +156,7 @@ def test_concurrent_writers_from_threads(tmp_path: Path) -> None:
 
 _WRITER = """
 import os, sys
-from agent_kit.store import RunStore, TrajectoryRow, TurnRow
+from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
 store = RunStore.open(sys.argv[1])
 arn = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/kill"
 store.create_job(arn, "kill", {})
@@ -186,7 +186,7 @@ def test_kill_minus_nine_keeps_committed_turns_and_other_process_reads(tmp_path:
 
 _READER = """
 import json, sys
-from agent_kit.store import RunStore
+from agent_kit.emulator.store import RunStore
 with RunStore.open(sys.argv[1], readonly=True) as store:
     print(json.dumps([store.count_turns("t"), store.get_trajectory("t").state]))
 """

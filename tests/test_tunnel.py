@@ -26,11 +26,12 @@ from test_invokers import AGENTS, RUNTIME_ARN, _fake_agentcore, _serve_agent
 from agent_kit.cli import main
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.driver import JobConfig, run_job
+from agent_kit.emulator.driver import JobConfig
 from agent_kit.emulator.server import create_app
+from agent_kit.emulator.store import RunStore
 from agent_kit.emulator.tunnel import advertised_endpoint, redact, validate_advertise_url
 from agent_kit.errors import UsageError
-from agent_kit.store import RunStore
+from agent_kit.runs.local import run_local
 
 pytestmark = pytest.mark.e2e
 
@@ -165,7 +166,7 @@ async def test_job_through_tunnel(tmp_path: Path) -> None:
         serve_app(_tunnel(f"http://127.0.0.1:{port}", seen, probes)) as tunnel,
     ):
         config = JobConfig(name="tunnel", group_size=2, concurrency=4, rollout_timeout=30)
-        result = await run_job(
+        result = await run_local(
             RUNTIME_ARN,
             data,
             config,
@@ -175,7 +176,9 @@ async def test_job_through_tunnel(tmp_path: Path) -> None:
             advertise_url=tunnel + "/",
             emulator_port=port,
         )
-        resumed = await run_job(None, None, resume=tmp_path / "tunnel", endpoint_url=fake, rate=100)
+        resumed = await run_local(
+            None, None, resume=tmp_path / "tunnel", endpoint_url=fake, rate=100
+        )
     assert result.status == "completed", result.failure
     assert resumed.status == "completed", resumed.failure
     with RunStore.open(tmp_path / "tunnel", readonly=True) as store:

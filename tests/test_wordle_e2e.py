@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agent_kit.store import RunStore
+from agent_kit.emulator.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDLE = ROOT / "examples" / "wordle"

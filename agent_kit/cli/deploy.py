@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal, cast
 import typer
 from rich.console import Console
 
-from agent_kit import deploy as deploy_mod
-from agent_kit import jobs
+from agent_kit.deploy import agentcore as deploy_mod
+from agent_kit.deploy import jobs
+from agent_kit.deploy.package import PackageResult, Target, describe, package
 from agent_kit.errors import DeployError, UsageError
-from agent_kit.package import PackageResult, Target, describe, package
 
 __all__ = ["register"]
 
@@ -409,7 +409,12 @@ def job_status(
     """Show a job's status, progress, billable tokens and an estimated cost (DescribeJob)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from agent_kit.pricing import TokenCounts, default_pricing, estimate_cost, load_pricing
+    from agent_kit.reporting.pricing import (
+        TokenCounts,
+        default_pricing,
+        estimate_cost,
+        load_pricing,
+    )
 
     if category not in ("AgentRFT", "AgentRFTEvaluation"):
         raise UsageError("--category must be AgentRFT or AgentRFTEvaluation")

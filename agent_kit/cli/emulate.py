@@ -80,7 +80,7 @@ def emulate(
 
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.server import create_app
-    from agent_kit.store import RunStore
+    from agent_kit.emulator.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
     backend = _load_policy(policy)

@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent_kit.cassette import load_recording, write_cassette
-from agent_kit.replay import (
+from agent_kit.replay.cassette import load_recording, write_cassette
+from agent_kit.replay.engine import (
     DEFAULT_IGNORED_FIELDS,
     Normalization,
     ReplayReport,

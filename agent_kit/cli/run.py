@@ -28,10 +28,10 @@ from agent_kit.emulator.driver import (
     JobResult,
     Progress,
     invoke_once,
-    run_job,
 )
+from agent_kit.emulator.store import RunStore, TurnRow
 from agent_kit.errors import JobFailed, UsageError
-from agent_kit.store import RunStore, TurnRow
+from agent_kit.runs.local import run_local
 
 __all__ = ["register"]
 
@@ -111,7 +111,7 @@ def _summary_table(result: JobResult) -> Table:
 
 def _render_metrics(summary: dict[str, Any]) -> Any:
     try:
-        from agent_kit.report import render_terminal
+        from agent_kit.reporting.report import render_terminal
     except ImportError:
         return None
     try:
@@ -225,7 +225,7 @@ def run(
     live = _LiveProgress(console) if console.is_terminal and not as_json else None
 
     async def go() -> JobResult:
-        return await run_job(
+        return await run_local(
             entrypoint,
             dataset,
             None if resume is not None else config,

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agent_kit import scaffold
+from agent_kit.scaffold import project as scaffold
 
 __all__ = ["register"]
 
@@ -111,5 +111,5 @@ def templates(
 
 def _source_checkout() -> Path | None:
     """The source tree agent_kit runs from when it is an editable/source install, else None."""
-    root = Path(scaffold.__file__).resolve().parent.parent
+    root = Path(scaffold.__file__).resolve().parents[2]
     return root if (root / "pyproject.toml").is_file() and (root / "templates").is_dir() else None

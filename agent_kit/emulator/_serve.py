@@ -14,7 +14,6 @@ Exit codes: 0 after a clean shutdown, 2 when the file cannot be imported or has 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import socket
 import sys
@@ -25,33 +24,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from agent_kit.emulator.loader import load_entrypoint
+from agent_kit.errors import UsageError
+
 __all__ = ["load_app", "main"]
 
 
 def load_app(file: str | Path) -> Any:
     """Import ``file`` under its stem as module name and return its module-level ``app``.
 
-    Raises ``SystemExit(2)`` with a one-line message on stderr when that is impossible.
+    Raises ``SystemExit(2)`` with a one-line message on stderr when that is impossible (the
+    user's own traceback first, when their file raised on import).
     """
     path = Path(file).resolve()
-    if not path.is_file():
-        _die(f"entrypoint not found: {path}")
-    sys.path.insert(0, str(path.parent))
     name = path.stem if path.stem.isidentifier() else "agent_entrypoint"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        _die(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - any import-time failure of user code is reported, then exit 2
-        traceback.print_exc()
-        _die(f"importing {path} failed (traceback above)")
-    app = getattr(module, "app", None)
-    if app is None or not callable(app):
-        _die(f"{path} has no module-level ASGI `app` (a BedrockAgentCoreApp) to serve")
-    return app
+        return load_entrypoint(path, name=name)
+    except UsageError as exc:
+        if exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
+        _die(str(exc))
 
 
 def _watch_parent(parent_pid: int) -> None:

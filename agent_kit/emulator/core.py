@@ -7,7 +7,8 @@ that already knows its status code and ``x-amzn-ErrorType``. Turning a chat-comp
 into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
 :mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` is re-exported here).
 
-State lives in the :class:`~agent_kit.store.RunStore`; the hot fields of each trajectory (job,
+State lives in the :class:`~agent_kit.emulator.store.RunStore`; the hot fields of each trajectory
+(job,
 state, turn count) are also cached in memory so a turn costs one SQLite write and no read.
 """
 
@@ -33,6 +34,7 @@ from agent_kit.contract import (
 from agent_kit.emulator.chat_request import flatten_content, policy_request
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.sse import dumps
+from agent_kit.emulator.store import JobRow, RunStore, TrajectoryRow, TurnRow
 from agent_kit.errors import (
     AccessDeniedError,
     ConflictError,
@@ -42,7 +44,6 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
-from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnRow
 
 __all__ = [
     "DEFAULT_ACCOUNT",

@@ -12,7 +12,9 @@
    ``concurrency`` at once. A rollout is one trajectory id
    (``{job}-s{step}-p{prompt}-g{sample}-a{attempt}``, so runs are reproducible) and the full
    payload of CONTRACT.md §2;
-5. ``summary.json`` (and ``report.html`` when the report renderer is installed) are written.
+5. the driver stores its own figures with the job and calls ``finish`` (if given), which writes
+   the run's outputs: :func:`agent_kit.runs.local.run_local` passes the writer of
+   ``summary.json`` and ``report.html``. The driver itself never imports the reporting half.
 
 ``advertise_url`` (``agent-kit run --advertise-url``) is for a *deployed* agent that reaches this
 machine through a tunnel: the emulator still binds 127.0.0.1 (``emulator_port`` fixes its port
@@ -48,7 +50,9 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -71,6 +75,7 @@ from agent_kit.emulator.rollouts import (
     trajectory_id_for,
 )
 from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.emulator.tunnel import (
     advertised_endpoint,
     new_route_token,
@@ -78,7 +83,8 @@ from agent_kit.emulator.tunnel import (
     validate_advertise_url,
 )
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
-from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
+
+logger = logging.getLogger("agent_kit.emulator.driver")
 
 __all__ = [
     "FAILED_REASON",
@@ -90,7 +96,9 @@ __all__ = [
     "JobResult",
     "Progress",
     "ProgressHook",
+    "RunFinisher",
     "invoke_once",
+    "redact_summary",
     "run_job",
     "session_id_for",
     "trajectory_id_for",
@@ -169,17 +177,6 @@ def _dataset_digest(dataset: Dataset) -> str:
     return h.hexdigest()
 
 
-def _summarize(
-    store: RunStore, job_arn: str, config: JobConfig, stats: dict[str, Any]
-) -> dict[str, Any]:
-    """The run's summary (:func:`agent_kit.summary.summarize`) plus the driver's figures."""
-    from agent_kit.summary import summarize
-
-    summary = dict(summarize(store, job_arn, success_threshold=config.success_threshold))
-    summary["run"] = stats
-    return summary
-
-
 def _driver_stats(
     store: RunStore,
     job_arn: str,
@@ -229,35 +226,122 @@ def _rate(stats: RolloutStats | None) -> float | None:
     return round(stats.done_this_run / seconds, 3) if seconds > 0 else None
 
 
-def _write_outputs(
-    run_dir: Path, store: RunStore, summary: dict[str, Any], token: str | None = None
-) -> None:
-    """``summary.json`` and ``report.html`` (the report module's renderer when available).
-
-    A route ``token`` is scrubbed from both files (an agent's error text may quote its URL).
-    """
-    try:
-        from agent_kit.report import write_reports
-
-        paths: tuple[Path, ...] = write_reports(run_dir, summary, store)
-    except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run's summary
-        store.add_event("report_error", {"error": f"{type(exc).__name__}: {exc}"})
-        text = json.dumps(summary, indent=2, default=str) + "\n"
-        paths = (run_dir / "summary.json",)
-        paths[0].write_text(text, encoding="utf-8")
-    if token:
-        for path in paths:
-            text = path.read_text(encoding="utf-8")
-            if token in text:
-                path.write_text(redact(text, token), encoding="utf-8")
-
-
-def _redact_summary(summary: dict[str, Any], token: str | None) -> dict[str, Any]:
+def redact_summary(summary: dict[str, Any], token: str | None) -> dict[str, Any]:
     """``summary`` with the route ``token`` replaced wherever a string quotes it."""
     if not token:
         return summary
     text = json.dumps(summary, default=str)
     return summary if token not in text else dict(json.loads(redact(text, token)))
+
+
+RunFinisher = Callable[[RunStore, str, Path, "str | None"], dict[str, Any]]
+"""Called once as a job ends, before its store closes: ``(store, job_arn, run_dir, token) ->
+summary``. The driver has stored its own figures (the ``run`` section) with the job first; the
+finisher writes the run's outputs (summary.json, report.html) and returns the summary. The
+route ``token``, if any, must not appear in what it writes (:func:`redact_summary`)."""
+
+
+@dataclass
+class _OpenedRun:
+    """A run directory ready to play: its store, settings and data (new or resumed)."""
+
+    run_dir: Path
+    store: RunStore
+    config: JobConfig
+    data: Dataset
+    job_name: str
+    entrypoint: str
+    dataset: str | Path
+    advertise_url: str | None
+    emulator_port: int | None
+
+
+def _open_new(
+    entrypoint: str | None, dataset: str | Path | None, config: JobConfig | None, out_dir: Path
+) -> _OpenedRun:
+    if entrypoint is None or dataset is None:
+        raise UsageError("an entrypoint and a dataset are required")
+    data = load_dataset(dataset)
+    config = (config or JobConfig()).validated(len(data))
+    job_name = config.name or default_job_name(entrypoint)
+    config = replace(config, name=job_name)
+    run_dir = out_dir / job_name
+    if (run_dir / RUN_FILE).exists():
+        raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
+    store = RunStore.open(run_dir)
+    return _OpenedRun(run_dir, store, config, data, job_name, entrypoint, dataset, None, None)
+
+
+def _open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> _OpenedRun:
+    if not (run_dir / RUN_FILE).is_file():
+        raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
+    store = RunStore.open(run_dir)
+    try:
+        jobs = store.list_jobs()
+        if not jobs:
+            raise UsageError(f"nothing to resume: {run_dir} holds no job")
+        job_row = jobs[-1]
+        recorded = job_row.config
+        if job_row.status == "failed":
+            reason = (job_row.summary or {}).get("run", {}).get("failure_reason")
+            raise UsageError(f"job {job_row.arn} failed ({reason}); a failed job is not resumed")
+        config = JobConfig.from_dict(recorded.get("job", {}))
+        entrypoint = entrypoint or recorded.get("entrypoint")
+        dataset = dataset or recorded.get("dataset")
+        if not entrypoint or not dataset:
+            raise UsageError(f"{run_dir} does not record its entrypoint and dataset")
+        data = load_dataset(dataset)
+        if recorded.get("dataset_sha256") not in (None, _dataset_digest(data)):
+            raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
+    except BaseException:
+        store.close()
+        raise
+    advertise = recorded.get("advertise_url")
+    port = recorded.get("emulator_port")
+    return _OpenedRun(
+        run_dir,
+        store,
+        config.validated(len(data)),
+        data,
+        job_row.name,
+        entrypoint,
+        dataset,
+        validate_advertise_url(str(advertise)) if advertise else None,
+        int(port) if port is not None else None,
+    )
+
+
+def _job_config(run: _OpenedRun, workers: int) -> dict[str, Any]:
+    """What the job records about itself (shown in summaries: never the route token)."""
+    entry = run.entrypoint
+    config: dict[str, Any] = {
+        "job": run.config.to_dict(),
+        "entrypoint": _absolute(entry) if entry.endswith(".py") else entry,
+        "dataset": _absolute(run.dataset),
+        "dataset_sha256": _dataset_digest(run.data),
+        "prompt_column": run.data.column,
+        "workers": workers,
+    }
+    if run.advertise_url is not None:
+        config["advertise_url"] = run.advertise_url
+    if run.emulator_port:
+        config["emulator_port"] = run.emulator_port
+    return config
+
+
+async def _close_policy(policy: Any, job: str) -> None:
+    try:
+        await policy.aclose()
+    except Exception as exc:  # noqa: BLE001 - closing must not mask the job's own outcome
+        logger.debug("closing the policy of job %s failed: %s: %s", job, type(exc).__name__, exc)
+
+
+@dataclass
+class _Outcome:
+    status: str = "failed"
+    failure: str | None = None
+    loop: RolloutLoop | None = None
+    summary: dict[str, Any] | None = None
 
 
 async def run_job(
@@ -274,6 +358,7 @@ async def run_job(
     rate: float | None = None,
     advertise_url: str | None = None,
     emulator_port: int | None = None,
+    finish: RunFinisher | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -281,7 +366,9 @@ async def run_job(
     ``resume`` it, the dataset, the config, ``advertise_url`` and ``emulator_port`` default to
     what the run recorded. ``advertise_url`` is the public URL of a tunnel to this machine's
     emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
-    port (default: ephemeral). Raises
+    port (default: ephemeral). ``finish`` writes the run's outputs as the job ends (see
+    :data:`RunFinisher`; :func:`agent_kit.runs.local.run_local` passes the summary and report
+    writer); without it the result's summary holds only the driver's ``run`` figures. Raises
     :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
     started; a failing *job* is not an exception: see :attr:`JobResult.status` and
     :meth:`JobResult.raise_for_status`.
@@ -292,174 +379,146 @@ async def run_job(
     if emulator_port is not None and not 0 <= emulator_port <= 65535:
         raise UsageError(f"emulator port must be 0..65535, got {emulator_port}")
     if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / RUN_FILE).is_file():
-            raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
-        store = RunStore.open(run_dir)
-        jobs = store.list_jobs()
-        if not jobs:
-            store.close()
-            raise UsageError(f"nothing to resume: {run_dir} holds no job")
-        job_row = jobs[-1]
-        recorded = job_row.config
-        if job_row.status == "failed":
-            store.close()
-            reason = (job_row.summary or {}).get("run", {}).get("failure_reason")
-            raise UsageError(f"job {job_row.arn} failed ({reason}); a failed job is not resumed")
-        config = JobConfig.from_dict(recorded.get("job", {}))
-        entrypoint = entrypoint or recorded.get("entrypoint")
-        dataset = dataset or recorded.get("dataset")
-        if not entrypoint or not dataset:
-            store.close()
-            raise UsageError(f"{run_dir} does not record its entrypoint and dataset")
-        data = load_dataset(dataset)
-        if recorded.get("dataset_sha256") not in (None, _dataset_digest(data)):
-            store.close()
-            raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
-        config = config.validated(len(data))
-        job_name = job_row.name
-        if advertise_url is None and recorded.get("advertise_url"):
-            advertise_url = validate_advertise_url(str(recorded["advertise_url"]))
-        if emulator_port is None and recorded.get("emulator_port") is not None:
-            emulator_port = int(recorded["emulator_port"])
+        run = _open_resume(Path(resume), entrypoint, dataset)
+        run.advertise_url = advertise_url or run.advertise_url
+        run.emulator_port = emulator_port if emulator_port is not None else run.emulator_port
     else:
-        if entrypoint is None or dataset is None:
-            raise UsageError("an entrypoint and a dataset are required")
-        config = config or JobConfig()
-        data = load_dataset(dataset)
-        config = config.validated(len(data))
-        job_name = config.name or default_job_name(entrypoint)
-        config = replace(config, name=job_name)
-        run_dir = Path(out_dir) / job_name
-        if (run_dir / RUN_FILE).exists():
-            raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
-        store = RunStore.open(run_dir)
-    assert config.batch_size is not None
-    run_dir.mkdir(parents=True, exist_ok=True)
+        run = _open_new(entrypoint, dataset, config, Path(out_dir))
+        run.advertise_url, run.emulator_port = advertise_url, emulator_port
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    outcome = _Outcome()
 
     from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
 
-    try:
-        policy = load_policy(config.policy, seed=config.seed, base_dir=Path.cwd())
-    except BaseException:
-        store.close()
-        raise
-    emu = Emulator(store, policy, region=config.region, seed=config.seed)
-    token = new_route_token() if advertise_url is not None else None
-    try:
-        server = EmbeddedServer(create_app(emu, path_prefix=token), port=emulator_port or 0)
-    except BaseException:
-        store.close()
-        with contextlib.suppress(Exception):
-            await policy.aclose()
-        raise
-    job_config: dict[str, Any] = {
-        "job": config.to_dict(),
-        "entrypoint": _absolute(entrypoint) if entrypoint.endswith(".py") else entrypoint,
-        "dataset": _absolute(dataset),
-        "dataset_sha256": _dataset_digest(data),
-        "prompt_column": data.column,
-        "workers": workers,
-    }
-    if advertise_url is not None:
-        job_config["advertise_url"] = advertise_url  # never the token (summaries show the config)
-    if emulator_port:
-        job_config["emulator_port"] = emulator_port
-    try:
-        job_row = emu.create_job(job_name, job_config)
-    except BaseException:
-        await server.stop()  # releases the bound port
-        store.close()
-        with contextlib.suppress(Exception):
-            await policy.aclose()
-        raise
-    job_arn = job_row.arn
-    store.update_job(job_arn, status="running")
-    job: RolloutLoop | None = None
-    status, failure = "failed", None
-    try:
-        endpoint = local_endpoint = await server.start()
-        if token is not None:
-            assert advertise_url is not None
-            endpoint = advertised_endpoint(advertise_url, token)
-            local_endpoint = advertised_endpoint(local_endpoint, token)
-        if resume is not None:
-            n = _expire_stale(emu, store, job_arn)
-            detail: dict[str, Any] = {"stale_trajectories": n}
-            if advertise_url is not None:
-                detail["advertise_url"] = advertise_url
-            store.add_event("job_resumed", detail)
-        plan, total, counts = _plan(store, job_arn, job_name, config, len(data))
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(run.store.close)  # the very last thing to go
+        policy = load_policy(run.config.policy, seed=run.config.seed, base_dir=Path.cwd())
+        stack.push_async_callback(_close_policy, policy, run.job_name)
+        emu = Emulator(run.store, policy, region=run.config.region, seed=run.config.seed)
+        token = new_route_token() if run.advertise_url is not None else None
+        server = EmbeddedServer(create_app(emu, path_prefix=token), port=run.emulator_port or 0)
+        stack.push_async_callback(server.stop)  # releases the bound port
+        job_arn = emu.create_job(run.job_name, _job_config(run, workers)).arn
+        run.store.update_job(job_arn, status="running")
 
-        def on_event(kind: str, detail: dict[str, Any]) -> None:
-            store.add_event(kind, detail)
+        async def finalize() -> None:
+            await server.stop()  # no turn lands while the figures are taken
+            elapsed = time.monotonic() - started
+            failure = outcome.failure
+            stats = _driver_stats(
+                run.store, job_arn, outcome.status, failure, outcome.loop, elapsed
+            )
+            stats = redact_summary(stats, token)
+            run.store.update_job(job_arn, status=outcome.status, summary={"run": stats})
+            outcome.failure = None if failure is None else redact(failure, token)
+            outcome.summary = {"run": stats}
+            if finish is not None:
+                outcome.summary = finish(run.store, job_arn, run.run_dir, token)
 
-        if invoker is None:
-            invoker = make_invoker(
-                entrypoint,
-                env=agent_env(local_endpoint, config.region),
+        stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
+        try:
+            outcome.loop = await _play(
+                run,
+                emu,
+                server,
+                job_arn,
+                token,
+                resumed=resume is not None,
+                invoker=invoker,
                 workers=workers,
-                log_dir=run_dir / "logs",
-                concurrency=config.concurrency,
+                progress=progress,
                 rate=rate,
                 endpoint_url=endpoint_url,
-                on_event=on_event,
+                outcome=outcome,
             )
-        job = RolloutLoop(
-            emu=emu,
-            store=store,
-            invoker=invoker,
-            job_arn=job_arn,
-            job_name=job_name,
-            endpoint=endpoint,
-            dataset=data,
-            config=config,
-            progress=progress,
-        )
-        job.stats.total = total
-        job.stats.done = counts["done"]
-        job.stats.succeeded = counts["succeeded"]
-        job.stats.failed = counts["failed"]
-        await invoker.start()
-        job.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
-        try:
-            job.emit()
-            await job.play(plan)
-        finally:
-            await invoker.aclose()
-        if job.stop_reason is not None:
-            status, failure = "failed", job.stop_reason
-        else:
-            status = "completed"
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        status, failure = "stopped", "interrupted"
-        raise
-    except AgentKitError as exc:
-        status, failure = "failed", str(exc)
-        raise
-    finally:
-        await server.stop()
-        with contextlib.suppress(Exception):
-            await policy.aclose()
-        elapsed = time.monotonic() - started
-        store.update_job(job_arn, status=status)
-        stats = _driver_stats(store, job_arn, status, failure, job, elapsed)
-        summary = _redact_summary(_summarize(store, job_arn, config, stats), token)
-        failure = None if failure is None else redact(failure, token)
-        store.update_job(job_arn, summary=summary)
-        _write_outputs(run_dir, store, summary, token)
-        store.close()
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            outcome.status, outcome.failure = "stopped", "interrupted"
+            raise
+        except AgentKitError as exc:
+            outcome.status, outcome.failure = "failed", str(exc)
+            raise
+    loop = outcome.loop
+    if loop is None or outcome.summary is None:  # _play returned, so both are set
+        raise AgentKitError(f"job {job_arn} ended without a result")
     return JobResult(
         job_arn=job_arn,
-        run_dir=run_dir,
-        status=status,
-        failure=failure,
-        summary=summary,
-        total=job.stats.total,
-        succeeded=job.stats.succeeded,
-        failed=job.stats.failed,
+        run_dir=run.run_dir,
+        status=outcome.status,
+        failure=outcome.failure,
+        summary=outcome.summary,
+        total=loop.stats.total,
+        succeeded=loop.stats.succeeded,
+        failed=loop.stats.failed,
     )
+
+
+async def _play(
+    run: _OpenedRun,
+    emu: Emulator,
+    server: EmbeddedServer,
+    job_arn: str,
+    token: str | None,
+    *,
+    resumed: bool,
+    invoker: Invoker | None,
+    workers: int,
+    progress: ProgressHook | None,
+    rate: float | None,
+    endpoint_url: str | None,
+    outcome: _Outcome,
+) -> RolloutLoop:
+    """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``."""
+    store, config = run.store, run.config
+    endpoint = local_endpoint = await server.start()
+    if token is not None and run.advertise_url is not None:
+        endpoint = advertised_endpoint(run.advertise_url, token)
+        local_endpoint = advertised_endpoint(local_endpoint, token)
+    if resumed:
+        detail: dict[str, Any] = {"stale_trajectories": _expire_stale(emu, store, job_arn)}
+        if run.advertise_url is not None:
+            detail["advertise_url"] = run.advertise_url
+        store.add_event("job_resumed", detail)
+    plan, total, counts = _plan(store, job_arn, run.job_name, config, len(run.data))
+    if invoker is None:
+        invoker = make_invoker(
+            run.entrypoint,
+            env=agent_env(local_endpoint, config.region),
+            workers=workers,
+            log_dir=run.run_dir / "logs",
+            concurrency=config.concurrency,
+            rate=rate,
+            endpoint_url=endpoint_url,
+            on_event=store.add_event,
+        )
+    loop = RolloutLoop(
+        emu=emu,
+        store=store,
+        invoker=invoker,
+        job_arn=job_arn,
+        job_name=run.job_name,
+        endpoint=endpoint,
+        dataset=run.data,
+        config=config,
+        progress=progress,
+    )
+    outcome.loop = loop
+    loop.stats.total = total
+    loop.stats.done = counts["done"]
+    loop.stats.succeeded = counts["succeeded"]
+    loop.stats.failed = counts["failed"]
+    await invoker.start()
+    loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
+    try:
+        loop.emit()
+        await loop.play(plan)
+    finally:
+        await invoker.aclose()
+    if loop.stop_reason is not None:
+        outcome.status, outcome.failure = "failed", loop.stop_reason
+    else:
+        outcome.status = "completed"
+    return loop
 
 
 # -- one rollout, for `agent-kit invoke` -----------------------------------------------------------

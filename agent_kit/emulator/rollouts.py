@@ -23,8 +23,8 @@ from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import FAILED_REASON, Emulator
 from agent_kit.emulator.dataset import Dataset
 from agent_kit.emulator.invokers import Invoker, InvokeResult
+from agent_kit.emulator.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 from agent_kit.errors import AgentKitError, UsageError
-from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 
 __all__ = [
     "FAILED_REASON",

@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_kit.errors import AgentKitError, UsageError
 
-__all__ = ["EmbeddedServer"]
+__all__ = ["EmbeddedServer", "serve_in_thread"]
 
 
 class EmbeddedServer:
@@ -85,3 +85,39 @@ class EmbeddedServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, *, start_timeout_s: float = 15.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1:<ephemeral> in a background thread; yield its URL.
+
+    For synchronous callers (tests, scripts); the server stops when the block exits.
+    """
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    )
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])),
+        name="agent-kit-serve",
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    try:
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise AgentKitError("the server did not start")
+            time.sleep(0.005)  # polling a flag with a deadline
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

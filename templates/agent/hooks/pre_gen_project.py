@@ -3,7 +3,8 @@
 Cookiecutter renders this file with Jinja, then runs it with the Python that runs cookiecutter.
 A non-zero exit makes cookiecutter raise ``FailedHookException`` and delete the half-made
 project directory. The file is self-contained (standard library only) so it works under plain
-``cookiecutter templates/agent`` without agent_kit installed; ``agent_kit.scaffold`` loads the
+``cookiecutter templates/agent`` without agent_kit installed; ``agent_kit.scaffold.project`` loads
+the
 same :func:`validate` (without running :func:`main`) to check variables up front, so both
 paths apply one set of rules.
 """

@@ -1,9 +1,9 @@
 """Draw JSON values valid against a JSON schema: the engine of the ``random`` policy.
 
 :class:`SchemaSampler` with an ``rng`` draws random values, with ``rng=None`` canonical ones (see
-:mod:`agent_kit.emulator.policy_random` for the keywords supported and the temperature rule).
+:mod:`agent_kit.emulator.policies.randomized` for the keywords supported and the temperature rule).
 Values always stay inside the schema's constraints, edge values included; a ``pattern`` is
-honoured through :mod:`agent_kit.emulator.regex_sampler`.
+honoured through :mod:`agent_kit.emulator.policies.regex_sampler`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import random
 import uuid
 from typing import Any
 
-from agent_kit.emulator.regex_sampler import pattern_string
+from agent_kit.emulator.policies.regex_sampler import pattern_string
 
 __all__ = ["SchemaSampler"]
 

@@ -30,19 +30,21 @@ always calls a tool. Supported JSON-schema keywords: ``type`` (incl. lists), ``e
 ``prefixItems``, ``minItems``/``maxItems``/``uniqueItems``, ``minimum``/``maximum``/
 ``exclusiveMinimum``/``exclusiveMaximum`` (draft 4 and later), integer ``multipleOf``,
 ``minLength``/``maxLength``, ``format`` (date, date-time, time, email, uri, uuid, ipv4,
-hostname), ``pattern`` (a regex subset, see :mod:`agent_kit.emulator.regex_sampler`),
+hostname), ``pattern`` (a regex subset, see :mod:`agent_kit.emulator.policies.regex_sampler`),
 ``anyOf``/``oneOf`` (a branch is chosen), ``allOf`` (merged), local ``$ref`` (``#/$defs/...``).
 """
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from agent_kit.emulator.policies import PolicyResult, result_for_reply
-from agent_kit.emulator.schema_sampler import SchemaSampler
+from agent_kit.emulator.policies.base import PolicyResult, result_for_reply
+from agent_kit.emulator.policies.schema_sampler import SchemaSampler
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
+from agent_kit.errors import UsageError
 
-__all__ = ["RandomBackend"]
+__all__ = ["RandomBackend", "from_spec"]
 
 
 def _assistant_turns(request: PolicyRequest) -> int:
@@ -107,3 +109,15 @@ class RandomBackend:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> RandomBackend:
+    """The ``random[:SEED]`` scheme: the spec's seed, else the run seed."""
+    if rest:
+        try:
+            seed = int(rest)
+        except ValueError:
+            raise UsageError(
+                f"bad random policy seed {rest!r}: expected random[:INTEGER]"
+            ) from None
+    return RandomBackend(seed=seed)

@@ -24,10 +24,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from agent_kit import _svg as plots
-from agent_kit.metrics import build_groups
-from agent_kit.store import RunStore
-from agent_kit.summary import load_records
+from agent_kit.emulator.store import RunStore
+from agent_kit.reporting import svg as plots
+from agent_kit.reporting.metrics import build_groups
+from agent_kit.reporting.summary import load_records
 
 __all__ = [
     "REPORT_FILE",

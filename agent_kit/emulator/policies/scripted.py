@@ -4,27 +4,25 @@ NAME is a class (instantiated once, with no arguments) or a callable; it is call
 ``policy(request: PolicyRequest)`` and returns a ``PolicyReply``, a ``str`` (text answer) or a
 dict (see :func:`~agent_kit.emulator.schemas.coerce_reply`); ``async def`` works too. Load
 problems are :class:`~agent_kit.errors.UsageError`; failures while answering are
-:class:`~agent_kit.emulator.policies.ScriptedPolicyError`, except JobRuntimeError subclasses the
+:class:`~agent_kit.emulator.policies.base.ScriptedPolicyError`, except JobRuntimeError subclasses
+the
 policy raises on purpose (to simulate throttling, say), which pass through.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
-import re
-import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_kit.emulator.policies import PolicyResult, ScriptedPolicyError, result_for_reply
+from agent_kit.emulator.loader import load_module, module_name_for
+from agent_kit.emulator.policies.base import PolicyResult, ScriptedPolicyError, result_for_reply
 from agent_kit.emulator.schemas import PolicyRequest, coerce_reply
 from agent_kit.errors import JobRuntimeError, PolicyError, UsageError
 
-__all__ = ["ScriptedBackend", "load_scripted"]
+__all__ = ["ScriptedBackend", "from_spec", "load_scripted"]
 
 
 def _user_frame(exc: BaseException, path: Path) -> str:
@@ -74,16 +72,15 @@ class ScriptedBackend:
 
 
 def _module_name(path: Path) -> str:
-    stem = re.sub(r"\W", "_", path.stem) or "policy"
-    digest = hashlib.blake2b(str(path).encode(), digest_size=5).hexdigest()
-    return f"agent_kit_scripted_{stem}_{digest}"
+    return module_name_for(path, prefix="agent_kit_scripted")
 
 
 def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend:
     """Load ``path/file.py:NAME`` (relative to ``base_dir`` or the CWD); UsageError if unusable.
 
     The file is imported under a unique module name (registered in ``sys.modules``); its
-    directory is appended to ``sys.path`` so it can import sibling modules.
+    directory is put on ``sys.path`` (:mod:`agent_kit.emulator.loader`) so it can import sibling
+    modules.
     """
     file_part, sep, attr = rest.rpartition(":")
     if not sep or not file_part or not attr.isidentifier():
@@ -96,21 +93,8 @@ def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend
     path = path.resolve()
     if not path.is_file():
         raise UsageError(f"scripted policy file not found: {path}")
-    module_name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import scripted policy file {path} (not a Python file?)")
-    module = importlib.util.module_from_spec(spec)
-    if str(path.parent) not in sys.path:
-        sys.path.append(str(path.parent))
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise UsageError(
-            f"importing scripted policy file {path} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+    module = load_module(path, name=_module_name(path), what="scripted policy file")
+    module_name = module.__name__
     if not hasattr(module, attr):
         defined = sorted(
             n
@@ -145,3 +129,8 @@ def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend
     except ValueError:  # builtins without a signature: trust them
         pass
     return ScriptedBackend(target, name=f"scripted:{file_part}:{attr}", path=path)
+
+
+def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> ScriptedBackend:
+    """The ``scripted:`` scheme (see :mod:`agent_kit.emulator.policies.registry`)."""
+    return load_scripted(rest, base_dir=base_dir)

@@ -36,8 +36,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from agent_kit.emulator.store import INVOCATION_EVENT
 from agent_kit.errors import UsageError
-from agent_kit.store import INVOCATION_EVENT
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -170,7 +170,7 @@ def _looks_like_cassette(path: Path) -> bool:
 
 
 def _read_run(path: Path) -> Recording:
-    from agent_kit.store import RunStore, resolve_path
+    from agent_kit.emulator.store import RunStore, resolve_path
 
     if not resolve_path(path).is_file():
         raise UsageError(f"no run store at {resolve_path(path)} (expected a run directory)")

@@ -1,8 +1,10 @@
 """The run summary (``summary.json``): a versioned, validated digest of one emulated job.
 
-:func:`summarize` reads a :class:`~agent_kit.store.RunStore` into plain
-:class:`~agent_kit.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure metric
-functions of :mod:`agent_kit.metrics` and the cost functions of :mod:`agent_kit.pricing`, and
+:func:`summarize` reads a :class:`~agent_kit.emulator.store.RunStore` into plain
+:class:`~agent_kit.reporting.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure
+metric
+functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
+:mod:`agent_kit.reporting.pricing`, and
 returns a JSON-ready dict validated by :class:`Summary` (``"schema": "agent_kit.summary/1"``).
 Undefined statistics (no rollouts yet) are ``null``, never NaN.
 """
@@ -16,8 +18,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent_kit.emulator.store import JobRow, RunStore
 from agent_kit.errors import UsageError
-from agent_kit.metrics import (
+from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     GroupResult,
     RolloutRecord,
@@ -26,8 +29,7 @@ from agent_kit.metrics import (
     token_usage,
     training_metrics,
 )
-from agent_kit.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
-from agent_kit.store import JobRow, RunStore
+from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
 
 __all__ = [
     "SUMMARY_SCHEMA",

@@ -29,17 +29,15 @@ a scripted policy may raise a :class:`~agent_kit.errors.JobRuntimeError` subclas
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.emulator.sse import chunks_from_completion
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
-from agent_kit.errors import PolicyError, UsageError
+from agent_kit.errors import PolicyError
 
 __all__ = [
     "PolicyBackend",
@@ -50,9 +48,6 @@ __all__ = [
     "chunks_to_completion",
     "completion_id_for",
     "completion_to_chunks",
-    "load_policy",
-    "policy_schemes",
-    "register_policy_scheme",
     "reply_to_completion",
     "result_for_reply",
 ]
@@ -268,83 +263,3 @@ def chunks_to_completion(chunks: list[dict[str, Any]], *, model: str = "default"
     if usage is not None:
         completion["usage"] = usage
     return completion
-
-
-# --------------------------------------------------------------------------- registry
-
-
-def _random_factory(rest: str, seed: int) -> PolicyBackend:
-    from agent_kit.emulator.policy_random import RandomBackend
-
-    if rest:
-        try:
-            seed = int(rest)
-        except ValueError:
-            raise UsageError(
-                f"bad random policy seed {rest!r}: expected random[:INTEGER]"
-            ) from None
-    return RandomBackend(seed=seed)
-
-
-def _openai_factory(rest: str, seed: int) -> PolicyBackend:
-    from agent_kit.emulator.policy_openai import OpenAIProxyBackend
-
-    return OpenAIProxyBackend.from_spec(rest)
-
-
-def _scripted_factory(rest: str, seed: int) -> PolicyBackend:
-    from agent_kit.emulator.policy_scripted import load_scripted
-
-    return load_scripted(rest)
-
-
-def _replay_factory(rest: str, seed: int) -> PolicyBackend:
-    # Imported lazily: replay reads run stores and cassettes, which plain runs never need.
-    from agent_kit.replay_policy import replay_policy_factory
-
-    backend: PolicyBackend = replay_policy_factory(rest, seed)
-    return backend
-
-
-_SCHEMES: dict[str, PolicyFactory] = {
-    "random": _random_factory,
-    "scripted": _scripted_factory,
-    "openai": _openai_factory,
-    "replay": _replay_factory,
-}
-_SCHEME_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
-
-
-def register_policy_scheme(scheme: str, factory: PolicyFactory) -> None:
-    """Make ``scheme:...`` specs load through ``factory(rest, seed)`` (replaces any previous).
-
-    ``scheme`` is lower-case letters, digits, ``_`` or ``-``, starting with a letter. The factory
-    receives the text after the first ``:`` (``""`` if none) and the run seed, and should raise
-    UsageError for a bad spec. Relative paths in ``rest`` are the factory's to resolve.
-    """
-    if not _SCHEME_NAME.match(scheme):
-        raise ValueError(f"bad policy scheme name {scheme!r}")
-    _SCHEMES[scheme] = factory
-
-
-def policy_schemes() -> list[str]:
-    """The known spec schemes, sorted."""
-    return sorted(_SCHEMES)
-
-
-def load_policy(spec: str, *, seed: int = 0, base_dir: Path | None = None) -> PolicyBackend:
-    """Build the backend a spec names; UsageError (listing the known schemes) if it can't.
-
-    ``seed`` is the run seed (``random`` uses it unless the spec gives one); ``base_dir``
-    resolves relative ``scripted:`` paths (default: the current directory).
-    """
-    scheme, _, rest = spec.strip().partition(":")
-    factory = _SCHEMES.get(scheme.strip().lower())
-    if factory is None:
-        known = ", ".join(f"{s}:" for s in policy_schemes())
-        raise UsageError(f"unknown policy spec {spec!r}; known schemes: {known}")
-    if factory is _scripted_factory:
-        from agent_kit.emulator.policy_scripted import load_scripted
-
-        return load_scripted(rest, base_dir=base_dir)
-    return factory(rest, seed)

@@ -5,14 +5,14 @@ Typical use in a project's test suite (the cassette is checked into the reposito
     # once, or whenever the change is intended:
     #   agent-kit run agent.py --dataset tasks.jsonl --policy scripted:policies.py:Solver
     #   agent-kit replay export runs/<run> --out tests/golden.cassette.jsonl
-    from agent_kit.replay_testing import assert_replays
+    from agent_kit.replay.helpers import assert_replays
 
     def test_agent_replays_unchanged():
         assert_replays("tests/golden.cassette.jsonl")      # entrypoint recorded in the cassette
 
 Or record inside the test session (a module-scoped fixture, no files to check in)::
 
-    from agent_kit.replay_testing import assert_replays, recorded_run
+    from agent_kit.replay.helpers import assert_replays, recorded_run
 
     recording = recorded_run("agent.py", [{"target": 3}], policy="scripted:policies.py:Policy")
 
@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_kit.cassette import Recording, load_recording, write_cassette
-from agent_kit.replay import Normalization, ReplayReport, replay_in_process, replay_run
+from agent_kit.replay.cassette import Recording, load_recording, write_cassette
+from agent_kit.replay.engine import Normalization, ReplayReport, replay_in_process, replay_run
 
 __all__ = ["assert_replays", "record", "recorded_run"]
 
@@ -78,7 +78,8 @@ def record(
     ``scripted:policies.py:Solver``). With ``cassette`` the episodes are also exported there.
     Raises :class:`~agent_kit.errors.JobFailed` when the job fails.
     """
-    from agent_kit.emulator.driver import JobConfig, run_job
+    from agent_kit.emulator.driver import JobConfig
+    from agent_kit.runs.local import run_local
 
     out = Path(out_dir)
     data = _dataset(prompts, out, name)
@@ -92,7 +93,7 @@ def record(
         rollout_timeout=120.0,
         max_retries=1,
     )
-    result = asyncio.run(run_job(str(entrypoint), data, config, out_dir=out))
+    result = asyncio.run(run_local(str(entrypoint), data, config, out_dir=out))
     result.raise_for_status()
     if cassette is not None:
         write_cassette(cassette, load_recording(result.run_dir))

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
-from agent_kit.cassette import RecordedEpisode
 from agent_kit.errors import ReplayMismatch
-from agent_kit.replay_policy import Divergence
+from agent_kit.replay.cassette import RecordedEpisode
+from agent_kit.replay.policy import Divergence
 
 __all__ = [
     "REPORT_FORMAT",

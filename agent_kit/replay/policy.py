@@ -22,17 +22,17 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.cassette import RecordedEpisode, Recording, load_recording
 from agent_kit.emulator.policies import (
     PolicyBackend,
     PolicyResult,
     Usage,
-    register_policy_scheme,
 )
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
+from agent_kit.replay.cassette import RecordedEpisode, Recording, load_recording
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -41,8 +41,8 @@ __all__ = [
     "ReplayBackend",
     "ReplayDivergenceError",
     "first_difference",
+    "from_spec",
     "render_request",
-    "replay_policy_factory",
     "reply_from_completion",
     "request_diff",
 ]
@@ -391,13 +391,10 @@ class ReplayBackend:
             await self.live.aclose()
 
 
-def replay_policy_factory(rest: str, seed: int) -> PolicyBackend:
-    """The ``replay:`` scheme factory: ``rest`` is ``SOURCE[#id,…]`` (run dir or cassette)."""
+def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> PolicyBackend:
+    """The ``replay:`` scheme: ``rest`` is ``SOURCE[#id,…]`` (run dir or cassette)."""
     path, _, ids = rest.partition("#")
     if not path.strip():
         raise UsageError("replay policy needs a source: replay:RUN_DIR[#trajectory,…]")
     wanted = [t.strip() for t in ids.split(",") if t.strip()] or None
     return ReplayBackend(load_recording(path.strip(), wanted))
-
-
-register_policy_scheme("replay", replay_policy_factory)

@@ -25,6 +25,6 @@ def agent_kit_episode() -> Callable[..., dict[str, Any]]:
 @pytest.fixture
 def agent_kit_replay() -> Callable[..., Any]:
     """``agent_kit.testing.assert_replays``: fails unless a recording replays identically."""
-    from agent_kit.replay_testing import assert_replays
+    from agent_kit.replay.helpers import assert_replays
 
     return assert_replays

@@ -1,62 +1,33 @@
-"""Public test kit: run your entrypoint's episodes in-process with a scripted policy.
+"""Play a :class:`~agent_kit.app.RolloutApp`'s episodes in-process, no server, no sockets.
 
-``run_episode(app_or_file, task, policy=...)`` plays one episode of a :class:`RolloutApp` without
-any server: the policy is any *scripted policy* (the same callables ``agent-kit run --policy
-scripted:…`` uses: ``policy(PolicyRequest) -> PolicyReply | str | dict``), driven through a real
-Strands agent by :class:`ScriptedModel`. Use it for golden-episode and reward tests::
-
-    from agent_kit.testing import run_episode
-    result = run_episode("agent.py", {"target": 3}, policy=MyPolicy())
-    assert result["reward"] == 1.0
-
-Recorded runs become regression tests with ``record(...)`` / ``recorded_run(...)`` and
-``assert_replays(cassette_or_run_dir, entrypoint)`` (see :mod:`agent_kit.replay_testing`).
+:class:`ScriptedModel` is a Strands model that asks a *scripted policy* (the callables
+``agent-kit run --policy scripted:…`` uses: ``policy(PolicyRequest) -> PolicyReply | str |
+dict``) for each turn; :func:`run_episode` plays one episode of an entrypoint with it. The public
+test kit (:mod:`agent_kit.testing`) and in-process replay (:mod:`agent_kit.replay.engine`) are
+built on this module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import json
 import random
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strands.models import Model
 from strands.models.openai import OpenAIModel
 
 from agent_kit.app import RolloutApp
 from agent_kit.contract import RolloutPayload, parse_payload
+from agent_kit.emulator.loader import load_entrypoint, module_name_for
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, coerce_reply
 from agent_kit.errors import UsageError
 from agent_kit.runner import ModelHandle
 
-if TYPE_CHECKING:
-    from agent_kit.replay_testing import assert_replays, record, recorded_run
-
-__all__ = [
-    "ScriptedModel",
-    "assert_replays",
-    "load_app",
-    "record",
-    "recorded_run",
-    "run_episode",
-    "scripted_model_factory",
-]
-
-_REPLAY_NAMES = ("assert_replays", "record", "recorded_run")
-
-
-def __getattr__(name: str) -> Any:
-    """Record/replay helpers live in :mod:`agent_kit.replay_testing` (loaded on first use)."""
-    if name in _REPLAY_NAMES:
-        from agent_kit import replay_testing
-
-        return getattr(replay_testing, name)
-    raise AttributeError(f"module 'agent_kit.testing' has no attribute {name!r}")
+__all__ = ["ScriptedModel", "ScriptedPolicy", "load_app", "run_episode", "scripted_model_factory"]
 
 
 ScriptedPolicy = Callable[[PolicyRequest], Any]
@@ -233,23 +204,13 @@ def scripted_model_factory(
 
 
 def load_app(path: str | Path) -> RolloutApp:
-    """Import an entrypoint file by path and return its module variable ``app``."""
-    file = Path(path).resolve()
-    if not file.is_file():
-        raise UsageError(f"entrypoint not found: {file}")
-    name = f"_agent_kit_entry_{hashlib.sha1(str(file).encode()).hexdigest()[:12]}"  # noqa: S324
-    if name in sys.modules:
-        module = sys.modules[name]
-    else:
-        spec = importlib.util.spec_from_file_location(name, file)
-        if spec is None or spec.loader is None:
-            raise UsageError(f"cannot import {file}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    app = getattr(module, "app", None)
+    """Import an entrypoint file by path (:mod:`agent_kit.emulator.loader`) and return its
+    module variable ``app``; UsageError unless it is a :class:`RolloutApp`."""
+    app = load_entrypoint(path, name=module_name_for(Path(path).resolve(), "_agent_kit_entry"))
     if not isinstance(app, RolloutApp):
-        raise UsageError(f"{file} has no module variable `app` that is a RolloutApp")
+        raise UsageError(
+            f"{Path(path).resolve()} has no module variable `app` that is a RolloutApp"
+        )
     return app
 
 

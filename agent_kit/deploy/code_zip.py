@@ -3,7 +3,8 @@
 :func:`build_zip` resolves the requirements for Linux ARM64 / CPython 3.11 with ``uv pip
 install --target`` (trying the platform tags the AgentCore starter toolkit tries), zips the
 wheels' files and the staged sources into ``dist/deployment.zip`` and enforces the size limits
-(:data:`MAX_ZIP_BYTES`, :data:`MAX_UNZIPPED_BYTES`). Used by :func:`agent_kit.package.package`
+(:data:`MAX_ZIP_BYTES`, :data:`MAX_UNZIPPED_BYTES`). Used by
+:func:`agent_kit.deploy.package.package`
 for ``--target zip``.
 """
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from agent_kit.deploy.package import RUNTIME_NAME_PATTERN, PackageResult
 from agent_kit.errors import DeployError, UsageError
-from agent_kit.package import RUNTIME_NAME_PATTERN, PackageResult
 
 __all__ = [
     "MANAGED_POLICY",

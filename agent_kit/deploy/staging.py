@@ -3,13 +3,15 @@
 What goes into the output directory besides the generated files:
 
 - the entrypoint's directory (code and data files, minus caches, virtualenvs, tests, secrets);
-- the runtime half of agent_kit, copied as source: :data:`RUNTIME_MODULES` plus every agent_kit
-  module they import, found by AST (:func:`runtime_closure`), so nothing is imported here;
+- the runtime half of agent_kit, copied as source: :func:`runtime_modules`, which is *defined*
+  by the layout — every module directly in the ``agent_kit/`` folder is runtime, every
+  subpackage is tooling. :func:`runtime_closure` follows the runtime roots' imports by AST
+  (nothing is imported here); a test holds it inside :func:`runtime_modules`;
 - the requirement lines: the runtime dependencies pinned to this environment
   (:func:`pinned_requirements`) merged with the entrypoint's own ``requirements.txt``.
 
 The output directory itself is prepared here too: it is emptied only if it is empty or holds
-the marker this module writes. Used by :func:`agent_kit.package.package`.
+the marker this module writes. Used by :func:`agent_kit.deploy.package.package`.
 """
 
 from __future__ import annotations
@@ -26,31 +28,35 @@ from typing import Final
 from agent_kit.errors import DeployError, UsageError
 
 __all__ = [
-    "RUNTIME_MODULES",
+    "PACKAGE_DIR",
     "RUNTIME_REQUIREMENTS",
+    "RUNTIME_ROOTS",
     "copy_agent_kit",
     "copy_sources",
     "merge_requirements",
     "pinned_requirements",
     "prepare_out",
     "runtime_closure",
+    "runtime_modules",
     "user_requirements",
 ]
 
-#: Runtime-half roots of agent_kit; the package holds these plus what they import
-#: (:func:`runtime_closure`).
-RUNTIME_MODULES: Final = (
-    "__init__",
-    "app",
-    "contract",
-    "environment",
-    "episode",
-    "errors",
-    "forwarder",
-    "policy",
-    "reward",
-    "runtime_client",
-)
+#: Where agent_kit's modules live (the package folder this module is installed in).
+PACKAGE_DIR: Final = Path(__file__).resolve().parents[1]
+#: The modules a deployed entrypoint starts from (the rest of the runtime half is what they use).
+RUNTIME_ROOTS: Final = ("__init__", "app", "forwarder")
+
+
+def runtime_modules(pkg_dir: Path | None = None) -> list[str]:
+    """The runtime half: every module directly in the agent_kit folder (never a subpackage).
+
+    This is the one definition of the boundary: packaging ships exactly these, and the import
+    closure of a deployed entrypoint must stay inside them.
+    """
+    root = pkg_dir or PACKAGE_DIR
+    return sorted(path.stem for path in root.glob("*.py"))
+
+
 #: Distributions the runtime half needs, pinned to this environment's versions on packaging.
 RUNTIME_REQUIREMENTS: Final = (
     "bedrock-agentcore",
@@ -120,8 +126,9 @@ def copy_sources(src_dir: Path, out_dir: Path, exclude: Path) -> list[str]:
     return copied
 
 
-def _agent_kit_imports(path: Path) -> set[str]:
-    """Top-level agent_kit module names a source file imports (anywhere in the file)."""
+def _agent_kit_imports(path: Path, root: Path = PACKAGE_DIR) -> set[str]:
+    """agent_kit modules a source file imports (anywhere in the file), relative to the package:
+    ``from agent_kit.emulator import core`` gives ``emulator`` and ``emulator.core``."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -132,51 +139,47 @@ def _agent_kit_imports(path: Path) -> set[str]:
             continue
         for name in names:
             parts = name.split(".")
-            if parts[0] == "agent_kit" and len(parts) > 1:
-                found.add(parts[1])
+            if parts[0] != "agent_kit" or len(parts) < 2:
+                continue
+            for end in range(2, len(parts) + 1):
+                rel = ".".join(parts[1:end])
+                candidate = root / Path(*parts[1:end])
+                if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
+                    found.add(rel)
     return found
 
 
 def runtime_closure(pkg_dir: Path | None = None) -> list[str]:
-    """The agent_kit modules a deployed agent needs: :data:`RUNTIME_MODULES` plus every
-    agent_kit module they import, transitively (found by AST, so nothing is imported here)."""
-    root = pkg_dir or Path(__file__).resolve().parent
-    todo = [m for m in RUNTIME_MODULES if (root / f"{m}.py").is_file()]
+    """Every agent_kit module the :data:`RUNTIME_ROOTS` import, transitively, as dotted names
+    relative to the package (``"app"``, ``"emulator.core"``); found by AST, nothing imported."""
+    root = pkg_dir or PACKAGE_DIR
+    todo = list(RUNTIME_ROOTS)
     seen: set[str] = set()
     while todo:
         module = todo.pop()
         if module in seen:
             continue
         seen.add(module)
-        path = root / f"{module}.py"
+        rel = Path(*module.split("."))
+        path = root / rel.with_suffix(".py")
         if not path.is_file():
-            path = root / module / "__init__.py"
+            path = root / rel / "__init__.py"
             if not path.is_file():
                 continue
-        todo.extend(_agent_kit_imports(path) - seen)
+        todo.extend(_agent_kit_imports(path, root) - seen)
     return sorted(seen)
 
 
 def copy_agent_kit(out_dir: Path) -> list[str]:
-    """Copy the runtime half of agent_kit (:func:`runtime_closure`) as source into
+    """Copy the runtime half of agent_kit (:func:`runtime_modules`) as source into
     ``out_dir/agent_kit``; return the copied paths relative to ``out_dir``."""
-    pkg_dir = Path(__file__).resolve().parent
     dest = out_dir / "agent_kit"
     dest.mkdir(parents=True, exist_ok=True)
     copied = []
-    for module in runtime_closure(pkg_dir):
-        src = pkg_dir / f"{module}.py"
-        if src.is_file():
-            shutil.copy2(src, dest / src.name)
-            copied.append(f"agent_kit/{src.name}")
-            continue
-        for path in sorted((pkg_dir / module).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                rel = path.relative_to(pkg_dir)
-                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, dest / rel)
-                copied.append(f"agent_kit/{rel.as_posix()}")
-    typed = pkg_dir / "py.typed"
+    for module in runtime_modules():
+        shutil.copy2(PACKAGE_DIR / f"{module}.py", dest / f"{module}.py")
+        copied.append(f"agent_kit/{module}.py")
+    typed = PACKAGE_DIR / "py.typed"
     if typed.is_file():
         shutil.copy2(typed, dest / "py.typed")
         copied.append("agent_kit/py.typed")

@@ -8,8 +8,8 @@ Two stages, both raising :class:`~agent_kit.errors.DeployError` or
 - :func:`check_import`: after staging, the staged entrypoint is imported in a fresh interpreter
   to prove the sources and the copied runtime half of agent_kit are complete.
 
-Used by :func:`agent_kit.package.package`; :data:`RUNTIME_NAME_PATTERN` is also used by
-:mod:`agent_kit.deploy`.
+Used by :func:`agent_kit.deploy.package.package`; :data:`RUNTIME_NAME_PATTERN` is also used by
+:mod:`agent_kit.deploy.agentcore`.
 """
 
 from __future__ import annotations

@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from agent_kit.emulator.policies import PolicyResult, Usage, chunks_to_completion
+from agent_kit.emulator.policies.base import PolicyResult, Usage, chunks_to_completion
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
 from agent_kit.errors import (
@@ -51,7 +52,7 @@ from agent_kit.errors import (
     ValidationError,
 )
 
-__all__ = ["OpenAIProxyBackend", "upstream_error"]
+__all__ = ["OpenAIProxyBackend", "from_spec", "upstream_error"]
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -272,3 +273,8 @@ class OpenAIProxyBackend:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> OpenAIProxyBackend:
+    """The ``openai:URL[#MODEL]`` scheme."""
+    return OpenAIProxyBackend.from_spec(rest)

@@ -21,7 +21,8 @@ Pieces, in the order data flows:
   link to the originals through ``replay_of``) and compares each episode: identical, diverged at
   turn k, reward changed (old → new, per component) or error → :class:`ReplayReport`.
 - :func:`replay_in_process`: the same comparison without HTTP or processes (the entrypoint's
-  ``RolloutApp`` driven by :class:`~agent_kit.testing.ScriptedModel`); faster, checks messages
+  ``RolloutApp`` driven by :class:`~agent_kit.harness.inprocess.ScriptedModel`); faster, checks
+  messages
   and tools only (sampling parameters and transport fields never reach it).
 """
 
@@ -36,13 +37,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.cassette import RecordedEpisode, Recording, load_recording
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.store import INVOCATION_EVENT
 from agent_kit.errors import UsageError
-from agent_kit.replay_policy import (
+from agent_kit.replay.cassette import RecordedEpisode, Recording, load_recording
+from agent_kit.replay.policy import (
     DEFAULT_IGNORED_FIELDS,
     Divergence,
     Normalization,
@@ -53,7 +55,7 @@ from agent_kit.replay_policy import (
     reply_from_completion,
     request_diff,
 )
-from agent_kit.replay_report import (
+from agent_kit.replay.verdicts import (
     REPORT_FORMAT,
     EpisodeReport,
     ReplayReport,
@@ -61,7 +63,6 @@ from agent_kit.replay_report import (
     describe,
     judge,
 )
-from agent_kit.store import INVOCATION_EVENT
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -100,7 +101,7 @@ def _run_name(prefix: str, recording: Recording) -> str:
 
 
 def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
-    from agent_kit.store import RUN_FILE
+    from agent_kit.emulator.store import RUN_FILE
 
     candidate, n = name, 1
     while (parent / candidate / RUN_FILE).exists():
@@ -197,7 +198,7 @@ async def replay_run(
     from agent_kit.emulator.driver import session_id_for
     from agent_kit.emulator.invokers import agent_env, make_invoker
     from agent_kit.emulator.server import create_app
-    from agent_kit.store import RunStore
+    from agent_kit.emulator.store import RunStore
 
     started = time.monotonic()
     if (fork_at is None) != (policy is None):
@@ -425,14 +426,15 @@ def replay_in_process(
     """Replay episodes through the entrypoint's ``RolloutApp`` in this process and compare them.
 
     No emulator, HTTP or subprocess: the app's episode runner plays each episode in one event
-    loop (``concurrency`` at a time) with a :class:`~agent_kit.testing.ScriptedModel` serving
+    loop (``concurrency`` at a time) with a :class:`~agent_kit.harness.inprocess.ScriptedModel`
+    serving
     the recording. Only ``messages`` and ``tools`` of each request are compared
     (sampling parameters never reach an in-process model); rewards are compared bit for bit
     with the recorded ones (and per component when the recording has a breakdown). Works for
     entrypoints whose ``app`` is a :class:`~agent_kit.app.RolloutApp`. Not usable from inside
     a running event loop.
     """
-    from agent_kit.testing import load_app
+    from agent_kit.harness.inprocess import load_app
 
     started = time.monotonic()
     recording = _recording(source, trajectories, limit)
@@ -460,8 +462,8 @@ async def _play_in_process(
 ) -> list[EpisodeReport]:
     """Play every episode through the app's episode runner in one event loop."""
     from agent_kit.contract import parse_payload
+    from agent_kit.harness.inprocess import scripted_model_factory
     from agent_kit.runner import run_episode
-    from agent_kit.testing import scripted_model_factory
 
     sem = asyncio.Semaphore(concurrency)
 

@@ -1,7 +1,8 @@
 """Group advantages, the MTRL metric names, pass@k and token accounting, as pure functions.
 
 Everything here works on plain data (:class:`RolloutRecord` lists, reward lists, token counts)
-so it is testable without a store; :mod:`agent_kit.summary` reads a run store into these records
+so it is testable without a store; :mod:`agent_kit.reporting.summary` reads a run store into these
+records
 and assembles ``summary.json``. Definitions (also in ``docs/metrics.md``):
 
 - **Slot**: one (step, prompt_index, sample_index) rollout of the job; a retried rollout is a new

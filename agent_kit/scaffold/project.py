@@ -86,7 +86,7 @@ def template_roots() -> list[Path]:
     ``agent_kit/_templates`` is where the wheel carries the repository's ``templates/``; in an
     editable or source install, that directory is ``templates/`` beside the package.
     """
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]
     candidates = [package_dir / "_templates", package_dir.parent / "templates"]
     return [path for path in candidates if path.is_dir()]
 

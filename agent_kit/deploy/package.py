@@ -17,12 +17,14 @@ or :class:`UsageError` with a readable message. ``agentcore deploy`` works on th
 directory unchanged (it reads ``.bedrock_agentcore.yaml``; ``dist/`` is in its ignore list).
 
 Why agent_kit is copied as source: it is not on PyPI, so a requirements line cannot fetch it.
-Only the runtime-half modules are copied (:data:`RUNTIME_MODULES`): a deployed agent carries
+Only the runtime-half modules are copied (:func:`~agent_kit.deploy.staging.runtime_modules`): a
+deployed agent carries
 no emulator, store or CLI code, and the subprocess import check proves the copy is complete.
 
 This module holds the targets and the generated files; the stages live beside it:
-:mod:`agent_kit.preflight` (static checks, import check), :mod:`agent_kit.staging` (sources,
-runtime half of agent_kit, requirements, output directory) and :mod:`agent_kit.code_zip`
+:mod:`agent_kit.deploy.preflight` (static checks, import check), :mod:`agent_kit.deploy.staging`
+(sources,
+runtime half of agent_kit, requirements, output directory) and :mod:`agent_kit.deploy.code_zip`
 (Linux ARM64 wheels and ``deployment.zip``). Their public names are re-exported here.
 """
 
@@ -35,32 +37,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agent_kit.code_zip import MAX_UNZIPPED_BYTES, MAX_ZIP_BYTES, PYTHON_VERSION, build_zip
-from agent_kit.errors import UsageError
-from agent_kit.preflight import (
+from agent_kit.deploy.code_zip import MAX_UNZIPPED_BYTES, MAX_ZIP_BYTES, PYTHON_VERSION, build_zip
+from agent_kit.deploy.preflight import (
     RUNTIME_NAME_PATTERN,
     check_import,
     default_name,
     preflight,
 )
-from agent_kit.staging import (
-    RUNTIME_MODULES,
+from agent_kit.deploy.staging import (
     RUNTIME_REQUIREMENTS,
+    RUNTIME_ROOTS,
     copy_agent_kit,
     copy_sources,
     merge_requirements,
     pinned_requirements,
     prepare_out,
     runtime_closure,
+    runtime_modules,
     user_requirements,
 )
+from agent_kit.errors import UsageError
 
 __all__ = [
     "MAX_UNZIPPED_BYTES",
     "MAX_ZIP_BYTES",
-    "RUNTIME_MODULES",
     "RUNTIME_NAME_PATTERN",
     "RUNTIME_REQUIREMENTS",
+    "RUNTIME_ROOTS",
     "PackageResult",
     "Target",
     "agentcore_config",
@@ -71,6 +74,7 @@ __all__ = [
     "pinned_requirements",
     "preflight",
     "runtime_closure",
+    "runtime_modules",
 ]
 
 Target = Literal["zip", "container", "lambda-forwarder"]
@@ -233,7 +237,7 @@ def _write_yaml(path: Path, document: dict[str, Any]) -> None:
 
 
 def _lambda_source() -> str:
-    return (Path(__file__).resolve().parent / "templates_lambda" / "lambda_function.py").read_text(
+    return (Path(__file__).resolve().parent / "lambda_template" / "lambda_function.py").read_text(
         encoding="utf-8"
     )
 

@@ -1,0 +1,141 @@
+"""Public test kit: test your own agent the way agent_kit's suite tests it.
+
+In-process, no sockets — play one episode with a scripted policy::
+
+    from agent_kit.testing import run_episode
+    result = run_episode("agent.py", {"target": 3}, policy=MyPolicy())
+    assert result["reward"] == 1.0
+
+Against the real emulator on loopback — any agent (a ``RolloutApp``, a plain
+``BedrockAgentCoreApp``, one written with ``sagemaker.train.rft``) can be pointed at it::
+
+    from agent_kit.testing import run_emulator
+    with run_emulator("scripted:policies.py:Solver") as emu:
+        payload = emu.mint('{"answer": "crane"}')     # a rollout payload naming emu.url
+        ...                                           # POST it to your agent, then:
+        assert emu.store.trajectory(payload["metadata"]["rolloutId"]).state == "REWARDED"
+
+Recorded runs become regression tests with :func:`record` / :func:`recorded_run` and
+:func:`assert_replays` (see :mod:`agent_kit.replay.helpers`). :func:`reset_shared_state` clears
+the process-wide AWS session and token provider between tests (credentials a test sets in the
+environment then never leak into the next).
+
+The pytest plugin (:mod:`agent_kit.testing.pytest_plugin`) offers these as fixtures.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_kit.harness.inprocess import (
+    ScriptedModel,
+    ScriptedPolicy,
+    load_app,
+    run_episode,
+    scripted_model_factory,
+)
+
+if TYPE_CHECKING:
+    from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.store import RunStore
+    from agent_kit.replay.helpers import assert_replays, record, recorded_run
+
+__all__ = [
+    "LocalEmulator",
+    "ScriptedModel",
+    "ScriptedPolicy",
+    "assert_replays",
+    "load_app",
+    "record",
+    "recorded_run",
+    "reset_shared_state",
+    "run_emulator",
+    "run_episode",
+    "scripted_model_factory",
+]
+
+_REPLAY_NAMES = ("assert_replays", "record", "recorded_run")
+
+
+def __getattr__(name: str) -> Any:
+    """Record/replay helpers live in :mod:`agent_kit.replay.helpers` (loaded on first use)."""
+    if name in _REPLAY_NAMES:
+        from agent_kit.replay import helpers
+
+        return getattr(helpers, name)
+    raise AttributeError(f"module 'agent_kit.testing' has no attribute {name!r}")
+
+
+def reset_shared_state() -> None:
+    """Forget the process-wide botocore session, its cached clients and the default token
+    provider, so the next policy call or report starts from the environment as it is now."""
+    from agent_kit import policy, runtime_client
+
+    runtime_client.reset_shared_session()
+    policy.reset_default_token_provider()
+
+
+@dataclass
+class LocalEmulator:
+    """An emulator served on loopback by :func:`run_emulator`.
+
+    ``url`` is the Job Runtime endpoint agents are given, ``emulator`` the service object,
+    ``store`` its run store (every trajectory, turn and reward), ``job_arn`` the job's ARN.
+    """
+
+    url: str
+    emulator: Emulator
+    store: RunStore
+    job_arn: str
+
+    def mint(self, prompt: str = '{"prompt": "hi"}') -> dict[str, Any]:
+        """Open a trajectory of the job; return the rollout payload (metadata names ``url``)."""
+        trajectory = self.emulator.open_trajectory(self.job_arn, prompt)
+        payload: dict[str, Any] = self.emulator.rollout_payload(trajectory, self.url)
+        return payload
+
+
+@contextmanager
+def run_emulator(
+    policy: Any = "random",
+    *,
+    run_dir: str | Path | None = None,
+    job_name: str = "test-job",
+    seed: int = 0,
+    **emulator_options: Any,
+) -> Iterator[LocalEmulator]:
+    """Run the emulator (Job Runtime API + OpenAI-compatible policy route) on 127.0.0.1.
+
+    ``policy`` is a spec (``"random"``, ``"scripted:policies.py:Solver"``, …) or a backend
+    object; the store lives in ``run_dir`` (a temporary folder, removed afterwards, if None).
+    ``emulator_options`` go to :class:`~agent_kit.emulator.core.Emulator`. Everything is
+    closed when the block exits.
+    """
+    from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.policies import load_policy
+    from agent_kit.emulator.server import create_app
+    from agent_kit.emulator.serving import serve_in_thread
+    from agent_kit.emulator.store import RunStore
+
+    with ExitStack() as stack:
+        if run_dir is None:
+            run_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-kit-"))
+        backend = load_policy(policy, seed=seed) if isinstance(policy, str) else policy
+        store = RunStore.open(run_dir)
+        stack.callback(store.close)
+        emulator = Emulator(store, backend, seed=seed, **emulator_options)
+        job = emulator.create_job(job_name, {"purpose": "agent_kit.testing.run_emulator"})
+        url = stack.enter_context(serve_in_thread(create_app(emulator)))
+        try:
+            yield LocalEmulator(url, emulator, store, job.arn)
+        finally:
+            aclose = getattr(backend, "aclose", None)
+            if aclose is not None:
+                import asyncio
+
+                asyncio.run(aclose())
