@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test test-fast lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,10 +30,15 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The in-process suite (no sockets, no processes: a guard in tests/conftest.py enforces it).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+
 bench: $(STAMP)
 	$(BIN)/python bench/emulator_overhead.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/replay_speed.py
+	$(BIN)/python bench/results.py --readme
 
 clean:
 	rm -rf $(VENV) build runs .mypy_cache .ruff_cache

@@ -196,7 +196,8 @@ class RolloutApp(BedrockAgentCoreApp):
 
     async def _report(self, payload: RolloutPayload, outcome: EpisodeOutcome) -> None:
         meta = payload.metadata
-        assert meta is not None
+        if meta is None:  # a plain invocation reports nothing (docs/contract.md §2)
+            return
         reporter = RolloutReporter(
             meta.job_arn,
             meta.rollout_id,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import results  # bench/results.py, beside this script: the one results file
 
 TOKEN = (
     "sagemaker-api-key-"
@@ -321,6 +322,21 @@ def main() -> None:
             f"{p50:>9.2f}{p95:>9.2f}{p50 - r50:>+9.2f}{p95 - r95:>+9.2f}"
         )
     print("budget: ratio >= 0.80 and +p50 <= 1.00 ms")
+    rows = []
+    for name, label in (("emulator stream", "streaming"), ("emulator non-stream", "non-streaming")):
+        added = pct(lat[name], 0.50) - r50
+        rows.append(
+            {
+                "benchmark (script)": f"emulator turn overhead, {label} "
+                "(`bench/emulator_overhead.py`)",
+                "agent_kit": f"{rates[name]:.0f} turns/s, {added:+.2f} ms p50",
+                "reference, same run": f"minimal Starlette canned-SSE endpoint: "
+                f"{rates[ref_name]:.0f} turns/s",
+                "ratio": f"{rates[name] / rates[ref_name]:.2f}×",
+                "budget": "≥ 0.8×, ≤ 1 ms p50 added",
+            }
+        )
+    results.record("emulator_overhead", rows)
 
 
 if __name__ == "__main__":

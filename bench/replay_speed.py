@@ -33,6 +33,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import results as bench_results  # bench/results.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -109,8 +111,10 @@ def main() -> None:
             f"replay, in-process path, {args.workers} processes (cold): "
             f"{n / pool_s:7.1f} episodes/s ({identical}/{n} identical)"
         )
+        single: dict[str, float] = {}
         for label in ("cold", "warm"):
             report = replay_in_process(recording)
+            single[label] = report.episodes_per_s
             print(
                 f"replay, in-process path, 1 process ({label}):  {report.episodes_per_s:7.1f} "
                 f"episodes/s ({report.counts['identical']}/{n} identical)"
@@ -118,6 +122,28 @@ def main() -> None:
         print(
             f"ratios to recording: subprocess {steady / record_rate:.1f}×, "
             f"in-process ×{args.workers} {n / pool_s / record_rate:.1f}×"
+        )
+        bench_results.record(
+            "replay_speed",
+            [
+                {
+                    "benchmark (script)": "replay, in-process, 1 process, cold "
+                    f"(`bench/replay_speed.py`, {n} Wordle episodes)",
+                    "agent_kit": f"{single['cold']:.1f} episodes/s ({args.workers} processes: "
+                    f"{n / pool_s:.1f}), {identical}/{n} identical",
+                    "reference, same run": f"recording the same run: {record_rate:.1f} rollouts/s",
+                    "ratio": f"{single['cold'] / record_rate:.1f}×",
+                    "budget": "≥ 100 episodes/s, 100% identical",
+                },
+                {
+                    "benchmark (script)": f"replay through the agent processes ({args.workers} "
+                    "workers), steady",
+                    "agent_kit": f"{steady:.1f} episodes/s",
+                    "reference, same run": "same",
+                    "ratio": f"{steady / record_rate:.1f}×",
+                    "budget": "—",
+                },
+            ],
         )
 
 

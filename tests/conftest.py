@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,3 +167,88 @@ def _fresh_shared_aws_state() -> Iterator[None]:
     clear()
     yield
     clear()
+
+
+# -- the e2e marker, kept honest ------------------------------------------------------------------
+
+#: Modules whose tests use real sockets or processes throughout.
+E2E_MODULES = frozenset(
+    {
+        "test_app_e2e",
+        "test_cli_main",
+        "test_cli_run",
+        "test_deploy",
+        "test_driver",
+        "test_emulator_boto3",
+        "test_emulator_fuzz",
+        "test_emulator_sdk",
+        "test_forwarder",
+        "test_invokers",
+        "test_jobs",
+        "test_layout",
+        "test_package",
+        "test_policy",
+        "test_public_api",
+        "test_replay",
+        "test_reproducibility",
+        "test_runtime_client",
+        "test_scaffold",
+        "test_testing_kit",
+        "test_tunnel",
+        "test_wordle_e2e",
+    }
+)
+#: Single tests (node-id prefixes) with real sockets or processes in otherwise in-process modules.
+E2E_TESTS = (
+    "tests/test_emulator_server.py::test_cli_serves_until_terminated",
+    "tests/test_policies.py::test_openai_proxy_",
+    "tests/test_store.py::test_kill_minus_nine_keeps_committed_turns_and_other_process_reads",
+    "tests/test_store.py::test_other_process_reads_while_writer_is_open",
+)
+#: Fixtures that serve something on a real loopback socket.
+SOCKET_FIXTURES = frozenset({"running_emulator", "http_client"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark e2e every test of an E2E module, every named test, every test using a socket
+    fixture; the guard below fails any other test that opens a socket or a process."""
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        fixtures = set(getattr(item, "fixturenames", ()))
+        named = item.nodeid.startswith(E2E_TESTS)
+        if module in E2E_MODULES or fixtures & SOCKET_FIXTURES or named:
+            item.add_marker(pytest.mark.e2e)
+
+
+class _RealIOInFastTest(AssertionError):
+    """A test not marked e2e opened a network socket or started a process."""
+
+
+@pytest.fixture(autouse=True)
+def _in_process_unless_e2e(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Tests not marked e2e may not bind/connect inet sockets or start processes (so
+    ``pytest -m "not e2e"`` really is the in-process suite)."""
+    if request.node.get_closest_marker("e2e") is not None:
+        yield
+        return
+    import subprocess
+
+    real_bind, real_connect = socket.socket.bind, socket.socket.connect
+
+    def guard(real: Any) -> Any:
+        def call(sock: socket.socket, address: Any) -> Any:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                raise _RealIOInFastTest(f"{request.node.nodeid}: inet socket {address}")
+            return real(sock, address)
+
+        return call
+
+    def no_process(*args: Any, **kwargs: Any) -> Any:
+        raise _RealIOInFastTest(f"{request.node.nodeid}: started a process {args[:1]}")
+
+    monkeypatch.setattr(socket.socket, "bind", guard(real_bind))
+    monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    yield

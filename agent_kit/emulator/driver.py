@@ -128,7 +128,8 @@ def _plan(
     store: RunStore, job_arn: str, job_name: str, config: JobConfig, n_prompts: int
 ) -> tuple[list[tuple[tuple[int, int, int], list[TrajectoryRow]]], int, dict[str, int]]:
     """Slots still to play (with their earlier attempts), the total, and what was already done."""
-    assert config.batch_size is not None
+    if config.batch_size is None:
+        raise UsageError("the job config was not validated against its dataset (no batch size)")
     existing: dict[tuple[int, int, int], list[TrajectoryRow]] = {}
     for row in store.list_trajectories(job_arn=job_arn):
         existing.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row)
@@ -604,8 +605,7 @@ async def invoke_once(
                 await invoker.aclose()
         finally:
             await server.stop()
-            with contextlib.suppress(Exception):
-                await backend.aclose()
+            await _close_policy(backend, "invoke")
         last = job.last
         tid = last.trajectory_id if last else trajectory_id_for("invoke", 0, 0, 0, 0)
         row = store.get_trajectory(tid)

@@ -439,9 +439,9 @@ class RolloutLoop:
         while self.stop_reason is None:
             if retries_used > self.config.max_retries:
                 reason = f"Rollout failed after {retries_used} attempts: {last_reason}"
-                assert retry_of is not None
-                self._job_failure(reason, retry_of, slot)
-                self._slot_done(slot, retry_of, "failed", reason)
+                failed_id = retry_of or trajectory_id_for(self.job_name, *slot, 0)
+                self._job_failure(reason, failed_id, slot)
+                self._slot_done(slot, failed_id, "failed", reason)
                 return
             async with self.sem:
                 if self.stop_reason is not None:
@@ -455,9 +455,9 @@ class RolloutLoop:
                 self._slot_done(slot, outcome.trajectory_id, "rewarded", None)
                 return
             if outcome.kind == "job_failure":
-                assert outcome.reason is not None
-                self._job_failure(outcome.reason, outcome.trajectory_id, slot)
-                self._slot_done(slot, outcome.trajectory_id, "failed", outcome.reason)
+                reason = outcome.reason or "job failure (no reason given)"
+                self._job_failure(reason, outcome.trajectory_id, slot)
+                self._slot_done(slot, outcome.trajectory_id, "failed", reason)
                 return
             retries_used += 1
             attempt += 1

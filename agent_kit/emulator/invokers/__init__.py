@@ -46,7 +46,11 @@ from agent_kit.emulator.invokers.base import (
     agent_env,
     parse_response_body,
 )
-from agent_kit.emulator.invokers.local import HttpInvoker, SubprocessInvoker
+from agent_kit.emulator.invokers.local import (
+    HttpInvoker,
+    SubprocessInvoker,
+    max_log_bytes_from_env,
+)
 from agent_kit.errors import UsageError
 
 __all__ = [
@@ -111,6 +115,7 @@ def make_invoker(
             concurrency=concurrency,
             startup_timeout=startup_timeout,
             on_event=on_event,
+            max_log_bytes=max_log_bytes_from_env(),
         )
     raise UsageError(
         f"don't know how to invoke {target!r}: give an entrypoint file (.py), an http:// URL, "

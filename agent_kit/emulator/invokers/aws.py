@@ -7,8 +7,8 @@ Both are exercised offline against local fake endpoints (``endpoint_url`` or
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from agent_kit.emulator.invokers.base import InvokeResult, error_text, parse_response_body
 from agent_kit.errors import InvokerError, UsageError
+
+logger = logging.getLogger("agent_kit.emulator.invokers")
 
 __all__ = [
     "AGENTCORE_ARN_PATTERN",
@@ -218,11 +220,15 @@ class AgentCoreInvoker(_BotoInvoker):
             return _client_error(exc)
         finally:
             if self.stop_sessions:
-                with contextlib.suppress(Exception):
+                try:
                     self._client.stop_runtime_session(
                         agentRuntimeArn=self.arn,
                         qualifier=self.qualifier,
                         runtimeSessionId=session_id,
+                    )
+                except Exception as exc:  # noqa: BLE001 - the rollout's outcome stands
+                    logger.debug(
+                        "StopRuntimeSession %s failed: %s: %s", session_id, type(exc).__name__, exc
                     )
         if 200 <= status < 300:
             return InvokeResult("ok", body=body, http_status=status)

@@ -17,9 +17,79 @@ import httpx
 from agent_kit.emulator.invokers.base import EventHook, InvokeResult, http_client, post_invocation
 from agent_kit.errors import InvokerError, UsageError
 
-__all__ = ["HttpInvoker", "SubprocessInvoker"]
+__all__ = [
+    "DEFAULT_MAX_LOG_BYTES",
+    "MAX_LOG_ENV",
+    "CappedLog",
+    "HttpInvoker",
+    "SubprocessInvoker",
+    "max_log_bytes_from_env",
+]
 
 _TAIL_BYTES: Final = 2000
+#: Default cap of one agent worker's log file over the whole run (all its restarts).
+DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
+#: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
+MAX_LOG_ENV: Final = "AGENT_KIT_MAX_LOG_BYTES"
+_CHUNK: Final = 1 << 16
+
+
+def max_log_bytes_from_env() -> int | None:
+    """The log cap from ``$AGENT_KIT_MAX_LOG_BYTES`` (None = no cap); UsageError if malformed."""
+    raw = os.environ.get(MAX_LOG_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_LOG_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{MAX_LOG_ENV} must be a number of bytes, not {raw!r}") from None
+    if value < 0:
+        raise UsageError(f"{MAX_LOG_ENV} must be ≥ 0, got {value}")
+    return value or None
+
+
+class CappedLog:
+    """An agent worker's log file that stops growing at ``cap`` bytes.
+
+    The child writes into a pipe; :meth:`pump` copies it into the file until the cap, writes one
+    marker line where the output was cut, and keeps draining (so the child never blocks on a
+    full pipe) while counting what it dropped; :meth:`close` notes that count. ``cap=None``
+    keeps everything.
+    """
+
+    def __init__(self, path: Path, cap: int | None) -> None:
+        self.path = path
+        self.cap = cap
+        self.written = path.stat().st_size if path.exists() else 0
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        """Append ``data`` within the cap (the first write past it adds the cut marker)."""
+        if self.cap is not None and self.written + len(data) > self.cap:
+            room = max(0, self.cap - self.written)
+            kept, lost = data[:room], data[room:]
+            if self.dropped == 0 and lost:
+                kept += (
+                    f"\n--- agent-kit: log cut here at {self.cap} bytes ({MAX_LOG_ENV}); "
+                    "further output of this worker is dropped ---\n"
+                ).encode()
+            self.dropped += len(lost)
+            data = kept
+        if data:
+            with self.path.open("ab") as fh:
+                fh.write(data)
+            self.written += len(data)
+
+    async def pump(self, stream: asyncio.StreamReader) -> None:
+        """Copy ``stream`` into the file until EOF."""
+        while chunk := await stream.read(_CHUNK):
+            self.write(chunk)
+
+    def note_dropped(self) -> None:
+        """Record how much was dropped since the cut (called when a process ends)."""
+        if self.dropped:
+            with self.path.open("ab") as fh:
+                fh.write(f"--- agent-kit: {self.dropped} bytes dropped so far ---\n".encode())
 
 
 # -- an agent already running ----------------------------------------------------------------
@@ -84,6 +154,8 @@ class _Worker:
         self.port = int(self.sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = owner.log_dir / f"agent-{index}.log"
+        self.log = CappedLog(self.log_path, owner.max_log_bytes)
+        self.pump: asyncio.Task[None] | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.inflight = 0
         self.ready = asyncio.Event()
@@ -105,38 +177,51 @@ class _Worker:
         self.ready.clear()
         self.starts += 1
         owner = self.owner
-        with self.log_path.open("ab") as log:
-            log.write(f"--- agent-kit: start #{self.starts} of worker {self.index} ---\n".encode())
-            log.flush()
-            self.proc = await asyncio.create_subprocess_exec(
-                owner.python,
-                "-m",
-                "agent_kit.emulator._serve",
-                str(owner.entrypoint),
-                "--fd",
-                str(self.sock.fileno()),
-                "--parent-pid",
-                str(os.getpid()),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env={**owner.env, "AGENT_KIT_PORT": str(self.port)},
-                cwd=str(owner.entrypoint.parent),
-                pass_fds=(self.sock.fileno(),),
-                start_new_session=True,
-            )
+        await self._end_pump()
+        self.log.write(f"--- agent-kit: start #{self.starts} of worker {self.index} ---\n".encode())
+        self.proc = await asyncio.create_subprocess_exec(
+            owner.python,
+            "-m",
+            "agent_kit.emulator._serve",
+            str(owner.entrypoint),
+            "--fd",
+            str(self.sock.fileno()),
+            "--parent-pid",
+            str(os.getpid()),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**owner.env, "AGENT_KIT_PORT": str(self.port)},
+            cwd=str(owner.entrypoint.parent),
+            pass_fds=(self.sock.fileno(),),
+            start_new_session=True,
+        )
+        if self.proc.stdout is not None:
+            self.pump = asyncio.create_task(self.log.pump(self.proc.stdout))
         owner.emit(
             "agent_start", {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
         await self._wait_ping()
 
+    async def _end_pump(self) -> None:
+        """Wait for the log pump of the previous process to drain (it ends at EOF)."""
+        if self.pump is not None:
+            try:
+                await asyncio.wait_for(self.pump, 5.0)
+            except (asyncio.TimeoutError, OSError) as exc:
+                self.log.write(f"--- agent-kit: log pump ended: {exc!r} ---\n".encode())
+            self.pump = None
+            self.log.note_dropped()
+
     async def _wait_ping(self) -> None:
-        assert self.proc is not None
+        if self.proc is None:
+            raise InvokerError("the agent process was not started")
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
         async with httpx.AsyncClient(trust_env=False) as http:
             while True:
                 if self.proc.returncode is not None:
+                    await self._end_pump()  # the child's last words are in the log first
                     raise InvokerError(
                         f"agent {owner.entrypoint} exited with code {self.proc.returncode} "
                         f"before answering /ping; log tail:\n{self.tail()}"
@@ -159,10 +244,10 @@ class _Worker:
         """Restart the process whenever it exits while the invoker is open."""
         owner = self.owner
         failures = 0
-        while not owner.closing:
-            assert self.proc is not None
+        while not owner.closing and self.proc is not None:
             code = await self.proc.wait()
             self.ready.clear()
+            await self._end_pump()
             if owner.closing:
                 return
             owner.restarts += 1
@@ -199,6 +284,7 @@ class _Worker:
             self.watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.watch
+        await self._end_pump()
         self.sock.close()
 
 
@@ -207,7 +293,9 @@ class SubprocessInvoker:
 
     Each worker listens on its own loopback socket, created here and inherited by the child,
     so its port is fixed before the child starts and stays the same across restarts. The
-    child's stdout and stderr go to ``log_dir/agent-<i>.log``. A worker that exits is
+    child's stdout and stderr go to ``log_dir/agent-<i>.log``, capped at ``max_log_bytes`` per
+    worker for the whole run (:class:`CappedLog`; ``$AGENT_KIT_MAX_LOG_BYTES`` sets it for
+    ``agent-kit run``, default 50 MiB, 0 = no cap). A worker that exits is
     restarted at once (reported through ``on_event`` as ``agent_exit``/``agent_start``); the
     rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker.
     """
@@ -224,6 +312,7 @@ class SubprocessInvoker:
         max_restarts: int = 5,
         python: str = sys.executable,
         on_event: EventHook | None = None,
+        max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         path = Path(entrypoint).resolve()
         if not path.is_file():
@@ -239,6 +328,7 @@ class SubprocessInvoker:
         self.max_restarts = max_restarts
         self.python = python
         self.on_event = on_event
+        self.max_log_bytes = max_log_bytes
         self.closing = False
         self.restarts = 0
         self._concurrency = concurrency

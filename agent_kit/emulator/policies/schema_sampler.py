@@ -368,11 +368,8 @@ def _within(
 
 
 def _span(lo: float | None, hi: float | None, span: int = _UNBOUNDED_SPAN) -> tuple[float, float]:
-    if lo is None and hi is None:
-        return 0, span
     if lo is None:
-        assert hi is not None
-        return hi - span, hi
+        return (0, span) if hi is None else (hi - span, hi)
     if hi is None:
         return lo, lo + span
     return (lo, hi) if lo <= hi else (lo, lo)

@@ -1,0 +1,104 @@
+"""The one file benchmark figures live in: ``bench/results.md`` (the README copies its table).
+
+Each bench script calls :func:`record` with its rows; the rows are kept per script in
+``bench/results.json`` and the markdown table is rebuilt from all of them, with the date and
+machine class of each script's run. ``python bench/results.py --readme`` copies the table into
+README.md between the ``bench-results`` markers; ``make bench`` does both. A test checks that
+the README's table is the file's, so no figure in the README lacks a script behind it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "results.json"
+TABLE = HERE / "results.md"
+README = HERE.parent / "README.md"
+START, END = "<!-- bench-results:start -->", "<!-- bench-results:end -->"
+COLUMNS = ("benchmark (script)", "agent_kit", "reference, same run", "ratio", "budget")
+#: Order of the scripts in the table.
+ORDER = ("emulator_overhead", "rollout_throughput", "replay_speed", "whole_run")
+
+
+def machine() -> str:
+    """The machine class a figure was measured on (cores, arch, Python)."""
+    return f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}"
+
+
+def record(script: str, rows: list[dict[str, str]]) -> None:
+    """Replace ``script``'s rows (each a dict over :data:`COLUMNS`) and rebuild results.md."""
+    data: dict[str, Any] = json.loads(DATA.read_text()) if DATA.is_file() else {}
+    for row in rows:
+        missing = set(COLUMNS) - set(row)
+        if missing:
+            raise ValueError(f"bench row lacks {sorted(missing)}: {row}")
+    data[script] = {
+        "date": dt.date.today().isoformat(),
+        "machine": machine(),
+        "load_average": round(os.getloadavg()[0], 2),
+        "rows": rows,
+    }
+    DATA.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    TABLE.write_text(render(data))
+
+
+def table(data: dict[str, Any]) -> str:
+    """The markdown table of every recorded script (what the README copies)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---:|---:|---:|---|"]
+    keys = [k for k in ORDER if k in data] + sorted(k for k in data if k not in ORDER)
+    for key in keys:
+        for row in data[key]["rows"]:
+            lines.append("| " + " | ".join(row[c] for c in COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(data: dict[str, Any]) -> str:
+    """results.md: the table, then when and where each script measured its rows."""
+    runs = [
+        f"- `bench/{k}.py`: {v['date']}, {v['machine']}, load average {v['load_average']}"
+        for k, v in sorted(data.items())
+    ]
+    return (
+        "# Benchmark results\n\n"
+        "Written by the scripts in `bench/` (`make bench`); the README's table is a copy.\n\n"
+        + table(data)
+        + "\nMeasured:\n\n"
+        + "\n".join(runs)
+        + "\n"
+    )
+
+
+def readme_table(text: str) -> str:
+    """The table between the markers of a README text ('' if there are no markers)."""
+    if START not in text or END not in text:
+        return ""
+    return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def copy_to_readme() -> None:
+    """Put results.md's table into README.md between the markers."""
+    data = json.loads(DATA.read_text())
+    text = README.read_text()
+    if START not in text:
+        sys.exit(f"README.md has no {START} marker")
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    README.write_text(f"{head}{START}\n{table(data)}{END}{tail}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--readme", action="store_true", help="copy the table into README.md")
+    args = parser.parse_args()
+    if args.readme:
+        copy_to_readme()
+    else:
+        print(TABLE.read_text(), end="")
