@@ -23,7 +23,8 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── InvokerError                    exit 8   the agent could not be started or reached
     ├── JobFailed                       exit 9   the emulated job failed (service semantics)
     ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
-    └── DeployError                     exit 11  packaging or deployment refused or failed
+    ├── DeployError                     exit 11  packaging or deployment refused or failed
+    └── RunInUse                        exit 12  another live driver owns the run directory
 
 Nothing here imports anything outside the standard library.
 """
@@ -49,6 +50,7 @@ __all__ = [
     "ReplayMismatch",
     "ReportingError",
     "RewardError",
+    "RunInUse",
     "TemplateError",
     "ThrottlingError",
     "UsageError",
@@ -213,3 +215,9 @@ class DeployError(AgentKitError):
     """Packaging, deployment or job submission was refused or failed."""
 
     exit_code = 11
+
+
+class RunInUse(AgentKitError):
+    """Another live ``agent-kit run``/``--resume`` holds the run directory's lock."""
+
+    exit_code = 12

@@ -226,7 +226,7 @@ async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
     with RunStore.open(run_dir, readonly=True) as store:
         before = len(store.list_trajectories(states=["REWARDED"]))
         (job,) = store.list_jobs()
-        assert job.status == "stopped"
+        assert job.status == "interrupted"
     assert 3 <= before < 12
     result = await run_local(None, None, resume=run_dir)
     assert result.status == "completed"

@@ -74,6 +74,7 @@ from agent_kit.emulator.rollouts import (
     session_id_for,
     trajectory_id_for,
 )
+from agent_kit.emulator.runlock import RunLock
 from agent_kit.emulator.serving import EmbeddedServer
 from agent_kit.emulator.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.emulator.tunnel import (
@@ -247,6 +248,7 @@ class _OpenedRun:
     """A run directory ready to play: its store, settings and data (new or resumed)."""
 
     run_dir: Path
+    lock: RunLock
     store: RunStore
     config: JobConfig
     data: Dataset
@@ -267,16 +269,28 @@ def _open_new(
     job_name = config.name or default_job_name(entrypoint)
     config = replace(config, name=job_name)
     run_dir = out_dir / job_name
-    if (run_dir / RUN_FILE).exists():
-        raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
-    store = RunStore.open(run_dir)
-    return _OpenedRun(run_dir, store, config, data, job_name, entrypoint, dataset, None, None)
+    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    try:
+        if (run_dir / RUN_FILE).exists():
+            raise UsageError(
+                f"run directory {run_dir} already holds a run; use --resume or --name"
+            )
+        store = RunStore.open(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return _OpenedRun(run_dir, lock, store, config, data, job_name, entrypoint, dataset, None, None)
 
 
 def _open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> _OpenedRun:
     if not (run_dir / RUN_FILE).is_file():
         raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
-    store = RunStore.open(run_dir)
+    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    try:
+        store = RunStore.open(run_dir)
+    except BaseException:
+        lock.release()
+        raise
     try:
         jobs = store.list_jobs()
         if not jobs:
@@ -296,11 +310,13 @@ def _open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | No
             raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
     except BaseException:
         store.close()
+        lock.release()
         raise
     advertise = recorded.get("advertise_url")
     port = recorded.get("emulator_port")
     return _OpenedRun(
         run_dir,
+        lock,
         store,
         config.validated(len(data)),
         data,
@@ -393,7 +409,8 @@ async def run_job(
     from agent_kit.emulator.server import create_app
 
     async with contextlib.AsyncExitStack() as stack:
-        stack.callback(run.store.close)  # the very last thing to go
+        stack.callback(run.lock.release)  # the very last thing to go
+        stack.callback(run.store.close)
         policy = load_policy(run.config.policy, seed=run.config.seed, base_dir=Path.cwd())
         stack.push_async_callback(_close_policy, policy, run.job_name)
         emu = Emulator(run.store, policy, region=run.config.region, seed=run.config.seed)
@@ -434,10 +451,16 @@ async def run_job(
                 outcome=outcome,
             )
         except (asyncio.CancelledError, KeyboardInterrupt):
-            outcome.status, outcome.failure = "stopped", "interrupted"
+            outcome.status, outcome.failure = "interrupted", "interrupted"
             raise
         except AgentKitError as exc:
             outcome.status, outcome.failure = "failed", str(exc)
+            raise
+        except Exception as exc:
+            # A fault of agent_kit itself (a store conflict, a bug) is not the job's failure:
+            # the run stays resumable and the error surfaces as a tool error.
+            outcome.status, outcome.failure = "stopped", f"agent-kit error: {type(exc).__name__}"
+            run.store.add_event("driver_error", {"error": f"{type(exc).__name__}: {exc}"})
             raise
     loop = outcome.loop
     if loop is None or outcome.summary is None:  # _play returned, so both are set
