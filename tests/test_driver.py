@@ -23,7 +23,7 @@ from agent_kit.emulator.driver import (
     trajectory_id_for,
 )
 from agent_kit.emulator.store import RunStore
-from agent_kit.errors import JobFailed, UsageError
+from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.runs.local import run_local
 
 pytestmark = pytest.mark.e2e
@@ -306,3 +306,22 @@ async def test_several_agent_workers_share_a_job(tmp_path: Path) -> None:
         p.read_text(encoding="utf-8", errors="replace").count("Invocation completed") for p in logs
     ]
     assert all(n > 0 for n in served), served
+
+
+@pytest.mark.parametrize(
+    ("agent", "policy", "message"),
+    [
+        ("good_agent.py", "nope:x", "unknown policy spec"),
+        ("broken_import_agent.py", "random", "exited with code 2"),
+        ("no_app_agent.py", "random", "exited with code 2"),
+    ],
+)
+async def test_a_run_that_fails_before_it_starts_leaves_no_directory(
+    tmp_path: Path, agent: str, policy: str, message: str
+) -> None:
+    """A bad policy spec or an agent that cannot start raises, and no run directory remains."""
+    data = _dataset(tmp_path / "d.jsonl", [{"id": 0}])
+    config = JobConfig(name="prestart", group_size=2, policy=policy)
+    with pytest.raises(AgentKitError, match=message):
+        await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path / "runs")
+    assert not (tmp_path / "runs" / "prestart").exists()

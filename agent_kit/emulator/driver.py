@@ -51,6 +51,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -257,6 +258,8 @@ class _OpenedRun:
     dataset: str | Path
     advertise_url: str | None
     emulator_port: int | None
+    #: True when this command made the run directory (a new run, not a resume).
+    created: bool = False
 
 
 def _open_new(
@@ -269,17 +272,18 @@ def _open_new(
     job_name = config.name or default_job_name(entrypoint)
     config = replace(config, name=job_name)
     run_dir = out_dir / job_name
+    created = not run_dir.exists()
     lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
     try:
         if (run_dir / RUN_FILE).exists():
-            raise UsageError(
-                f"run directory {run_dir} already holds a run; use --resume or --name"
-            )
+            raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
         store = RunStore.open(run_dir)
     except BaseException:
         lock.release()
         raise
-    return _OpenedRun(run_dir, lock, store, config, data, job_name, entrypoint, dataset, None, None)
+    return _OpenedRun(
+        run_dir, lock, store, config, data, job_name, entrypoint, dataset, None, None, created
+    )
 
 
 def _open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> _OpenedRun:
@@ -359,6 +363,8 @@ class _Outcome:
     failure: str | None = None
     loop: RolloutLoop | None = None
     summary: dict[str, Any] | None = None
+    #: Set once the agent is up and the first rollout may start.
+    playing: bool = False
 
 
 async def run_job(
@@ -404,7 +410,41 @@ async def run_job(
         run.advertise_url, run.emulator_port = advertise_url, emulator_port
     run.run_dir.mkdir(parents=True, exist_ok=True)
     outcome = _Outcome()
+    try:
+        return await _run_opened(
+            run,
+            outcome,
+            started,
+            resumed=resume is not None,
+            invoker=invoker,
+            workers=workers,
+            progress=progress,
+            rate=rate,
+            endpoint_url=endpoint_url,
+            finish=finish,
+        )
+    except BaseException:
+        if run.created and not outcome.playing:
+            # It failed before it started (bad policy, agent that cannot start, …): a new run
+            # leaves no directory behind; the error itself says why.
+            shutil.rmtree(run.run_dir, ignore_errors=True)
+        raise
 
+
+async def _run_opened(
+    run: _OpenedRun,
+    outcome: _Outcome,
+    started: float,
+    *,
+    resumed: bool,
+    invoker: Invoker | None,
+    workers: int,
+    progress: ProgressHook | None,
+    rate: float | None,
+    endpoint_url: str | None,
+    finish: RunFinisher | None,
+) -> JobResult:
+    """Serve, play and finalize an opened run (see :func:`run_job`)."""
     from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
 
@@ -442,7 +482,7 @@ async def run_job(
                 server,
                 job_arn,
                 token,
-                resumed=resume is not None,
+                resumed=resumed,
                 invoker=invoker,
                 workers=workers,
                 progress=progress,
@@ -532,6 +572,7 @@ async def _play(
     loop.stats.succeeded = counts["succeeded"]
     loop.stats.failed = counts["failed"]
     await invoker.start()
+    outcome.playing = True
     loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
     try:
         loop.emit()
