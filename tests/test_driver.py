@@ -115,6 +115,12 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
         assert sum(store.count_turns(r.id) for r in firsts) >= 1
         assert len(store.list_events(kind="agent_exit")) >= 1
         assert len(store.list_events(kind="rollout_retry")) >= 2
+    first = result.summary["run"]
+    assert first["retries"] >= 2
+    # Resuming the finished run plays nothing and reports the same totals, read from the store.
+    again = (await run_local(None, None, resume=result.run_dir)).summary["run"]
+    for key in ("retries", "rollouts_total", "rollouts_succeeded", "rollouts_failed", "turns"):
+        assert again[key] == first[key], key
 
 
 async def test_hanging_agent_times_out_and_is_retried(tmp_path: Path) -> None:

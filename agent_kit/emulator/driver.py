@@ -181,14 +181,18 @@ def _dataset_digest(dataset: Dataset) -> str:
 
 
 def _driver_stats(
-    store: RunStore,
+    run: _OpenedRun,
     job_arn: str,
     status: str,
     failure: str | None,
     job: RolloutLoop | None,
     elapsed: float,
 ) -> dict[str, Any]:
+    """The driver's figures, counted from the store (so a resumed run reports the same totals
+    as an uninterrupted one); only the rate is of this invocation."""
+    store = run.store
     rows = store.list_trajectories(job_arn=job_arn)
+    _, total, counts = _plan(store, job_arn, run.job_name, run.config, len(run.data))
     by_state: dict[str, int] = {}
     prompt_tokens = completion_tokens = turns = 0
     for row in rows:
@@ -206,10 +210,10 @@ def _driver_stats(
         "failure_reason": failure,
         "trajectories": len(rows),
         "trajectories_by_state": by_state,
-        "rollouts_total": stats.total if stats else None,
-        "rollouts_succeeded": stats.succeeded if stats else None,
-        "rollouts_failed": stats.failed if stats else None,
-        "retries": stats.retried if stats else None,
+        "rollouts_total": total,
+        "rollouts_succeeded": counts["succeeded"],
+        "rollouts_failed": counts["failed"],
+        "retries": sum(1 for row in rows if row.retry_of is not None),
         "rewarded": len(rewards),
         "reward_mean": sum(rewards) / len(rewards) if rewards else None,
         "turns": turns,
@@ -464,9 +468,7 @@ async def _run_opened(
             await server.stop()  # no turn lands while the figures are taken
             elapsed = time.monotonic() - started
             failure = outcome.failure
-            stats = _driver_stats(
-                run.store, job_arn, outcome.status, failure, outcome.loop, elapsed
-            )
+            stats = _driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
             stats = redact_summary(stats, token)
             run.store.update_job(job_arn, status=outcome.status, summary={"run": stats})
             outcome.failure = None if failure is None else redact(failure, token)
