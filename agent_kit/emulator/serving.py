@@ -1,5 +1,13 @@
 """Serve an ASGI app (the emulator) from inside the current event loop, on loopback.
 
+Every server here speaks HTTP/1.1 through :class:`GuardedH11Protocol`, uvicorn's h11 protocol
+with two guards the emulator needs once it is reachable from outside (``--allow-remote``, a
+tunnel): a client that has not sent a complete request (headers and body) within
+:data:`REQUEST_READ_TIMEOUT_S` seconds of connecting — or of its previous response — is
+dropped with one log line; and a request with malformed framing (bad chunked encoding, a
+truncated body, oversized headers) gets uvicorn's 400 and one log line, never a traceback
+(the application's late answer to a request the server has already refused is discarded).
+
 The job driver and the replay runner both run the emulator in their own process, as a task of
 their event loop, on ``127.0.0.1`` and a port bound up front — ephemeral by default, or a fixed one
 for a tunnel (``agent-kit run --emulator-port``) — so the URL is known before the server starts
@@ -10,14 +18,127 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agent_kit.errors import AgentKitError, UsageError
 
-__all__ = ["EmbeddedServer", "serve_in_thread"]
+__all__ = [
+    "REQUEST_READ_TIMEOUT_S",
+    "EmbeddedServer",
+    "GuardedH11Protocol",
+    "quiet_after_disconnect",
+    "serve_in_thread",
+    "uvicorn_config",
+]
+
+logger = logging.getLogger("agent_kit.emulator")
+
+#: Seconds a connection has to deliver one complete request (headers and body).
+REQUEST_READ_TIMEOUT_S: Final = 10.0
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request read timeout and quiet malformed-framing errors."""
+
+    read_timeout_s: float = REQUEST_READ_TIMEOUT_S
+
+    def connection_made(self, transport: Any) -> None:  # uvicorn's hook
+        super().connection_made(transport)
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._read_timer = self.loop.call_later(self.read_timeout_s, self._read_timed_out)
+
+    def _disarm(self) -> None:
+        timer = getattr(self, "_read_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._read_timer = None
+
+    def _read_timed_out(self) -> None:
+        self._read_timer = None
+        if self.transport.is_closing():
+            return
+        logger.warning(
+            "dropped a connection from %s that sent no complete request within %g s",
+            self.client,
+            self.read_timeout_s,
+        )
+        self._abandon_cycle()
+        self.transport.close()
+
+    def _abandon_cycle(self) -> None:
+        """Tell the running application the client is gone (its late answer is dropped)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+
+    def data_received(self, data: bytes) -> None:  # uvicorn's hook
+        super().data_received(data)
+        cycle = self.cycle
+        if cycle is not None and not cycle.more_body:
+            self._disarm()  # a whole request is in; its handler's time is not the client's
+
+    def on_response_complete(self) -> None:  # uvicorn's hook
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next request on a kept-alive connection gets the same limit
+
+    def send_400_response(self, msg: str) -> None:  # uvicorn's hook
+        super().send_400_response(msg)
+        self._abandon_cycle()
+
+    def connection_lost(self, exc: Exception | None) -> None:  # uvicorn's hook
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def quiet_after_disconnect(app: Any) -> Any:
+    """Wrap an ASGI app so an error it raises *after* its client went away (a request the
+    server refused mid-body, a dropped slow client) is logged at debug level, not as a traceback.
+    """
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        gone = False
+
+        async def watched_receive() -> Any:
+            nonlocal gone
+            message = await receive()
+            if message.get("type") == "http.disconnect":
+                gone = True
+            return message
+
+        try:
+            await app(scope, watched_receive, send)
+        except Exception as exc:
+            if not gone:
+                raise
+            logger.debug("request abandoned by its client: %s: %s", type(exc).__name__, exc)
+
+    return guarded
+
+
+def uvicorn_config(app: Any, **options: Any) -> uvicorn.Config:
+    """The uvicorn config every emulator server uses: quiet logs, no lifespan, guarded h11."""
+    app = quiet_after_disconnect(app)
+    settings: dict[str, Any] = {
+        "log_level": "warning",
+        "access_log": False,
+        "lifespan": "off",
+        "http": GuardedH11Protocol,
+    }
+    settings.update(options)
+    return uvicorn.Config(app, **settings)
 
 
 class EmbeddedServer:
@@ -29,8 +150,6 @@ class EmbeddedServer:
     """
 
     def __init__(self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0) -> None:
-        import uvicorn
-
         class _Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
@@ -48,14 +167,7 @@ class EmbeddedServer:
             raise UsageError(f"cannot bind the emulator to 127.0.0.1:{port}: {exc}") from None
         #: ``http://127.0.0.1:<port>``, known before the server starts.
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_keep_alive=int(keep_alive_s),
-        )
-        self._server = _Server(config)
+        self._server = _Server(uvicorn_config(app, timeout_keep_alive=int(keep_alive_s)))
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, timeout_s: float = 15.0) -> str:
@@ -95,15 +207,11 @@ def serve_in_thread(app: Any, *, start_timeout_s: float = 15.0) -> Iterator[str]
     """
     import threading
 
-    import uvicorn
-
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    )
+    server = uvicorn.Server(uvicorn_config(app))
     thread = threading.Thread(
         target=lambda: asyncio.run(server.serve(sockets=[sock])),
         name="agent-kit-serve",
