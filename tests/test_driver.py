@@ -22,6 +22,7 @@ from agent_kit.emulator.driver import (
     Progress,
     trajectory_id_for,
 )
+from agent_kit.emulator.invokers import make_invoker
 from agent_kit.emulator.store import RunStore
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.runs.local import run_local
@@ -261,19 +262,21 @@ async def test_rollout_app_agent(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"group_size": 1}, "group_size must be 2..32"),
-        ({"group_size": 33}, "group_size must be 2..32"),
-        ({"steps": 0}, "steps must be"),
-        ({"concurrency": 0}, "concurrency must be"),
-        ({"rollout_timeout": 0}, "rollout_timeout must be"),
-        ({"max_retries": 11}, "max_retries must be 0..10"),
-        ({"temperature": 3.0}, "temperature must be 0..2"),
-        ({"batch_size": 0}, "batch_size must be"),
+        ({"group_size": 1}, "--group-size must be 2..32"),
+        ({"group_size": 33}, "--group-size must be 2..32"),
+        ({"steps": 0}, "--steps must be"),
+        ({"concurrency": 0}, "--concurrency must be 1..1024"),
+        ({"concurrency": 100_000}, "--concurrency must be 1..1024, got 100000"),
+        ({"rollout_timeout": 0}, "--rollout-timeout must be"),
+        ({"rollout_timeout": 90_000}, "--rollout-timeout must be > 0 and ≤ 86400"),
+        ({"max_retries": 11}, "--max-retries must be 0..10"),
+        ({"temperature": 3.0}, "--temperature must be 0..2"),
+        ({"batch_size": 0}, "--batch-size must be"),
         ({"name": "bad_name!"}, "job name 'bad_name!' is not valid"),
     ],
 )
 def test_config_validation(changes: dict[str, Any], message: str) -> None:
-    """Out-of-range job settings are UsageErrors that name the setting."""
+    """Out-of-range job settings are UsageErrors that name the flag as the user types it."""
     with pytest.raises(UsageError, match=message):
         JobConfig(**changes).validated(4)
 
@@ -331,3 +334,18 @@ async def test_a_run_that_fails_before_it_starts_leaves_no_directory(
     with pytest.raises(AgentKitError, match=message):
         await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path / "runs")
     assert not (tmp_path / "runs" / "prestart").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"workers": 0}, "--workers must be 1..64, got 0"),
+        ({"workers": 1000}, "--workers must be 1..64, got 1000"),
+        ({"rate": 0.0}, "--rate must be > 0"),
+        ({"rate": 1e6}, "--rate must be > 0 and ≤ 1000"),
+    ],
+)
+def test_invoker_bounds_name_the_flag(options: dict[str, Any], message: str) -> None:
+    """--workers and --rate have upper bounds, and a bad value names the flag."""
+    with pytest.raises(UsageError, match=message):
+        make_invoker(str(AGENTS / "good_agent.py"), **options)

@@ -50,6 +50,9 @@ RESUMED_REASON: Final = "resumed"
 STOPPED_REASON: Final = "job stopped"
 #: The service's largest global batch; the default batch (all prompts) is capped here.
 MAX_BATCH_SIZE: Final = 128
+#: Upper bounds of a local job (the service allows at most 96 rollouts in flight).
+MAX_CONCURRENCY: Final = 1024
+MAX_STEPS: Final = 100_000
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _TERMINAL_WAIT: Final = frozenset(
     {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
@@ -86,20 +89,27 @@ class JobConfig:
     region: str = "us-west-2"
 
     def validated(self, n_prompts: int) -> JobConfig:
-        """A copy with ``batch_size`` resolved; UsageError naming the first bad setting."""
+        """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
+        ``agent-kit run`` flag."""
         checks: list[tuple[bool, str]] = [
-            (2 <= self.group_size <= 32, f"group_size must be 2..32, got {self.group_size}"),
-            (self.steps >= 1, f"steps must be ≥ 1, got {self.steps}"),
-            (self.concurrency >= 1, f"concurrency must be ≥ 1, got {self.concurrency}"),
+            (2 <= self.group_size <= 32, f"--group-size must be 2..32, got {self.group_size}"),
+            (1 <= self.steps <= MAX_STEPS, f"--steps must be 1..{MAX_STEPS}, got {self.steps}"),
             (
-                self.rollout_timeout > 0,
-                f"rollout_timeout must be > 0 seconds, got {self.rollout_timeout}",
+                1 <= self.concurrency <= MAX_CONCURRENCY,
+                f"--concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}",
             ),
-            (0 <= self.max_retries <= 10, f"max_retries must be 0..10, got {self.max_retries}"),
-            (0 <= self.temperature <= 2, f"temperature must be 0..2, got {self.temperature}"),
-            (0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}"),
-            (self.max_tokens >= 1, f"max_tokens must be ≥ 1, got {self.max_tokens}"),
-            (self.report_grace >= 0, f"report_grace must be ≥ 0, got {self.report_grace}"),
+            (
+                0 < self.rollout_timeout <= 86_400,
+                f"--rollout-timeout must be > 0 and ≤ 86400 seconds, got {self.rollout_timeout}",
+            ),
+            (0 <= self.max_retries <= 10, f"--max-retries must be 0..10, got {self.max_retries}"),
+            (0 <= self.temperature <= 2, f"--temperature must be 0..2, got {self.temperature}"),
+            (0 < self.top_p <= 1, f"--top-p must be in (0, 1], got {self.top_p}"),
+            (self.max_tokens >= 1, f"--max-tokens must be ≥ 1, got {self.max_tokens}"),
+            (
+                0 <= self.report_grace <= 3600,
+                f"--report-grace must be 0..3600 seconds, got {self.report_grace}",
+            ),
             (n_prompts >= 1, "the dataset has no prompts"),
         ]
         for ok, message in checks:
@@ -114,7 +124,7 @@ class JobConfig:
         if batch is None:
             batch = min(n_prompts, MAX_BATCH_SIZE)
         elif not 1 <= batch <= 1024:
-            raise UsageError(f"batch_size must be 1..1024, got {batch}")
+            raise UsageError(f"--batch-size must be 1..1024, got {batch}")
         return replace(self, batch_size=batch)
 
     def inference_params(self) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from agent_kit.emulator.invokers.aws import (
     AGENTCORE_ARN_PATTERN,
@@ -57,6 +58,7 @@ __all__ = [
     "AGENTCORE_ARN_PATTERN",
     "DEFAULT_RATE_LIMIT",
     "LAMBDA_ARN_PATTERN",
+    "MAX_RATE",
     "AgentCoreInvoker",
     "EventHook",
     "HttpInvoker",
@@ -69,6 +71,10 @@ __all__ = [
     "make_invoker",
     "parse_response_body",
 ]
+
+
+#: Highest invocation rate a job may ask for (AgentCore's default quota is 25/s per runtime).
+MAX_RATE: Final = 1000.0
 
 
 def make_invoker(
@@ -88,6 +94,8 @@ def make_invoker(
     ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited);
     ``endpoint_url`` overrides the AWS endpoint (local fakes). UsageError for anything else.
     """
+    if rate is not None and not 0 < rate <= MAX_RATE:
+        raise UsageError(f"--rate must be > 0 and ≤ {MAX_RATE:g} invocations/s, got {rate:g}")
     if target.startswith(("http://", "https://")):
         return HttpInvoker(target, concurrency=concurrency)
     if target.startswith("arn:"):

@@ -20,6 +20,7 @@ from agent_kit.errors import InvokerError, UsageError
 __all__ = [
     "DEFAULT_MAX_LOG_BYTES",
     "MAX_LOG_ENV",
+    "MAX_WORKERS",
     "CappedLog",
     "HttpInvoker",
     "SubprocessInvoker",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 _TAIL_BYTES: Final = 2000
+#: Most agent processes one job starts (each is a Python interpreter with Strands loaded).
+MAX_WORKERS: Final = 64
 #: Default cap of one agent worker's log file over the whole run (all its restarts).
 DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
 #: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
@@ -317,8 +320,8 @@ class SubprocessInvoker:
         path = Path(entrypoint).resolve()
         if not path.is_file():
             raise UsageError(f"entrypoint not found: {entrypoint}")
-        if workers < 1:
-            raise UsageError(f"workers must be ≥ 1, got {workers}")
+        if not 1 <= workers <= MAX_WORKERS:
+            raise UsageError(f"--workers must be 1..{MAX_WORKERS}, got {workers}")
         self.entrypoint = path
         self.name = str(path)
         self.env = dict(os.environ if env is None else env)
