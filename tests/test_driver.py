@@ -349,3 +349,44 @@ def test_invoker_bounds_name_the_flag(options: dict[str, Any], message: str) -> 
     """--workers and --rate have upper bounds, and a bad value names the flag."""
     with pytest.raises(UsageError, match=message):
         make_invoker(str(AGENTS / "good_agent.py"), **options)
+
+
+@pytest.mark.parametrize("grace", [30.0, 0.0])
+async def test_graceful_stop_then_resume_finishes_every_slot_once(
+    tmp_path: Path, grace: float
+) -> None:
+    """A stop request ends the job 'interrupted' (in-flight ones finish within the grace, or are
+    cut as interrupted); --resume then plays every remaining slot exactly once."""
+    tasks = [{"id": i, "turns": 2} for i in range(8)]
+    data = _dataset(tmp_path / "d.jsonl", tasks)
+    config = JobConfig(name="stop", group_size=2, concurrency=2)
+    stop = asyncio.Event()
+
+    def hook(p: Progress) -> None:
+        if p.done >= 2:
+            stop.set()
+
+    agent = str(AGENTS / "good_agent.py")
+    result = await run_local(
+        agent, data, config, out_dir=tmp_path, progress=hook, stop=stop, stop_grace=grace
+    )
+    assert result.status == "interrupted"
+    assert 2 <= result.succeeded < 16
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["run"]["status"] == "interrupted"
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        assert not store.list_trajectories(states=["OPEN", "READY"])
+        cut = store.list_trajectories(states=["TIMED_OUT"])
+        assert all(t.reason == "job stopped: interrupted" for t in cut)
+        assert store.list_events(kind="job_interrupt")
+        (job,) = store.list_jobs()
+        assert job.status == "interrupted"
+    if grace > 0:
+        assert cut == []  # a generous grace lets every in-flight rollout finish
+    resumed = await run_local(None, None, resume=result.run_dir)
+    assert resumed.status == "completed"
+    assert (resumed.total, resumed.succeeded) == (16, 16)
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        for rows in _slots(store, resumed.job_arn).values():
+            assert [r.state for r in rows].count("REWARDED") == 1
+    assert resumed.summary["run"]["retries"] == 0  # interrupted attempts are free retries

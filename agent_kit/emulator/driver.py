@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agent_kit.emulator.core import FAILED_REASON, Emulator
 from agent_kit.emulator.dataset import Dataset, load_dataset
@@ -72,6 +72,7 @@ from agent_kit.emulator.rollouts import (
     RolloutLoop,
     RolloutStats,
     default_job_name,
+    free_retry,
     session_id_for,
     trajectory_id_for,
 )
@@ -88,7 +89,11 @@ from agent_kit.errors import AgentKitError, JobFailed, UsageError
 
 logger = logging.getLogger("agent_kit.emulator.driver")
 
+#: Seconds in-flight rollouts get to finish after a graceful stop (``agent-kit run --grace``).
+DEFAULT_STOP_GRACE_S: Final = 5.0
+
 __all__ = [
+    "DEFAULT_STOP_GRACE_S",
     "FAILED_REASON",
     "MAX_BATCH_SIZE",
     "NO_REWARD_REASON",
@@ -213,7 +218,7 @@ def _driver_stats(
         "rollouts_total": total,
         "rollouts_succeeded": counts["succeeded"],
         "rollouts_failed": counts["failed"],
-        "retries": sum(1 for row in rows if row.retry_of is not None),
+        "retries": _counted_retries(rows),
         "rewarded": len(rewards),
         "reward_mean": sum(rewards) / len(rewards) if rewards else None,
         "turns": turns,
@@ -223,6 +228,18 @@ def _driver_stats(
         "elapsed_s": round(elapsed, 3),
         "rollouts_per_s": _rate(stats),
     }
+
+
+def _counted_retries(rows: list[TrajectoryRow]) -> int:
+    """Attempts that retried a failed one (not those replaying a rollout cut by a stop or a
+    resume: those are free, so an interrupted-then-resumed run counts as an uninterrupted one)."""
+    by_id = {row.id: row for row in rows}
+    return sum(
+        1
+        for row in rows
+        if row.retry_of is not None
+        and not free_retry(by_id[row.retry_of].reason if row.retry_of in by_id else None)
+    )
 
 
 def _rate(stats: RolloutStats | None) -> float | None:
@@ -386,6 +403,8 @@ async def run_job(
     advertise_url: str | None = None,
     emulator_port: int | None = None,
     finish: RunFinisher | None = None,
+    stop: asyncio.Event | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -395,7 +414,9 @@ async def run_job(
     emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
     port (default: ephemeral). ``finish`` writes the run's outputs as the job ends (see
     :data:`RunFinisher`; :func:`agent_kit.runs.local.run_local` passes the summary and report
-    writer); without it the result's summary holds only the driver's ``run`` figures. Raises
+    writer); without it the result's summary holds only the driver's ``run`` figures. Setting
+    ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
+    for in-flight rollouts) and the result has status ``interrupted``. Raises
     :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
     started; a failing *job* is not an exception: see :attr:`JobResult.status` and
     :meth:`JobResult.raise_for_status`.
@@ -426,6 +447,8 @@ async def run_job(
             rate=rate,
             endpoint_url=endpoint_url,
             finish=finish,
+            stop=stop,
+            stop_grace=stop_grace,
         )
     except BaseException:
         if run.created and not outcome.playing:
@@ -447,6 +470,8 @@ async def _run_opened(
     rate: float | None,
     endpoint_url: str | None,
     finish: RunFinisher | None,
+    stop: asyncio.Event | None,
+    stop_grace: float,
 ) -> JobResult:
     """Serve, play and finalize an opened run (see :func:`run_job`)."""
     from agent_kit.emulator.policies import load_policy
@@ -491,6 +516,8 @@ async def _run_opened(
                 rate=rate,
                 endpoint_url=endpoint_url,
                 outcome=outcome,
+                stop=stop,
+                stop_grace=stop_grace,
             )
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome.status, outcome.failure = "interrupted", "interrupted"
@@ -533,6 +560,8 @@ async def _play(
     rate: float | None,
     endpoint_url: str | None,
     outcome: _Outcome,
+    stop: asyncio.Event | None,
+    stop_grace: float,
 ) -> RolloutLoop:
     """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``."""
     store, config = run.store, run.config
@@ -578,14 +607,50 @@ async def _play(
     loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
     try:
         loop.emit()
-        await loop.play(plan)
+        await _play_until_stopped(loop, plan, stop, stop_grace, store)
     finally:
         await invoker.aclose()
-    if loop.stop_reason is not None:
+    if loop.draining:
+        outcome.status, outcome.failure = "interrupted", "interrupted"
+    elif loop.stop_reason is not None:
         outcome.status, outcome.failure = "failed", loop.stop_reason
     else:
         outcome.status = "completed"
     return loop
+
+
+async def _play_until_stopped(
+    loop: RolloutLoop,
+    plan: list[tuple[tuple[int, int, int], list[TrajectoryRow]]],
+    stop: asyncio.Event | None,
+    grace: float,
+    store: RunStore,
+) -> None:
+    """Play the plan; when ``stop`` is set, start nothing new, give in-flight rollouts
+    ``grace`` seconds to finish, then cut the rest (they are expired as interrupted, and a
+    resume plays them again without counting a retry)."""
+    if stop is None:
+        await loop.play(plan)
+        return
+    play = asyncio.create_task(loop.play(plan))
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not play.done():
+            loop.drain()
+            store.add_event("job_interrupt", {"grace_s": grace, "in_flight": loop.stats.in_flight})
+            try:
+                await asyncio.wait_for(asyncio.shield(play), grace)
+            except asyncio.TimeoutError:
+                play.cancel()
+                await asyncio.gather(play, return_exceptions=True)
+                return
+        play.result()
+    finally:
+        stopped.cancel()
+        if not play.done():
+            play.cancel()
+            await asyncio.gather(play, return_exceptions=True)
 
 
 # -- one rollout, for `agent-kit invoke` -----------------------------------------------------------

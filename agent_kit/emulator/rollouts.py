@@ -39,6 +39,7 @@ __all__ = [
     "RolloutLoop",
     "RolloutStats",
     "default_job_name",
+    "free_retry",
     "session_id_for",
     "trajectory_id_for",
 ]
@@ -267,8 +268,14 @@ class RolloutLoop:
         self.progress = progress
         self.stats = RolloutStats()
         self.stop_reason: str | None = None
+        #: Set by :meth:`drain`: no new attempt starts; in-flight ones may finish.
+        self.draining = False
         self.sem = asyncio.Semaphore(config.concurrency)
         self.last: _Attempt | None = None
+
+    def drain(self) -> None:
+        """Start no new rollout attempt from now on (a graceful stop: Ctrl-C, SIGTERM)."""
+        self.draining = True
 
     # progress
     def emit(self) -> None:
@@ -373,8 +380,9 @@ class RolloutLoop:
             )
             outcome = await self._classify(tid, result, deadline)
         except asyncio.CancelledError:
+            why = self.stop_reason or ("interrupted" if self.draining else "cancelled")
             with contextlib.suppress(AgentKitError):
-                self.emu.expire(tid, f"{STOPPED_REASON}: {self.stop_reason or 'cancelled'}")
+                self.emu.expire(tid, f"{STOPPED_REASON}: {why}")
             raise
         finally:
             self.stats.in_flight -= 1
@@ -443,10 +451,10 @@ class RolloutLoop:
     async def play_slot(self, slot: tuple[int, int, int], prior: list[TrajectoryRow]) -> None:
         """Play one (step, prompt, sample) slot to its final outcome, retrying as needed."""
         attempt = max((t.attempt for t in prior), default=-1) + 1
-        retries_used = sum(1 for t in prior if not _free_retry(t.reason))
+        retries_used = sum(1 for t in prior if not free_retry(t.reason))
         retry_of = prior[-1].id if prior else None
         last_reason = prior[-1].reason if prior else None
-        while self.stop_reason is None:
+        while self.stop_reason is None and not self.draining:
             if retries_used > self.config.max_retries:
                 reason = f"Rollout failed after {retries_used} attempts: {last_reason}"
                 failed_id = retry_of or trajectory_id_for(self.job_name, *slot, 0)
@@ -454,7 +462,7 @@ class RolloutLoop:
                 self._slot_done(slot, failed_id, "failed", reason)
                 return
             async with self.sem:
-                if self.stop_reason is not None:
+                if self.stop_reason is not None or self.draining:
                     return
                 outcome = await self._attempt(slot, attempt, retry_of)
             self.last = outcome
@@ -483,7 +491,7 @@ class RolloutLoop:
         for item in plan:
             by_step.setdefault(item[0][0], []).append(item)
         for step in sorted(by_step):
-            if self.stop_reason is not None:
+            if self.stop_reason is not None or self.draining:
                 break
             self.stats.step = step
             self.emit()
@@ -507,6 +515,6 @@ class RolloutLoop:
                 return
 
 
-def _free_retry(reason: str | None) -> bool:
+def free_retry(reason: str | None) -> bool:
     """Attempts cut short by a stopped or resumed run do not use up the slot's retries."""
     return reason is not None and (reason == RESUMED_REASON or reason.startswith(STOPPED_REASON))
