@@ -8,10 +8,21 @@
 - :func:`job_runtime_client` caches one boto3 ``sagemakerjobruntime`` client per
   (region, endpoint, retry, timeout) setting; boto3 clients are thread-safe.
 - :class:`RolloutReporter` sends CompleteRollout(``ready``) then UpdateReward with a stable
-  ClientToken per operation, retries throttling / 5xx / connection errors itself (botocore's own
-  retries are switched off on its client, so ``attempts`` counts every HTTP call), treats a
-  ConflictException that shows the work is already done as success, and **never raises**: a
-  failure is logged (logger ``agent_kit.runtime_client``, with the trajectory id) and returned.
+  ClientToken per operation, treats a ConflictException that shows the work is already done as
+  success, and **never raises**: a failure is logged (logger ``agent_kit.runtime_client``, with
+  the trajectory id) and returned.
+
+Retries are botocore's. The reporter's client is built with
+``Config(retries={"mode": "standard", "total_max_attempts": max_attempts})``, so botocore's
+standard mode decides what is retried (throttling codes, a bare 429, 500/502/503/504, modeled
+retryable errors, connection errors and timeouts), how often, under its retry quota, and resends
+the same request (same ``amz-sdk-invocation-id``, ``amz-sdk-request: attempt=N; max=M``, same
+ClientToken). The reporter changes only how long botocore pauses: its standard-mode retry
+handler is re-registered with a backoff of ``base_delay`` doubling per attempt, capped at
+``max_delay``, 50-100 % jitter, and the pause goes through the reporter's ``sleep``
+(:mod:`agent_kit._report_retries`). An injected ``client`` keeps its own retry configuration.
+``attempts`` counts every HTTP request: a passive ``before-send`` hook on the client (the
+reporter's own or an injected one) counts them while a report is in flight.
 """
 
 from __future__ import annotations
@@ -19,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import random
 import re
 import threading
 import time
@@ -34,6 +44,15 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from agent_kit._report_retries import (
+    DEFAULT_BASE_DELAY,
+    DEFAULT_MAX_DELAY,
+    IN_FLIGHT,
+    InFlight,
+    count_attempts,
+    pace_retries,
+)
+
 __all__ = [
     "ReportResult",
     "RolloutReporter",
@@ -45,9 +64,6 @@ __all__ = [
 logger = logging.getLogger("agent_kit.runtime_client")
 
 SERVICE: Final = "sagemakerjobruntime"
-_RETRYABLE_CODES: Final = frozenset(
-    {"ThrottlingException", "InternalServiceError", "InternalServerError", "ServiceUnavailable"}
-)
 _STATE_RE: Final = re.compile(r"\b(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
 _FROM_STATE_RE: Final = re.compile(r"\bfrom\s+(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
 _TOKEN_NAMESPACE: Final = uuid.UUID("5b0f8c3e-6a0e-4c53-9d8e-6d1f3a7c2b10")
@@ -76,6 +92,29 @@ def reset_shared_session() -> None:
         _clients.clear()
 
 
+def _new_client(
+    sess: botocore.session.Session,
+    region: str,
+    endpoint_url: str | None,
+    max_attempts: int | None,
+    connect_timeout: float,
+    read_timeout: float,
+) -> Any:
+    retries: dict[str, Any] = {"mode": "standard"}
+    if max_attempts is not None:
+        retries["total_max_attempts"] = max(1, max_attempts)
+    config = Config(
+        retries=retries,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        max_pool_connections=128,
+    )
+    boto_session = boto3.session.Session(botocore_session=sess)
+    return boto_session.client(
+        SERVICE, region_name=region, endpoint_url=endpoint_url, config=config
+    )
+
+
 def job_runtime_client(
     region: str,
     endpoint_url: str | None = None,
@@ -96,19 +135,24 @@ def job_runtime_client(
     with _lock:
         client = _clients.get(key)
         if client is None:
-            retries: dict[str, Any] = {"mode": "standard"}
-            if max_attempts is not None:
-                retries["total_max_attempts"] = max(1, max_attempts)
-            config = Config(
-                retries=retries,
-                connect_timeout=connect_timeout,
-                read_timeout=read_timeout,
-                max_pool_connections=128,
+            client = _new_client(
+                sess, region, endpoint_url, max_attempts, connect_timeout, read_timeout
             )
-            boto_session = boto3.session.Session(botocore_session=sess)
-            client = boto_session.client(
-                SERVICE, region_name=region, endpoint_url=endpoint_url, config=config
-            )
+            _clients[key] = client
+    return client
+
+
+def _reporter_client(region: str, endpoint_url: str | None, max_attempts: int) -> Any:
+    """The cached client reporters use: standard retry mode, ``max_attempts`` in total, paced by
+    the report in flight (:func:`~agent_kit._report_retries.pace_retries`), requests counted."""
+    sess = shared_session()
+    key = ("report", id(sess), region, endpoint_url, max_attempts)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _new_client(sess, region, endpoint_url, max_attempts, 5.0, 30.0)
+            pace_retries(client, max_attempts)
+            count_attempts(client)
             _clients[key] = client
     return client
 
@@ -144,11 +188,13 @@ class RolloutReporter:
         trajectory_id: the trajectory (the payload's ``metadata.rolloutId``).
         endpoint: Job Runtime endpoint URL (``None``: botocore's default for the region).
         region: AWS region the calls are signed for.
-        client: a ``sagemakerjobruntime`` client to use instead of the shared one (tests).
-        max_attempts: attempts per operation, retries included (default 5).
-        base_delay: first backoff delay in seconds; it doubles per retry, with jitter.
-        max_delay: cap of one backoff delay.
-        sleep: how to wait between attempts (``time.sleep``; injectable for tests).
+        client: a ``sagemakerjobruntime`` client to use instead of the shared one (tests); it
+            retries as it was configured to.
+        max_attempts: attempts per operation, retries included (default 5): botocore's
+            ``total_max_attempts``.
+        base_delay: first pause before a retry in seconds; it doubles per retry, with jitter.
+        max_delay: cap of one pause.
+        sleep: how botocore's pauses are waited (``time.sleep``; injectable for tests).
     """
 
     def __init__(
@@ -160,8 +206,8 @@ class RolloutReporter:
         *,
         client: Any = None,
         max_attempts: int = 5,
-        base_delay: float = 0.25,
-        max_delay: float = 4.0,
+        base_delay: float = DEFAULT_BASE_DELAY,
+        max_delay: float = DEFAULT_MAX_DELAY,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if max_attempts < 1:
@@ -187,9 +233,9 @@ class RolloutReporter:
 
     def _get_client(self) -> Any:
         if self._client is None:
-            self._client = job_runtime_client(
-                self.region, self.endpoint, max_attempts=1, connect_timeout=5.0, read_timeout=30.0
-            )
+            self._client = _reporter_client(self.region, self.endpoint, self.max_attempts)
+        else:
+            count_attempts(self._client)
         return self._client
 
     def report(
@@ -265,44 +311,43 @@ class RolloutReporter:
         return values
 
     def _call(self, operation: Operation, send: Callable[[], Any], status: str) -> None:
-        for attempt in range(1, self.max_attempts + 1):
-            self._attempts += 1
-            try:
-                send()
+        """One botocore call (botocore retries inside it); conflicts that show the work is done
+        count as success, anything else left after botocore's retries fails the operation."""
+        call = InFlight(
+            operation,
+            self.trajectory_id,
+            self.max_attempts,
+            self.base_delay,
+            self.max_delay,
+            self._sleep,
+        )
+        token = IN_FLIGHT.set(call)
+        try:
+            send()
+        except ClientError as exc:
+            code, message, http = _error_parts(exc)
+            if code == "ConflictException" and _already_done(operation, status, message):
+                logger.info(
+                    "%s for trajectory %s was already done (%s)",
+                    operation,
+                    self.trajectory_id,
+                    message,
+                )
                 return
-            except ClientError as exc:
-                code, message, http = _error_parts(exc)
-                if code == "ConflictException" and _already_done(operation, status, message):
-                    logger.info(
-                        "%s for trajectory %s was already done (%s)",
-                        operation,
-                        self.trajectory_id,
-                        message,
-                    )
-                    return
-                reason = f"{operation} failed: {code} (HTTP {http}): {message}"
-                retryable = code in _RETRYABLE_CODES or http == 429 or http >= 500
-            except (BotoConnectionError, HTTPClientError) as exc:
-                reason = f"{operation} failed: cannot reach the Job Runtime: {exc}"
-                retryable = True
-            except BotoCoreError as exc:
-                raise _CallFailedError(f"{operation} failed: {exc}") from exc
-            if not retryable:
-                raise _CallFailedError(reason)
-            if attempt == self.max_attempts:
-                raise _CallFailedError(f"{reason} (gave up after {attempt} attempts)")
-            delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-            delay *= random.uniform(0.5, 1.0)
-            logger.warning(
-                "%s for trajectory %s: attempt %d/%d failed (%s); retrying in %.2f s",
-                operation,
-                self.trajectory_id,
-                attempt,
-                self.max_attempts,
-                reason,
-                delay,
-            )
-            self._sleep(delay)
+            reason = f"{operation} failed: {code} (HTTP {http}): {message}"
+            raise _CallFailedError(_gave_up(reason, call.sent)) from exc
+        except (BotoConnectionError, HTTPClientError) as exc:
+            reason = f"{operation} failed: cannot reach the Job Runtime: {exc}"
+            raise _CallFailedError(_gave_up(reason, call.sent)) from exc
+        except BotoCoreError as exc:
+            raise _CallFailedError(f"{operation} failed: {exc}") from exc
+        finally:
+            IN_FLIGHT.reset(token)
+            self._attempts += max(call.sent, 1)
+
+
+def _gave_up(reason: str, sent: int) -> str:
+    return f"{reason} (gave up after {sent} attempts)" if sent > 1 else reason
 
 
 def _error_parts(exc: ClientError) -> tuple[str, str, int]:

@@ -17,6 +17,7 @@ from agent_kit.replay.cassette import (
     RecordedTurn,
     Recording,
     load_recording,
+    open_recording,
     read_cassette,
     write_cassette,
 )
@@ -242,3 +243,34 @@ def test_missing_source_is_a_usage_error(tmp_path: Path) -> None:
         load_recording(tmp_path / "nothing")
     with pytest.raises(UsageError, match="no cassette"):
         load_recording(tmp_path / "nothing.jsonl")
+
+
+def test_first_turn_without_request_fields_is_refused(tmp_path: Path) -> None:
+    """A first turn with no request fields (nothing to carry over) is a line error, not a crash."""
+    header, episode = _valid_lines(tmp_path)
+    episode["turns"][0]["request"] = None
+    path = _write_lines(tmp_path / "norequest.jsonl", [header, episode])
+    with pytest.raises(UsageError, match=r"line 2: turns\[0\]\.request is missing"):
+        read_cassette(path)
+
+
+def test_open_recording_takes_a_path_or_a_loaded_recording(tmp_path: Path) -> None:
+    """open_recording loads a cassette path and selects from an already loaded Recording alike."""
+    two = _recording(tmp_path, [_episode(), _episode("job-s0-p0-g1-a0")])
+    path = write_cassette(tmp_path / "two.jsonl", two)
+    from_path = open_recording(path, ["job-s0-p0-g1-a0"])
+    from_object = open_recording(two, limit=1)
+    assert [e.trajectory_id for e in from_path.episodes] == ["job-s0-p0-g1-a0"]
+    assert [e.trajectory_id for e in from_object.episodes] == ["job-s0-p0-g0-a0"]
+    with pytest.raises(UsageError, match="no replayable trajectory nope"):
+        open_recording(two, ["nope"])
+
+
+def test_recording_types_are_the_same_objects_from_both_modules() -> None:
+    """The recording types moved to replay.recording stay importable from replay.cassette."""
+    from agent_kit.replay import cassette, recording
+
+    assert cassette.Recording is recording.Recording
+    assert cassette.RecordedEpisode is recording.RecordedEpisode
+    assert cassette.RecordedTurn is recording.RecordedTurn
+    assert cassette.REPLAYABLE_STATES == recording.REPLAYABLE_STATES == ("REWARDED", "FAILED")

@@ -438,3 +438,12 @@ def test_nearly_equal_rewards_still_center_exactly(kind: str) -> None:
     adv = group_advantages([100.0, 99.99999999999999], kind)
     assert abs(math.fsum(adv)) <= 1e-15
     assert adv[0] > 0 > adv[1]
+
+
+def test_summary_models_stay_importable_from_the_summary_module() -> None:
+    """The summary.json models, moved to summary_schema, are the same objects in summary."""
+    from agent_kit.reporting import summary, summary_schema
+
+    for name in summary_schema.__all__:
+        assert getattr(summary, name) is getattr(summary_schema, name), name
+    assert summary.SUMMARY_SCHEMA == "agent_kit.summary/1"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import random
 import re
@@ -618,3 +619,34 @@ def test_cli_replay_group_routes_run_dir_and_subcommands(
     assert "line 2" in capsys.readouterr().err
     assert main(["replay", "export", str(tmp_path / "missing"), "--out", str(bad)]) == 2
     assert "no run store" in capsys.readouterr().err
+
+
+class _BrokenLive(_Live):
+    """A live backend stand-in whose close fails."""
+
+    async def aclose(self) -> None:
+        """Fail to close."""
+        raise RuntimeError("close failed")
+
+
+async def test_a_failing_backend_close_is_logged_at_debug_with_the_job(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Closing a replay backend that raises does not raise; a debug record names the job."""
+    from agent_kit.replay.engine import _close_backend
+
+    backend = ReplayBackend(_recording(), fork_at=1, live=_BrokenLive())
+    with caplog.at_level(logging.DEBUG, logger="agent_kit.replay"):
+        await _close_backend(backend, "replay-job-7")
+    (record_,) = [r for r in caplog.records if r.name == "agent_kit.replay"]
+    assert record_.levelno == logging.DEBUG
+    assert "replay-job-7" in record_.getMessage()
+    assert record_.exc_info is not None
+
+
+def test_engine_keeps_the_in_process_replay_importable() -> None:
+    """replay_in_process, moved to replay.inprocess, is the same function from replay.engine."""
+    from agent_kit.replay import engine, inprocess
+
+    assert engine.replay_in_process is inprocess.replay_in_process
+    assert "replay_in_process" in engine.__all__

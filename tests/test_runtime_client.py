@@ -318,3 +318,68 @@ def test_conflict_messages_are_read_precisely(
 ) -> None:
     """Only a conflict naming a state where the work is done counts as already done."""
     assert _already_done(operation, status, message) is done
+
+
+def _sdk_attempts(requests: list[Any]) -> list[tuple[int, int]]:
+    """(attempt, max) of the ``amz-sdk-request`` header botocore puts on each attempt."""
+    out = []
+    for request in requests:
+        fields = dict(p.strip().split("=", 1) for p in request.header("amz-sdk-request").split(";"))
+        out.append((int(fields["attempt"]), int(fields["max"])))
+    return out
+
+
+def test_botocore_retries_the_500s_inside_one_call(
+    fake: FakeJobRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two 500s then 200 are three attempts of one botocore call (one invocation id, attempt=N)."""
+    fake.fail(COMPLETE, 500, times=2)
+    sleeps = Sleeps()
+    with caplog.at_level(logging.WARNING, logger="agent_kit.runtime_client"):
+        result = reporter(fake.url, sleep=sleeps).report([1.0])
+    assert result == ReportResult(True, None, 4, True, True)
+    completes = fake.requests_to(COMPLETE)
+    assert _sdk_attempts(completes) == [(1, 5), (2, 5), (3, 5)]
+    assert len({r.header("amz-sdk-invocation-id") for r in completes}) == 1
+    assert len(sleeps) == 2
+    retries = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(retries) == 2
+    assert all("traj-1" in m and "InternalServiceError (HTTP 500)" in m for m in retries)
+
+
+def test_botocore_retries_a_throttle_inside_one_call(fake: FakeJobRuntime) -> None:
+    """A 429 ThrottlingException on UpdateReward is retried by botocore with the same invocation."""
+    fake.throttle(REWARD)
+    result = reporter(fake.url).report([0.5])
+    assert result == ReportResult(True, None, 3, True, True)
+    rewards = fake.requests_to(REWARD)
+    assert _sdk_attempts(rewards) == [(1, 5), (2, 5)]
+    assert len({r.header("amz-sdk-invocation-id") for r in rewards}) == 1
+    assert len({r.json()["ClientToken"] for r in rewards}) == 1
+    assert fake.rewards["traj-1"] == [0.5]
+
+
+def test_persistent_500s_end_with_botocores_last_attempt(fake: FakeJobRuntime) -> None:
+    """With max_attempts=3 botocore makes exactly three attempts of one call, then it fails."""
+    fake.fail(COMPLETE, 500, times=10)
+    result = reporter(fake.url, max_attempts=3).report([1.0])
+    assert not result.reported
+    completes = fake.requests_to(COMPLETE)
+    assert _sdk_attempts(completes) == [(1, 3), (2, 3), (3, 3)]
+    assert len({r.header("amz-sdk-invocation-id") for r in completes}) == 1
+
+
+def test_injected_client_retries_with_its_own_botocore_config(fake: FakeJobRuntime) -> None:
+    """An injected standard-mode client retries two 500s itself, and every request is counted."""
+    client = boto3.client(
+        "sagemakerjobruntime",
+        region_name="us-west-2",
+        endpoint_url=fake.url,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 3}),
+    )
+    fake.fail(COMPLETE, 500, times=2)
+    result = RolloutReporter(JOB_ARN, "t-7", None, "us-west-2", client=client).report([1.0])
+    assert result == ReportResult(True, None, 4, True, True)
+    completes = fake.requests_to(COMPLETE)
+    assert _sdk_attempts(completes) == [(1, 3), (2, 3), (3, 3)]
+    assert fake.states["t-7"] == "REWARDED"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_kit.emulator import store_schema
 from agent_kit.emulator.store import (
     RUN_FILE,
     SCHEMA_VERSION,
@@ -207,3 +208,186 @@ def test_other_process_reads_while_writer_is_open(tmp_path: Path) -> None:
             check=True,
         )
         assert json.loads(out.stdout) == [3, "OPEN"]
+
+
+# -- schema migrations ---------------------------------------------------------------------------
+
+#: The schema exactly as agent_kit wrote it at schema version 1 (before migrations existed).
+_V1_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_at REAL NOT NULL,
+    config TEXT NOT NULL, status TEXT NOT NULL, summary TEXT);
+CREATE TABLE IF NOT EXISTS trajectories (
+    id TEXT PRIMARY KEY, job_arn TEXT NOT NULL, state TEXT NOT NULL, prompt TEXT NOT NULL,
+    payload TEXT, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
+    sample_index INTEGER NOT NULL, attempt INTEGER NOT NULL, retry_of TEXT, replay_of TEXT,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, reason TEXT);
+CREATE INDEX IF NOT EXISTS trajectories_job ON trajectories(job_arn, step, prompt_index);
+CREATE TABLE IF NOT EXISTS turns (
+    trajectory_id TEXT NOT NULL, idx INTEGER NOT NULL, route TEXT NOT NULL,
+    request TEXT NOT NULL, response TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, usage_estimated INTEGER NOT NULL,
+    latency_ms REAL NOT NULL, created_at REAL NOT NULL, stream INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (trajectory_id, idx));
+CREATE TABLE IF NOT EXISTS rewards (
+    trajectory_id TEXT PRIMARY KEY, rewards TEXT NOT NULL, total REAL NOT NULL,
+    client_token TEXT, body_hash TEXT, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, trajectory_id TEXT, kind TEXT NOT NULL,
+    detail TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS events_trajectory ON events(trajectory_id);
+CREATE TABLE IF NOT EXISTS client_tokens (
+    token TEXT PRIMARY KEY, operation TEXT NOT NULL, body_hash TEXT NOT NULL,
+    created_at REAL NOT NULL);
+"""
+
+
+def _write_v1_store(file: Path) -> None:
+    """A version 1 run store with one row in every table, written the way the v1 code did."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(file, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in _V1_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1'), ('created_at', '1700000000.5')")
+    conn.execute("PRAGMA user_version=1")
+    conn.execute(
+        "INSERT INTO jobs VALUES (?, 'old-job', 1700000001.0, ?, 'completed', ?)",
+        (ARN, json.dumps({"group_size": 2}), json.dumps({"run": {"done": 1}})),
+    )
+    conn.execute(
+        "INSERT INTO trajectories VALUES "
+        "('t1', ?, 'REWARDED', 'p', ?, 3, 1, 0, 0, NULL, NULL, 1700000002.0, 1700000003.0, NULL)",
+        (ARN, json.dumps({"prompt": "p"})),
+    )
+    conn.execute(
+        "INSERT INTO turns VALUES ('t1', 0, '/sample', ?, ?, 11, 7, 0, 2.5, 1700000002.5, 0)",
+        (json.dumps({"messages": []}), json.dumps({"choices": [{"message": {}}]})),
+    )
+    conn.execute("INSERT INTO rewards VALUES ('t1', '[0.5]', 0.5, 'tok', 'h', 1700000003.0)")
+    conn.execute(
+        "INSERT INTO events(trajectory_id, kind, detail, created_at) "
+        "VALUES ('t1', 'invocation', '{\"status\":\"ok\"}', 1700000003.0)"
+    )
+    conn.execute("INSERT INTO client_tokens VALUES ('tok', 'UpdateReward', 'h', 1700000003.0)")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _indexes(file: Path) -> set[str]:
+    """The names of the indexes defined in a store file."""
+    with sqlite3.connect(file) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type='index'").fetchall()
+    return {r[0] for r in rows if not r[0].startswith("sqlite_autoindex")}
+
+
+def _user_version(file: Path) -> int:
+    """PRAGMA user_version of a store file."""
+    with sqlite3.connect(file) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def test_v1_store_is_migrated_to_the_current_version_with_rows_intact(tmp_path: Path) -> None:
+    """A writable open of a version 1 store adds the v2 indexes, sets version 2, keeps every row."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old") as store:
+        job = store.get_job(ARN)
+        assert job is not None
+        assert (job.name, job.status, job.config, job.summary) == (
+            "old-job",
+            "completed",
+            {"group_size": 2},
+            {"run": {"done": 1}},
+        )
+        (traj,) = store.list_trajectories(ARN, states=["REWARDED"])
+        assert (traj.id, traj.step, traj.prompt_index, traj.payload) == (
+            "t1",
+            3,
+            1,
+            {"prompt": "p"},
+        )
+        (turn,) = store.list_turns("t1")
+        assert (turn.route, turn.prompt_tokens, turn.completion_tokens) == ("/sample", 11, 7)
+        reward = store.get_reward("t1")
+        assert reward is not None
+        assert (reward.rewards, reward.total) == ([0.5], 0.5)
+        assert [e.detail for e in store.list_events(kind="invocation")] == [{"status": "ok"}]
+        assert store.get_token("tok") == ("UpdateReward", "h")
+        assert store.meta() == {"schema_version": "2", "created_at": "1700000000.5"}
+        store.add_turn(_turn("t1", 1))  # the migrated store takes new writes
+        assert store.count_turns("t1") == 2
+    assert SCHEMA_VERSION == 2
+    assert _user_version(file) == 2
+    assert {"events_kind", "trajectories_job_state"} <= _indexes(file)
+
+
+def test_a_failing_migration_step_rolls_the_whole_migration_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step that fails leaves the store at version 1 with none of the step's changes."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    first, second = store_schema.MIGRATIONS
+    broken = store_schema.Migration(
+        2, second.purpose, (*second.statements, "CREATE INDEX broken ON no_such_table(x)")
+    )
+    monkeypatch.setattr(store_schema, "MIGRATIONS", (first, broken))
+    with pytest.raises(UsageError, match="cannot open run store"):
+        RunStore.open(tmp_path / "old")
+    assert _user_version(file) == 1
+    assert "events_kind" not in _indexes(file)
+    with sqlite3.connect(file) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            "1",
+        )
+        assert conn.execute("SELECT count(*) FROM turns").fetchone() == (1,)
+
+
+def test_readonly_open_reads_an_older_store_without_migrating(tmp_path: Path) -> None:
+    """A read-only open of a version 1 store reads its rows and leaves it at version 1."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old", readonly=True) as store:
+        assert [t.id for t in store.list_trajectories(ARN)] == ["t1"]
+        assert store.count_turns("t1") == 1
+    assert _user_version(file) == 1
+    assert "events_kind" not in _indexes(file)
+
+
+def test_migration_steps_are_numbered_in_order() -> None:
+    """Step i produces version i + 1, and the last step's version is the current one."""
+    assert [m.version for m in store_schema.MIGRATIONS] == list(
+        range(1, len(store_schema.MIGRATIONS) + 1)
+    )
+    assert store_schema.MIGRATIONS[-1].version == SCHEMA_VERSION
+
+
+def test_new_store_runs_every_step_and_queries_use_the_v2_indexes(tmp_path: Path) -> None:
+    """A new store is at version 2, and events by kind / trajectories by job+state use indexes."""
+    RunStore.open(tmp_path / "new").close()
+    file = tmp_path / "new" / RUN_FILE
+    assert _user_version(file) == SCHEMA_VERSION
+    with sqlite3.connect(file) as conn:
+        by_kind = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM events WHERE kind = ? ORDER BY id", ("x",)
+        ).fetchall()
+        by_state = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM trajectories WHERE job_arn = ? AND state IN (?, ?) "
+            "ORDER BY created_at, rowid",
+            (ARN, "OPEN", "READY"),
+        ).fetchall()
+    assert any("USING INDEX events_kind" in row[3] for row in by_kind)
+    assert any("USING INDEX trajectories_job_state" in row[3] for row in by_state)
+
+
+def test_row_types_and_version_stay_importable_from_the_store_module() -> None:
+    """Row types and SCHEMA_VERSION, moved to store_rows / store_schema, are re-exported."""
+    from agent_kit.emulator import store, store_rows
+
+    for name in ("EventRow", "JobRow", "RewardRow", "TrajectoryRow", "TurnRow"):
+        assert getattr(store, name) is getattr(store_rows, name), name
+    assert store.SCHEMA_VERSION == store_schema.SCHEMA_VERSION

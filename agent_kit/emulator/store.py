@@ -1,11 +1,25 @@
 """The run store: one SQLite file per run (``RUN_DIR/run.sqlite``) holding jobs, trajectories,
 turns, rewards, events and idempotency tokens.
 
+Why one module of ~450 lines: it is the one class :class:`RunStore`, whose methods share one
+connection, lock and transaction helper. The row types are :mod:`agent_kit.emulator.store_rows`
+and the schema with its migrations is :mod:`agent_kit.emulator.store_schema` (both re-exported
+here where they were public before).
+
 Guarantees:
 
-- **Versioned schema.** The version lives in ``PRAGMA user_version`` and in the ``meta`` table.
-  A file written by a newer agent_kit is refused with :class:`~agent_kit.errors.UsageError`;
-  an older known version is migrated forward on open.
+- **Versioned schema, migrated forward.** The version lives in ``PRAGMA user_version`` (and
+  ``meta.schema_version``); the schema and its ordered migration steps are
+  :mod:`agent_kit.emulator.store_schema` (current version 2: version 1 plus indexes for events
+  by kind and trajectories by job and state). A writable open reads the version inside one
+  ``BEGIN IMMEDIATE`` transaction and runs every missing step, sets the version and commits:
+  a new file gets every step, an older store is brought to the current version, and a failing
+  step rolls the whole migration back (the file keeps its old version). Two processes opening
+  the same old store serialise on that transaction; the second finds it current. A file
+  written by a newer agent_kit is refused with :class:`~agent_kit.errors.UsageError`, as is an
+  SQLite file that is not a run store. A ``readonly`` open never migrates (it cannot write):
+  it refuses a newer store and reads an older one as it is, which works because no step so
+  far has changed a table (a step that does must make read-only opens refuse older files).
 - **Durable per turn.** WAL journal, ``synchronous=NORMAL``, one transaction per write call.
   In WAL mode every commit is written to the ``-wal`` file before the call returns, so after a
   ``kill -9`` of the writing process the OS still holds every committed page: only a write that
@@ -22,15 +36,28 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.emulator.store_rows import (
+    EventRow,
+    JobRow,
+    RewardRow,
+    TrajectoryRow,
+    TurnRow,
+    event_from_row,
+    job_from_row,
+    reward_from_row,
+    trajectory_from_row,
+    turn_from_row,
+)
+from agent_kit.emulator.store_schema import SCHEMA_VERSION, check_version, migrate, user_version
 from agent_kit.errors import UsageError
 
 __all__ = [
@@ -46,126 +73,17 @@ __all__ = [
     "resolve_path",
 ]
 
-#: Version of the schema below; bump and add a migration when it changes.
-SCHEMA_VERSION: Final = 1
 #: File name of the store inside a run directory.
 RUN_FILE: Final = "run.sqlite"
 #: Event kind recording what the agent answered to an invocation (status, body, error).
 INVOCATION_EVENT: Final = "invocation"
 _FILE_SUFFIXES: Final = (".sqlite", ".sqlite3", ".db")
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs (
-    arn TEXT PRIMARY KEY, name TEXT NOT NULL, created_at REAL NOT NULL,
-    config TEXT NOT NULL, status TEXT NOT NULL, summary TEXT);
-CREATE TABLE IF NOT EXISTS trajectories (
-    id TEXT PRIMARY KEY, job_arn TEXT NOT NULL, state TEXT NOT NULL, prompt TEXT NOT NULL,
-    payload TEXT, step INTEGER NOT NULL, prompt_index INTEGER NOT NULL,
-    sample_index INTEGER NOT NULL, attempt INTEGER NOT NULL, retry_of TEXT, replay_of TEXT,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL, reason TEXT);
-CREATE INDEX IF NOT EXISTS trajectories_job ON trajectories(job_arn, step, prompt_index);
-CREATE TABLE IF NOT EXISTS turns (
-    trajectory_id TEXT NOT NULL, idx INTEGER NOT NULL, route TEXT NOT NULL,
-    request TEXT NOT NULL, response TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL, usage_estimated INTEGER NOT NULL,
-    latency_ms REAL NOT NULL, created_at REAL NOT NULL, stream INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (trajectory_id, idx));
-CREATE TABLE IF NOT EXISTS rewards (
-    trajectory_id TEXT PRIMARY KEY, rewards TEXT NOT NULL, total REAL NOT NULL,
-    client_token TEXT, body_hash TEXT, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, trajectory_id TEXT, kind TEXT NOT NULL,
-    detail TEXT NOT NULL, created_at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS events_trajectory ON events(trajectory_id);
-CREATE TABLE IF NOT EXISTS client_tokens (
-    token TEXT PRIMARY KEY, operation TEXT NOT NULL, body_hash TEXT NOT NULL,
-    created_at REAL NOT NULL);
-"""
-
-
-@dataclass(frozen=True)
-class JobRow:
-    """One emulated job (an MTRL training or evaluation job)."""
-
-    arn: str
-    name: str
-    created_at: float
-    config: dict[str, Any]
-    status: str
-    summary: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class TrajectoryRow:
-    """One trajectory (= one rollout id) and its state-machine state."""
-
-    id: str
-    job_arn: str
-    state: str
-    prompt: str
-    payload: dict[str, Any] | None = None
-    step: int = 0
-    prompt_index: int = 0
-    sample_index: int = 0
-    attempt: int = 0
-    retry_of: str | None = None
-    replay_of: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class TurnRow:
-    """One policy call of a trajectory: full request and response bodies, usage and latency.
-
-    ``route`` is the HTTP route that carried it (``/sample``, ``/sample-with-response-stream``,
-    ``/v1/chat/completions``); ``stream`` tells whether the caller asked for SSE.
-    """
-
-    trajectory_id: str
-    idx: int
-    route: str
-    request: dict[str, Any]
-    response: dict[str, Any]
-    prompt_tokens: int
-    completion_tokens: int
-    usage_estimated: bool
-    latency_ms: float
-    created_at: float = 0.0
-    stream: bool = False
-
-
-@dataclass(frozen=True)
-class RewardRow:
-    """The rewards reported for a trajectory; ``total`` is their sum."""
-
-    trajectory_id: str
-    rewards: list[float]
-    total: float
-    client_token: str | None
-    body_hash: str | None
-    created_at: float
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """A state change or notable occurrence (``kind``) with JSON details."""
-
-    id: int
-    trajectory_id: str | None
-    kind: str
-    detail: dict[str, Any]
-    created_at: float
+logger = logging.getLogger("agent_kit.emulator.store")
 
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _loads_opt(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -196,15 +114,16 @@ class RunStore:
         store, or written by a newer agent_kit.
         """
         if str(path) == ":memory:":
-            conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            store = cls(conn, ":memory:", readonly=False)
+            memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            store = cls(memory, ":memory:", readonly=False)
             store._init_schema()
             return store
         file = resolve_path(path)
+        if readonly and not file.exists():
+            raise UsageError(f"no run store at {file}")
+        conn: sqlite3.Connection | None = None
         try:
             if readonly:
-                if not file.exists():
-                    raise UsageError(f"no run store at {file}")
                 conn = sqlite3.connect(
                     f"{file.resolve().as_uri()}?mode=ro",
                     uri=True,
@@ -217,13 +136,17 @@ class RunStore:
             conn.execute("PRAGMA busy_timeout=5000")
             store = cls(conn, str(file), readonly=readonly)
             if readonly:
-                store._check_version(store._user_version())
+                check_version(user_version(conn), store.path)
             else:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 store._init_schema()
-        except sqlite3.DatabaseError as exc:
-            raise UsageError(f"cannot open run store {file}: {exc}") from None
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise UsageError(f"cannot open run store {file}: {exc}") from None
+            raise
         return store
 
     def close(self) -> None:
@@ -237,44 +160,23 @@ class RunStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _user_version(self) -> int:
-        row = self._conn.execute("PRAGMA user_version").fetchone()
-        return int(row[0])
-
-    def _check_version(self, version: int) -> None:
-        if version > SCHEMA_VERSION:
-            raise UsageError(
-                f"run store {self.path} has schema version {version}, newer than this "
-                f"agent_kit understands ({SCHEMA_VERSION}); upgrade agent_kit to read it"
-            )
-
     def _init_schema(self) -> None:
+        """Create or migrate the schema to :data:`SCHEMA_VERSION` in one write transaction (no
+        transaction when the file is already current)."""
         with self._lock:
-            version = self._user_version()
-            self._check_version(version)
-            if version == SCHEMA_VERSION:
-                return
-            if version == 0:
-                has_tables = self._conn.execute(
-                    "SELECT count(*) FROM sqlite_master WHERE type='table'"
-                ).fetchone()[0]
-                if has_tables:
-                    raise UsageError(
-                        f"{self.path} is an SQLite file but not an agent_kit run store"
-                    )
-            with self._tx():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                self._conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('created_at', ?)",
-                    (str(time.time()),),
-                )
-                self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            current = user_version(self._conn)
+        check_version(current, self.path)
+        if current == SCHEMA_VERSION:
+            return
+        with self._tx() as conn:
+            found = migrate(conn, self.path)
+        if 0 < found < SCHEMA_VERSION:
+            logger.info(
+                "migrated run store %s from schema version %d to %d",
+                self.path,
+                found,
+                SCHEMA_VERSION,
+            )
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -311,13 +213,14 @@ class RunStore:
                 (arn, name, now, _dumps(config)),
             )
         job = self.get_job(arn)
-        assert job is not None
+        if job is None:
+            raise UsageError(f"job {arn!r} was not stored in {self.path}")
         return job
 
     def get_job(self, arn: str) -> JobRow | None:
         """The job with this ARN, or None."""
         row = self._one("SELECT * FROM jobs WHERE arn = ?", (arn,))
-        return None if row is None else _job(row)
+        return None if row is None else job_from_row(row)
 
     def update_job(
         self, arn: str, status: str | None = None, summary: dict[str, Any] | None = None
@@ -331,7 +234,7 @@ class RunStore:
 
     def list_jobs(self) -> list[JobRow]:
         """All jobs, oldest first."""
-        return [_job(r) for r in self._all("SELECT * FROM jobs ORDER BY created_at, arn")]
+        return [job_from_row(r) for r in self._all("SELECT * FROM jobs ORDER BY created_at, arn")]
 
     # -- trajectories ------------------------------------------------------------------------
 
@@ -369,13 +272,14 @@ class RunStore:
         except sqlite3.IntegrityError:
             raise UsageError(f"trajectory {row.id!r} already exists") from None
         stored = self.get_trajectory(row.id)
-        assert stored is not None
+        if stored is None:
+            raise UsageError(f"trajectory {row.id!r} was not stored in {self.path}")
         return stored
 
     def get_trajectory(self, trajectory_id: str) -> TrajectoryRow | None:
         """The trajectory with this id, or None."""
         row = self._one("SELECT * FROM trajectories WHERE id = ?", (trajectory_id,))
-        return None if row is None else _trajectory(row)
+        return None if row is None else trajectory_from_row(row)
 
     def set_state(self, trajectory_id: str, state: str, reason: str | None = None) -> None:
         """Move a trajectory to ``state`` and record a ``state`` event, in one transaction."""
@@ -408,7 +312,7 @@ class RunStore:
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY created_at, rowid"
-        return [_trajectory(r) for r in self._all(sql, args)]
+        return [trajectory_from_row(r) for r in self._all(sql, args)]
 
     # -- turns -------------------------------------------------------------------------------
 
@@ -449,7 +353,7 @@ class RunStore:
         rows = self._all(
             "SELECT * FROM turns WHERE trajectory_id = ? ORDER BY idx", (trajectory_id,)
         )
-        return [_turn(r) for r in rows]
+        return [turn_from_row(r) for r in rows]
 
     def count_turns(self, trajectory_id: str) -> int:
         """How many turns a trajectory has recorded."""
@@ -486,15 +390,14 @@ class RunStore:
                     (trajectory_id, "state", _dumps({"state": state, "reason": None}), now),
                 )
         reward = self.get_reward(trajectory_id)
-        assert reward is not None
+        if reward is None:
+            raise UsageError(f"the reward of {trajectory_id!r} was not stored in {self.path}")
         return reward
 
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
         row = self._one("SELECT * FROM rewards WHERE trajectory_id = ?", (trajectory_id,))
-        if row is None:
-            return None
-        return RewardRow(row[0], json.loads(row[1]), float(row[2]), row[3], row[4], float(row[5]))
+        return None if row is None else reward_from_row(row)
 
     def remember_token(self, token: str, operation: str, body_hash: str) -> tuple[str, str] | None:
         """Record an idempotency token; return the (operation, hash) already stored, or None."""
@@ -542,43 +445,4 @@ class RunStore:
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         rows = self._all(sql + " ORDER BY id", args)
-        return [EventRow(int(r[0]), r[1], str(r[2]), json.loads(r[3]), float(r[4])) for r in rows]
-
-
-def _job(r: Sequence[Any]) -> JobRow:
-    return JobRow(r[0], r[1], float(r[2]), json.loads(r[3]), r[4], _loads_opt(r[5]))
-
-
-def _trajectory(r: Sequence[Any]) -> TrajectoryRow:
-    return TrajectoryRow(
-        id=r[0],
-        job_arn=r[1],
-        state=r[2],
-        prompt=r[3],
-        payload=_loads_opt(r[4]),
-        step=int(r[5]),
-        prompt_index=int(r[6]),
-        sample_index=int(r[7]),
-        attempt=int(r[8]),
-        retry_of=r[9],
-        replay_of=r[10],
-        created_at=float(r[11]),
-        updated_at=float(r[12]),
-        reason=r[13],
-    )
-
-
-def _turn(r: Sequence[Any]) -> TurnRow:
-    return TurnRow(
-        trajectory_id=r[0],
-        idx=int(r[1]),
-        route=r[2],
-        request=json.loads(r[3]),
-        response=json.loads(r[4]),
-        prompt_tokens=int(r[5]),
-        completion_tokens=int(r[6]),
-        usage_estimated=bool(r[7]),
-        latency_ms=float(r[8]),
-        created_at=float(r[9]),
-        stream=bool(r[10]),
-    )
+        return [event_from_row(r) for r in rows]

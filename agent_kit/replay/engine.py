@@ -1,5 +1,12 @@
 """Replay: re-run recorded episodes through the real entrypoint and report what changed.
 
+Why one module of ~450 lines: it owns a single thing, a replay through the emulator. Its
+settings (:class:`_Plan`, run-directory naming, the replay job's config) exist only to feed
+:func:`replay_run`, and the in-process variant, the recording, the policy backend and the
+verdicts already live in their own modules (:mod:`~agent_kit.replay.inprocess`,
+:mod:`~agent_kit.replay.recording` / :mod:`~agent_kit.replay.cassette`,
+:mod:`~agent_kit.replay.policy`, :mod:`~agent_kit.replay.verdicts`).
+
 The policy is replaced by the recording: every policy call of a replayed episode is answered
 with the response recorded for that turn (same ``chat.completion``, same token usage; streamed
 callers get it as SSE chunks). Before answering, the request is compared with the recorded
@@ -20,39 +27,42 @@ Pieces, in the order data flows:
   emulator on loopback, the invoker for the entrypoint, a new run directory whose trajectories
   link to the originals through ``replay_of``) and compares each episode: identical, diverged at
   turn k, reward changed (old → new, per component) or error → :class:`ReplayReport`.
-- :func:`replay_in_process`: the same comparison without HTTP or processes (the entrypoint's
-  ``RolloutApp`` driven by :class:`~agent_kit.harness.inprocess.ScriptedModel`); faster, checks
-  messages
-  and tools only (sampling parameters and transport fields never reach it).
+- :func:`replay_in_process` (:mod:`agent_kit.replay.inprocess`, re-exported here): the same
+  comparison without HTTP or processes (the entrypoint's ``RolloutApp`` driven by
+  :class:`~agent_kit.harness.inprocess.ScriptedModel`); faster, checks messages and tools only
+  (sampling parameters and transport fields never reach it).
+
+:func:`replay_run` reads as its steps: resolve the settings into a :class:`_Plan`, build the
+replay backend, open the new run's store and job, play every episode through the emulator and
+the invoker (:func:`_play_episodes`, one :func:`_replay_episode` each), then record the report.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
-from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.emulator.serving import EmbeddedServer
-from agent_kit.emulator.store import INVOCATION_EVENT
+from agent_kit.emulator.store import INVOCATION_EVENT, RUN_FILE
 from agent_kit.errors import UsageError
-from agent_kit.replay.cassette import RecordedEpisode, Recording, load_recording
+from agent_kit.replay.cassette import RecordedEpisode, Recording, open_recording
+from agent_kit.replay.inprocess import replay_in_process
 from agent_kit.replay.policy import (
     DEFAULT_IGNORED_FIELDS,
     Divergence,
     Normalization,
     ReplayBackend,
     ReplayDivergenceError,
-    first_difference,
     render_request,
-    reply_from_completion,
     request_diff,
 )
 from agent_kit.replay.verdicts import (
@@ -82,15 +92,41 @@ __all__ = [
     "request_diff",
 ]
 
+logger = logging.getLogger("agent_kit.replay")
+
 #: Event kind recorded in the replay run for each divergence.
 DIVERGENCE_EVENT: Final = "replay_divergence"
+#: Report file written into the replay's run directory.
+REPORT_FILE: Final = "replay_report.json"
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")
 _TERMINAL: Final = frozenset(
     {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
 )
+_DEFAULT_PARAMS: Final = {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096}
 
 
-# -- replay through the real entrypoint (subprocess / URL invokers) -----------------------------
+# -- settings --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A replay's resolved settings: what is replayed, through which entrypoint, into which run."""
+
+    recording: Recording
+    target: str
+    run_dir: Path
+    job_name: str
+    mode: str
+    normalization: Normalization
+    seed: int
+    continue_on_divergence: bool
+    fork_at: int | None
+    policy: str | None
+    concurrency: int
+    workers: int
+    rollout_timeout: float
+    report_grace: float
+    region: str
 
 
 def _run_name(prefix: str, recording: Recording) -> str:
@@ -101,8 +137,6 @@ def _run_name(prefix: str, recording: Recording) -> str:
 
 
 def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
-    from agent_kit.emulator.store import RUN_FILE
-
     candidate, n = name, 1
     while (parent / candidate / RUN_FILE).exists():
         n += 1
@@ -125,14 +159,6 @@ def _new_ids(job_name: str, episodes: Sequence[RecordedEpisode]) -> list[str]:
     return out
 
 
-def _recording(
-    source: str | Path | Recording, trajectories: Sequence[str] | None, limit: int | None
-) -> Recording:
-    if isinstance(source, Recording):
-        return source.select(trajectories, limit)
-    return load_recording(source, trajectories, limit)
-
-
 def _prepare(
     source: str | Path | Recording,
     entrypoint: str | Path | None,
@@ -143,7 +169,7 @@ def _prepare(
     mode: str,
 ) -> tuple[Recording, str, Path, str]:
     """Load the recording, resolve the entrypoint and pick a fresh run directory."""
-    recording = _recording(source, trajectories, limit)
+    recording = open_recording(source, trajectories, limit)
     target = str(entrypoint) if entrypoint is not None else None
     if target is None:
         if recording.entrypoint is None:
@@ -161,6 +187,71 @@ def _prepare(
         parent = Path("runs")
     run_dir, job_name = _fresh_dir(parent, name or _run_name(mode, recording))
     return recording, target, run_dir, job_name
+
+
+def _check_settings(
+    fork_at: int | None, policy: str | None, concurrency: int, workers: int
+) -> None:
+    if (fork_at is None) != (policy is None):
+        raise UsageError("--fork-at and --policy go together (fork onto a live policy)")
+    if concurrency < 1 or workers < 1:
+        raise UsageError("concurrency and workers must be ≥ 1")
+
+
+def _replay_backend(plan: _Plan) -> ReplayBackend:
+    """The ``replay:`` backend serving the recording (and the live policy of a fork)."""
+    live = load_policy(plan.policy, seed=plan.seed, base_dir=Path.cwd()) if plan.policy else None
+    return ReplayBackend(
+        plan.recording,
+        normalization=plan.normalization,
+        continue_on_divergence=plan.continue_on_divergence,
+        fork_at=plan.fork_at,
+        live=live,
+    )
+
+
+def _job_config(plan: _Plan, backend_name: str) -> dict[str, Any]:
+    """The replay job's config: the recorded settings, the entrypoint, and what it replays."""
+    recording = plan.recording
+    origin = {
+        "source": str(recording.source.resolve()),
+        "kind": recording.kind,
+        "job_arn": recording.job_arn,
+    }
+    config: dict[str, Any] = {
+        "job": {**recording.job, "name": plan.job_name, "policy": backend_name},
+        "entrypoint": plan.target,
+        "replay_of": origin,
+        "replay": {
+            "continue_on_divergence": plan.continue_on_divergence,
+            "normalization": plan.normalization.to_dict(),
+        },
+    }
+    if plan.fork_at is not None:
+        config["forked_from"] = {**origin, "fork_at": plan.fork_at, "policy": plan.policy}
+        config["job"]["policy"] = plan.policy
+    return config
+
+
+def _divergence_recorder(store: Any) -> Callable[[Divergence], None]:
+    """A callback recording each divergence as a :data:`DIVERGENCE_EVENT` of its trajectory."""
+
+    def note(divergence: Divergence) -> None:
+        store.add_event(
+            DIVERGENCE_EVENT,
+            {
+                "turn": divergence.turn,
+                "where": divergence.where,
+                "diff": divergence.diff,
+                "replay_of": divergence.original_id,
+            },
+            divergence.trajectory_id,
+        )
+
+    return note
+
+
+# -- replay through the real entrypoint (subprocess / URL invokers) -----------------------------
 
 
 async def replay_run(
@@ -195,109 +286,38 @@ async def replay_run(
     :meth:`ReplayReport.raise_for_mismatch`.
     """
     from agent_kit.emulator.core import Emulator
-    from agent_kit.emulator.driver import session_id_for
-    from agent_kit.emulator.invokers import agent_env, make_invoker
-    from agent_kit.emulator.server import create_app
     from agent_kit.emulator.store import RunStore
 
     started = time.monotonic()
-    if (fork_at is None) != (policy is None):
-        raise UsageError("--fork-at and --policy go together (fork onto a live policy)")
-    if concurrency < 1 or workers < 1:
-        raise UsageError("concurrency and workers must be ≥ 1")
+    _check_settings(fork_at, policy, concurrency, workers)
     mode = "fork" if fork_at is not None else "replay"
     recording, target, run_dir, job_name = _prepare(
         source, entrypoint, trajectories, limit, out_dir, name, mode
     )
-    norm = normalization or Normalization()
-    run_seed = int(recording.job.get("seed", 0) or 0) if seed is None else seed
-    live = load_policy(policy, seed=run_seed, base_dir=Path.cwd()) if policy else None
-    backend = ReplayBackend(
-        recording,
-        normalization=norm,
+    plan = _Plan(
+        recording=recording,
+        target=target,
+        run_dir=run_dir,
+        job_name=job_name,
+        mode=mode,
+        normalization=normalization or Normalization(),
+        seed=int(recording.job.get("seed", 0) or 0) if seed is None else seed,
         continue_on_divergence=continue_on_divergence,
         fork_at=fork_at,
-        live=live,
+        policy=policy,
+        concurrency=concurrency,
+        workers=workers,
+        rollout_timeout=rollout_timeout,
+        report_grace=report_grace,
+        region=region,
     )
+    backend = _replay_backend(plan)
     store = RunStore.open(run_dir)
-    reports: list[EpisodeReport] = []
     try:
-
-        def note(divergence: Divergence) -> None:
-            store.add_event(
-                DIVERGENCE_EVENT,
-                {
-                    "turn": divergence.turn,
-                    "where": divergence.where,
-                    "diff": divergence.diff,
-                    "replay_of": divergence.original_id,
-                },
-                divergence.trajectory_id,
-            )
-
-        backend.on_divergence = note
-        emu = Emulator(store, backend, region=region, seed=run_seed)
-        origin = {
-            "source": str(recording.source.resolve()),
-            "kind": recording.kind,
-            "job_arn": recording.job_arn,
-        }
-        job_config: dict[str, Any] = {
-            "job": {**recording.job, "name": job_name, "policy": backend.name},
-            "entrypoint": target,
-            "replay_of": origin,
-            "replay": {
-                "continue_on_divergence": continue_on_divergence,
-                "normalization": norm.to_dict(),
-            },
-        }
-        if fork_at is not None:
-            job_config["forked_from"] = {**origin, "fork_at": fork_at, "policy": policy}
-            job_config["job"]["policy"] = policy
-        job_arn = emu.create_job(job_name, job_config).arn
-        ids = _new_ids(job_name, recording.episodes)
-        done = 0
-        async with EmbeddedServer(create_app(emu)) as url:
-            invoker = make_invoker(
-                target,
-                env=agent_env(url, region),
-                workers=workers,
-                log_dir=run_dir / "logs",
-                concurrency=concurrency,
-                on_event=lambda kind, detail: store.add_event(kind, detail),
-            )
-            sem = asyncio.Semaphore(concurrency)
-
-            async def one(episode: RecordedEpisode, tid: str) -> EpisodeReport:
-                nonlocal done
-                async with sem:
-                    report = await _replay_episode(
-                        emu,
-                        invoker,
-                        job_arn,
-                        url,
-                        region,
-                        episode,
-                        tid,
-                        session_id_for(tid),
-                        rollout_timeout,
-                        report_grace,
-                        fork_at,
-                    )
-                done += 1
-                if progress is not None:
-                    progress(done, len(recording.episodes))
-                return report
-
-            await invoker.start()
-            try:
-                reports = list(
-                    await asyncio.gather(
-                        *(one(e, t) for e, t in zip(recording.episodes, ids, strict=True))
-                    )
-                )
-            finally:
-                await invoker.aclose()
+        backend.on_divergence = _divergence_recorder(store)
+        emu = Emulator(store, backend, region=region, seed=plan.seed)
+        job_arn = emu.create_job(job_name, _job_config(plan, backend.name)).arn
+        reports = await _play_episodes(emu, plan, job_arn, progress)
         report = ReplayReport(
             source=str(recording.source),
             run_dir=str(run_dir),
@@ -309,36 +329,85 @@ async def replay_run(
             elapsed_s=time.monotonic() - started,
         )
         store.update_job(job_arn, status="completed", summary={"replay": report.to_dict()})
-        (run_dir / "replay_report.json").write_text(
+        (run_dir / REPORT_FILE).write_text(
             json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         return report
     finally:
-        with contextlib.suppress(Exception):
-            await backend.aclose()
+        await _close_backend(backend, job_name)
         store.close()
+
+
+async def _close_backend(backend: ReplayBackend, job_name: str) -> None:
+    """Close the replay backend (and its live policy); a failure is logged, never raised."""
+    try:
+        await backend.aclose()
+    except Exception:  # closing must not mask the replay's own outcome
+        logger.debug("closing the replay policy of job %s failed", job_name, exc_info=True)
+
+
+async def _play_episodes(
+    emu: Any,
+    plan: _Plan,
+    job_arn: str,
+    progress: Callable[[int, int], None] | None,
+) -> list[EpisodeReport]:
+    """Serve the emulator on loopback, start the invoker and replay every episode through it,
+    ``plan.concurrency`` at a time; reports in the recording's order."""
+    from agent_kit.emulator.driver import session_id_for
+    from agent_kit.emulator.invokers import agent_env, make_invoker
+    from agent_kit.emulator.server import create_app
+
+    episodes = plan.recording.episodes
+    ids = _new_ids(plan.job_name, episodes)
+    done = 0
+    async with EmbeddedServer(create_app(emu)) as url:
+        invoker = make_invoker(
+            plan.target,
+            env=agent_env(url, plan.region),
+            workers=plan.workers,
+            log_dir=plan.run_dir / "logs",
+            concurrency=plan.concurrency,
+            on_event=lambda kind, detail: emu.store.add_event(kind, detail),
+        )
+        sem = asyncio.Semaphore(plan.concurrency)
+
+        async def one(episode: RecordedEpisode, tid: str) -> EpisodeReport:
+            nonlocal done
+            async with sem:
+                report = await _replay_episode(
+                    emu, invoker, plan, job_arn, url, episode, tid, session_id_for(tid)
+                )
+            done += 1
+            if progress is not None:
+                progress(done, len(episodes))
+            return report
+
+        await invoker.start()
+        try:
+            return list(
+                await asyncio.gather(*(one(e, t) for e, t in zip(episodes, ids, strict=True)))
+            )
+        finally:
+            await invoker.aclose()
 
 
 async def _replay_episode(
     emu: Any,
     invoker: Any,
+    plan: _Plan,
     job_arn: str,
     url: str,
-    region: str,
     episode: RecordedEpisode,
     tid: str,
     session_id: str,
-    timeout: float,
-    grace: float,
-    fork_at: int | None,
 ) -> EpisodeReport:
     """Play one recorded episode again and judge it."""
     store = emu.store
-    params = episode.inference_params or {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096}
     payload = {
         "prompt": episode.prompt,
-        "metadata": {"jobArn": job_arn, "rolloutId": tid, "endpoint": url, "region": region},
-        "inferenceParams": params,
+        "metadata": {"jobArn": job_arn, "rolloutId": tid, "endpoint": url, "region": plan.region},
+        "inferenceParams": episode.inference_params or dict(_DEFAULT_PARAMS),
     }
     emu.open_trajectory(
         job_arn,
@@ -350,7 +419,7 @@ async def _replay_episode(
         trajectory_id=tid,
         payload=payload,
     )
-    result = await invoker.invoke(payload, session_id, timeout)
+    result = await invoker.invoke(payload, session_id, plan.rollout_timeout)
     store.add_event(
         INVOCATION_EVENT,
         {
@@ -361,7 +430,7 @@ async def _replay_episode(
         },
         tid,
     )
-    state = await emu.wait_state(tid, _TERMINAL, grace if result.ok else 0.0)
+    state = await emu.wait_state(tid, _TERMINAL, plan.report_grace if result.ok else 0.0)
     error: str | None = None
     if state not in _TERMINAL:
         error = result.error or f"the agent left the rollout {state.value} (no reward reported)"
@@ -381,119 +450,5 @@ async def _replay_episode(
         new_rewards=None if reward is None else reward.rewards,
         new_breakdown=breakdown if isinstance(breakdown, dict) else None,
         error=error,
-        fork_at=fork_at,
+        fork_at=plan.fork_at,
     )
-
-
-# -- replay in process (no HTTP, no subprocess) -------------------------------------------------
-
-
-class _InProcessPolicy:
-    """A scripted policy serving one recorded episode to :class:`ScriptedModel`."""
-
-    def __init__(self, episode: RecordedEpisode, normalization: Normalization) -> None:
-        self.episode = episode
-        self.normalization = normalization
-        self.divergence: Divergence | None = None
-
-    def __call__(self, request: PolicyRequest) -> PolicyReply:
-        turn = request.turn
-        now = self.normalization.view(request.raw)
-        if turn >= len(self.episode.turns):
-            self._stop(turn, f"turn {turn} is beyond the recording", request_diff({}, now))
-        before = self.normalization.view(self.episode.turns[turn].request)
-        if before != now:
-            self._stop(turn, first_difference(before, now), request_diff(before, now))
-        return reply_from_completion(self.episode.turns[turn].response)
-
-    def _stop(self, turn: int, where: str, diff: str) -> None:
-        if self.divergence is None:
-            self.divergence = Divergence(
-                self.episode.trajectory_id, self.episode.trajectory_id, turn, where, diff
-            )
-        raise ReplayDivergenceError(f"replay diverged at turn {turn}: {where}")
-
-
-def replay_in_process(
-    source: str | Path | Recording,
-    entrypoint: str | Path | None = None,
-    *,
-    trajectories: Sequence[str] | None = None,
-    limit: int | None = None,
-    normalization: Normalization | None = None,
-    concurrency: int = 8,
-) -> ReplayReport:
-    """Replay episodes through the entrypoint's ``RolloutApp`` in this process and compare them.
-
-    No emulator, HTTP or subprocess: the app's episode runner plays each episode in one event
-    loop (``concurrency`` at a time) with a :class:`~agent_kit.harness.inprocess.ScriptedModel`
-    serving
-    the recording. Only ``messages`` and ``tools`` of each request are compared
-    (sampling parameters never reach an in-process model); rewards are compared bit for bit
-    with the recorded ones (and per component when the recording has a breakdown). Works for
-    entrypoints whose ``app`` is a :class:`~agent_kit.app.RolloutApp`. Not usable from inside
-    a running event loop.
-    """
-    from agent_kit.harness.inprocess import load_app
-
-    started = time.monotonic()
-    recording = _recording(source, trajectories, limit)
-    path = entrypoint if entrypoint is not None else recording.entrypoint
-    if path is None:
-        raise UsageError(f"{recording.source} does not record its entrypoint; pass one")
-    app = load_app(path)
-    norm = normalization or Normalization(only=frozenset({"messages", "tools"}))
-    reports = asyncio.run(_play_in_process(app, recording.episodes, norm, concurrency))
-    return ReplayReport(
-        source=str(recording.source),
-        run_dir=None,
-        entrypoint=str(path),
-        mode="in-process",
-        episodes=tuple(reports),
-        elapsed_s=time.monotonic() - started,
-    )
-
-
-async def _play_in_process(
-    app: Any,
-    episodes: Sequence[RecordedEpisode],
-    norm: Normalization,
-    concurrency: int,
-) -> list[EpisodeReport]:
-    """Play every episode through the app's episode runner in one event loop."""
-    from agent_kit.contract import parse_payload
-    from agent_kit.harness.inprocess import scripted_model_factory
-    from agent_kit.runner import run_episode
-
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(episode: RecordedEpisode) -> EpisodeReport:
-        policy = _InProcessPolicy(episode, norm)
-        payload = parse_payload(
-            {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
-        )
-        async with sem:
-            outcome = await run_episode(
-                payload,
-                environment=app.environment,
-                reward=app.reward_fn,
-                settings=app.settings,
-                model_factory=scripted_model_factory(policy),
-            )
-        body = outcome.body()
-        breakdown = body.get("reward_breakdown")
-        turns = outcome.episode.turns
-        return judge(
-            episode,
-            None,
-            divergence=policy.divergence,
-            replayed_turns=turns
-            if policy.divergence is not None
-            else min(turns, len(episode.turns)),
-            new_rewards=outcome.reward.wire_values(turns),
-            new_breakdown=breakdown if isinstance(breakdown, dict) else None,
-            error=None,
-            fork_at=None,
-        )
-
-    return list(await asyncio.gather(*(one(e) for e in episodes)))

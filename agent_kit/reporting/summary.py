@@ -1,12 +1,18 @@
 """The run summary (``summary.json``): a versioned, validated digest of one emulated job.
 
+Why one module of ~420 lines: it owns a single thing, computing the summary. The document's
+models are :mod:`agent_kit.reporting.summary_schema` and the metric and cost formulas are
+:mod:`~agent_kit.reporting.metrics` and :mod:`~agent_kit.reporting.pricing`; what is left here
+(reading the store into records, the config look-ups, the projection, and one small builder per
+section, which :func:`summarize_records` calls in document order) is read together.
+
 :func:`summarize` reads a :class:`~agent_kit.emulator.store.RunStore` into plain
 :class:`~agent_kit.reporting.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure
-metric
-functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
-:mod:`agent_kit.reporting.pricing`, and
-returns a JSON-ready dict validated by :class:`Summary` (``"schema": "agent_kit.summary/1"``).
-Undefined statistics (no rollouts yet) are ``null``, never NaN.
+metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
+:mod:`agent_kit.reporting.pricing`, and returns a JSON-ready dict validated by :class:`Summary`
+(``"schema": "agent_kit.summary/1"``). The document's models live in
+:mod:`agent_kit.reporting.summary_schema` and are re-exported here. Undefined statistics (no
+rollouts yet) are ``null``, never NaN.
 """
 
 from __future__ import annotations
@@ -14,9 +20,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Final
 
 from agent_kit.emulator.store import JobRow, RunStore
 from agent_kit.errors import UsageError
@@ -24,183 +28,54 @@ from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     GroupResult,
     RolloutRecord,
+    TokenUsage,
     build_groups,
     eval_metrics,
     token_usage,
     training_metrics,
 )
 from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
+from agent_kit.reporting.summary_schema import (
+    SUMMARY_SCHEMA,
+    CostInfo,
+    Counts,
+    Failure,
+    JobInfo,
+    Number,
+    Projection,
+    RolloutBrief,
+    Settings,
+    StepRow,
+    Summary,
+    Timing,
+    Tokens,
+)
 
 __all__ = [
     "SUMMARY_SCHEMA",
+    "CostInfo",
+    "Counts",
+    "Failure",
+    "JobInfo",
+    "Number",
+    "Projection",
+    "RolloutBrief",
+    "Settings",
+    "StepRow",
     "Summary",
+    "Timing",
+    "Tokens",
     "load_records",
     "resolve_job",
     "summarize",
     "summarize_records",
 ]
 
-SUMMARY_SCHEMA: Final = "agent_kit.summary/1"
 #: Steps of the projection when the caller gives none: the published reference run's 100.
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
-
-Number = float | None
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class JobInfo(_Strict):
-    """Identity and status of the summarized job."""
-
-    arn: str
-    name: str
-    status: str
-    created_at: float
-    mode: Literal["training", "evaluation"]
-
-
-class Settings(_Strict):
-    """How the numbers were computed."""
-
-    advantage: str
-    advantage_eps: float
-    std: Literal["population"] = "population"
-    success_threshold: float
-    pass_k: list[int]
-
-
-class Counts(_Strict):
-    """Trajectory and slot counts (a slot is one step × prompt × sample; attempts retry it)."""
-
-    trajectories: int
-    by_state: dict[str, int]
-    slots: int
-    rewarded: int
-    lost: int
-    pending: int
-    retries: int
-    groups: int
-    degenerate_groups: int
-    turns: int
-
-
-class Failure(_Strict):
-    """A failure reason and how many trajectories ended with it."""
-
-    reason: str
-    count: int
-
-
-class Tokens(_Strict):
-    """Token totals in the billing categories; ``estimated`` when any turn's usage was."""
-
-    prefill: int
-    sample: int
-    train: int
-    total: int
-    turns: int
-    estimated: bool
-    estimated_turns: int
-    per_rollout: dict[str, Number]
-
-
-class CostInfo(_Strict):
-    """A cost estimate per category with the pricing's label and source."""
-
-    currency: str
-    prefill: float
-    sample: float
-    train: float
-    total: float
-    label: str
-    source: str
-    estimated_tokens: bool
-
-
-class Projection(_Strict):
-    """``steps × batch_size × group_size`` rollouts at this run's tokens per slot."""
-
-    steps: int
-    batch_size: int
-    group_size: int
-    rollouts: int
-    tokens_per_rollout: dict[str, float]
-    tokens: dict[str, int]
-    cost: CostInfo
-    dataset_rows: int | None = None
-    epochs: float | None = None
-    text: str
-
-
-class StepRow(_Strict):
-    """Per-step curves: reward and token figures of one training step."""
-
-    step: int
-    trajectories: int
-    rewarded: int
-    lost: int
-    reward_mean: Number
-    reward_std: Number
-    reward_min: Number
-    reward_max: Number
-    valid_mean: Number
-    zero_frac: Number
-    turns_mean: Number
-    advantage_abs_mean: Number
-    prefill: int
-    sample: int
-    train: int
-
-
-class RolloutBrief(_Strict):
-    """One trajectory as listed among the slowest or failed rollouts."""
-
-    id: str
-    step: int
-    prompt_index: int
-    sample_index: int
-    attempt: int
-    state: str
-    reward: Number
-    turns: int
-    tokens: int
-    duration_s: float
-    reason: str | None
-    retry_of: str | None
-
-
-class Timing(_Strict):
-    """Wall-clock span of the recorded trajectories and the rollout rate."""
-
-    started_at: Number
-    ended_at: Number
-    wall_s: float
-    rollouts_per_s: Number
-
-
-class Summary(_Strict):
-    """The ``summary.json`` document, version ``agent_kit.summary/1``."""
-
-    schema_id: Literal["agent_kit.summary/1"] = Field(alias="schema")
-    generated_at: float
-    job: JobInfo
-    config: dict[str, Any]
-    settings: Settings
-    counts: Counts
-    failures: list[Failure]
-    metrics: dict[str, Number]
-    tokens: Tokens
-    cost: CostInfo
-    projection: Projection | None
-    steps: list[StepRow]
-    timing: Timing
-    slowest: list[RolloutBrief]
-    failed: list[RolloutBrief]
-    #: Figures the job driver adds about its own run (progress counters, elapsed time).
-    run: dict[str, Any] | None = None
+_FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
+_FINISHED_STATES: Final = frozenset({"REWARDED", "FAILED", "TIMED_OUT"})
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -361,6 +236,82 @@ def _brief(r: RolloutRecord) -> RolloutBrief:
     )
 
 
+def _success_threshold(flat: dict[str, Any], given: float | None) -> float:
+    """The caller's threshold, else the job config's ``success_threshold``, else 1.0."""
+    if given is not None:
+        return given
+    configured = flat.get("success_threshold")
+    if isinstance(configured, (int, float)) and not isinstance(configured, bool):
+        return float(configured)
+    return 1.0
+
+
+def _group_shape(flat: dict[str, Any], groups: Sequence[GroupResult]) -> tuple[int, int]:
+    """(group size, batch size): configured, else the largest group / step seen (at least 1)."""
+    group_size = _config_int(flat, "group_size") or max(
+        (g.finished_slots + g.pending for g in groups), default=1
+    )
+    batch_size = _config_int(flat, "batch_size", "global_batch_size") or max(
+        (sum(1 for g in groups if g.step == s) for s in {g.step for g in groups}), default=1
+    )
+    return group_size, batch_size
+
+
+def _pass_ks(pass_k: Sequence[int] | None, group_size: int) -> list[int]:
+    """The k of pass@k, sorted and ≥ 1: the caller's, else (1, group size)."""
+    return sorted({int(k) for k in (pass_k if pass_k is not None else (1, group_size)) if k >= 1})
+
+
+def _counts(
+    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], slots: int, turns: int
+) -> Counts:
+    return Counts(
+        trajectories=len(records),
+        by_state=dict(sorted(Counter(r.state for r in records).items())),
+        slots=slots,
+        rewarded=sum(len(g.rollouts) for g in groups),
+        lost=sum(g.lost for g in groups),
+        pending=sum(g.pending for g in groups),
+        retries=sum(1 for r in records if r.attempt > 0),
+        groups=len(groups),
+        degenerate_groups=sum(1 for g in groups if g.rollouts and g.degenerate),
+        turns=turns,
+    )
+
+
+def _failures(records: Sequence[RolloutRecord]) -> list[Failure]:
+    """Failure reasons (the state when none was recorded), most frequent first."""
+    reasons = Counter(r.reason or r.state for r in records if r.state in _FAILED_STATES)
+    return [Failure(reason=k, count=v) for k, v in reasons.most_common()]
+
+
+def _tokens(usage: TokenUsage, counts: TokenCounts) -> Tokens:
+    return Tokens(
+        prefill=usage.prefill,
+        sample=usage.sample,
+        train=usage.train,
+        total=counts.total,
+        turns=usage.turns,
+        estimated=usage.estimated,
+        estimated_turns=usage.estimated_turns,
+        per_rollout=usage.per_rollout,
+    )
+
+
+def _timing(records: Sequence[RolloutRecord]) -> Timing:
+    """The span from the first trajectory's start to the last one's end, and finished per s."""
+    started = min((r.started_at for r in records), default=None)
+    ended = max((r.ended_at for r in records), default=None)
+    wall = (ended - started) if started is not None and ended is not None else 0.0
+    finished = sum(1 for r in records if r.state in _FINISHED_STATES)
+    return Timing(
+        started_at=started,
+        ended_at=ended,
+        wall_s=wall,
+        rollouts_per_s=finished / wall if wall > 0 else None,
+    )
+
+
 def summarize_records(
     job: JobRow,
     records: Sequence[RolloutRecord],
@@ -384,46 +335,30 @@ def summarize_records(
     config = dict(job.config)
     flat = _settings(config)
     evaluation = _is_evaluation(flat)
-    if success_threshold is None:
-        configured = flat.get("success_threshold")
-        success_threshold = 1.0
-        if isinstance(configured, (int, float)) and not isinstance(configured, bool):
-            success_threshold = float(configured)
+    threshold = _success_threshold(flat, success_threshold)
     pricing = pricing or default_pricing()
     groups = build_groups(records, advantage)
-    group_size = _config_int(flat, "group_size") or max(
-        (g.finished_slots + g.pending for g in groups), default=1
-    )
-    batch_size = _config_int(flat, "batch_size", "global_batch_size") or max(
-        (sum(1 for g in groups if g.step == s) for s in {g.step for g in groups}), default=1
-    )
-    ks = sorted({int(k) for k in (pass_k if pass_k is not None else (1, group_size)) if k >= 1})
+    group_size, batch_size = _group_shape(flat, groups)
+    ks = _pass_ks(pass_k, group_size)
     metrics = training_metrics(records, groups, evaluation=evaluation)
-    metrics.update(eval_metrics(groups, success_threshold=success_threshold, ks=ks))
+    metrics.update(eval_metrics(groups, success_threshold=threshold, ks=ks))
     usage = token_usage(records, groups, evaluation=evaluation)
-    counts_tokens = TokenCounts(usage.prefill, usage.sample, usage.train)
+    tokens = TokenCounts(usage.prefill, usage.sample, usage.train)
     slots = {(r.step, r.prompt_index, r.sample_index) for r in records}
-    steps = projection_steps or max(
-        _config_int(flat, "steps", "max_steps") or 0, DEFAULT_PROJECTION_STEPS
-    )
     projection = None
     if slots:
         projection = _projection(
-            counts_tokens,
+            tokens,
             len(slots),
-            steps=steps,
+            steps=projection_steps
+            or max(_config_int(flat, "steps", "max_steps") or 0, DEFAULT_PROJECTION_STEPS),
             batch_size=batch_size,
             group_size=group_size,
             pricing=pricing,
             estimated=usage.estimated,
             dataset_rows=_config_int(flat, "dataset_rows", "dataset_size"),
         )
-    started = min((r.started_at for r in records), default=None)
-    ended = max((r.ended_at for r in records), default=None)
-    wall = (ended - started) if started is not None and ended is not None else 0.0
-    finished = sum(1 for r in records if r.state in {"REWARDED", "FAILED", "TIMED_OUT"})
-    failures = Counter(r.reason or r.state for r in records if r.state in {"FAILED", "TIMED_OUT"})
-    failed = [r for r in records if r.state in {"FAILED", "TIMED_OUT"}]
+    failed = [r for r in records if r.state in _FAILED_STATES]
     summary = Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),
@@ -438,42 +373,17 @@ def summarize_records(
         settings=Settings(
             advantage=advantage,
             advantage_eps=ADVANTAGE_EPS,
-            success_threshold=success_threshold,
+            success_threshold=threshold,
             pass_k=ks,
         ),
-        counts=Counts(
-            trajectories=len(records),
-            by_state=dict(sorted(Counter(r.state for r in records).items())),
-            slots=len(slots),
-            rewarded=sum(len(g.rollouts) for g in groups),
-            lost=sum(g.lost for g in groups),
-            pending=sum(g.pending for g in groups),
-            retries=sum(1 for r in records if r.attempt > 0),
-            groups=len(groups),
-            degenerate_groups=sum(1 for g in groups if g.rollouts and g.degenerate),
-            turns=usage.turns,
-        ),
-        failures=[Failure(reason=k, count=v) for k, v in failures.most_common()],
+        counts=_counts(records, groups, len(slots), usage.turns),
+        failures=_failures(records),
         metrics=metrics,
-        tokens=Tokens(
-            prefill=usage.prefill,
-            sample=usage.sample,
-            train=usage.train,
-            total=counts_tokens.total,
-            turns=usage.turns,
-            estimated=usage.estimated,
-            estimated_turns=usage.estimated_turns,
-            per_rollout=usage.per_rollout,
-        ),
-        cost=_cost(counts_tokens, pricing, usage.estimated),
+        tokens=_tokens(usage, tokens),
+        cost=_cost(tokens, pricing, usage.estimated),
         projection=projection,
         steps=_step_rows(records, groups, evaluation),
-        timing=Timing(
-            started_at=started,
-            ended_at=ended,
-            wall_s=wall,
-            rollouts_per_s=finished / wall if wall > 0 else None,
-        ),
+        timing=_timing(records),
         slowest=[_brief(r) for r in sorted(records, key=lambda r: -r.duration_s)[:_LIST_LIMIT]],
         failed=[_brief(r) for r in failed[: _LIST_LIMIT * 5]],
     )

@@ -1,0 +1,190 @@
+"""The ``summary.json`` document: its pydantic models, version ``agent_kit.summary/1``.
+
+:class:`Summary` validates what :func:`agent_kit.reporting.summary.summarize` produces (and what
+a reader loads); the other models are its sections. Every model forbids unknown fields, and
+undefined statistics are ``None`` (``null`` in JSON), never NaN. Re-exported from
+:mod:`agent_kit.reporting.summary`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SUMMARY_SCHEMA",
+    "CostInfo",
+    "Counts",
+    "Failure",
+    "JobInfo",
+    "Number",
+    "Projection",
+    "RolloutBrief",
+    "Settings",
+    "StepRow",
+    "Summary",
+    "Timing",
+    "Tokens",
+]
+
+#: The ``schema`` tag of a summary document.
+SUMMARY_SCHEMA: Final = "agent_kit.summary/1"
+
+#: A statistic that is undefined (``None``) when there is nothing to compute it over.
+Number = float | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class JobInfo(_Strict):
+    """Identity and status of the summarized job."""
+
+    arn: str
+    name: str
+    status: str
+    created_at: float
+    mode: Literal["training", "evaluation"]
+
+
+class Settings(_Strict):
+    """How the numbers were computed."""
+
+    advantage: str
+    advantage_eps: float
+    std: Literal["population"] = "population"
+    success_threshold: float
+    pass_k: list[int]
+
+
+class Counts(_Strict):
+    """Trajectory and slot counts (a slot is one step × prompt × sample; attempts retry it)."""
+
+    trajectories: int
+    by_state: dict[str, int]
+    slots: int
+    rewarded: int
+    lost: int
+    pending: int
+    retries: int
+    groups: int
+    degenerate_groups: int
+    turns: int
+
+
+class Failure(_Strict):
+    """A failure reason and how many trajectories ended with it."""
+
+    reason: str
+    count: int
+
+
+class Tokens(_Strict):
+    """Token totals in the billing categories; ``estimated`` when any turn's usage was."""
+
+    prefill: int
+    sample: int
+    train: int
+    total: int
+    turns: int
+    estimated: bool
+    estimated_turns: int
+    per_rollout: dict[str, Number]
+
+
+class CostInfo(_Strict):
+    """A cost estimate per category with the pricing's label and source."""
+
+    currency: str
+    prefill: float
+    sample: float
+    train: float
+    total: float
+    label: str
+    source: str
+    estimated_tokens: bool
+
+
+class Projection(_Strict):
+    """``steps × batch_size × group_size`` rollouts at this run's tokens per slot."""
+
+    steps: int
+    batch_size: int
+    group_size: int
+    rollouts: int
+    tokens_per_rollout: dict[str, float]
+    tokens: dict[str, int]
+    cost: CostInfo
+    dataset_rows: int | None = None
+    epochs: float | None = None
+    text: str
+
+
+class StepRow(_Strict):
+    """Per-step curves: reward and token figures of one training step."""
+
+    step: int
+    trajectories: int
+    rewarded: int
+    lost: int
+    reward_mean: Number
+    reward_std: Number
+    reward_min: Number
+    reward_max: Number
+    valid_mean: Number
+    zero_frac: Number
+    turns_mean: Number
+    advantage_abs_mean: Number
+    prefill: int
+    sample: int
+    train: int
+
+
+class RolloutBrief(_Strict):
+    """One trajectory as listed among the slowest or failed rollouts."""
+
+    id: str
+    step: int
+    prompt_index: int
+    sample_index: int
+    attempt: int
+    state: str
+    reward: Number
+    turns: int
+    tokens: int
+    duration_s: float
+    reason: str | None
+    retry_of: str | None
+
+
+class Timing(_Strict):
+    """Wall-clock span of the recorded trajectories and the rollout rate."""
+
+    started_at: Number
+    ended_at: Number
+    wall_s: float
+    rollouts_per_s: Number
+
+
+class Summary(_Strict):
+    """The ``summary.json`` document, version ``agent_kit.summary/1``."""
+
+    schema_id: Literal["agent_kit.summary/1"] = Field(alias="schema")
+    generated_at: float
+    job: JobInfo
+    config: dict[str, Any]
+    settings: Settings
+    counts: Counts
+    failures: list[Failure]
+    metrics: dict[str, Number]
+    tokens: Tokens
+    cost: CostInfo
+    projection: Projection | None
+    steps: list[StepRow]
+    timing: Timing
+    slowest: list[RolloutBrief]
+    failed: list[RolloutBrief]
+    #: Figures the job driver adds about its own run (progress counters, elapsed time).
+    run: dict[str, Any] | None = None
