@@ -146,6 +146,11 @@ class RolloutRecord:
     ended_at: float = 0.0
     reason: str | None = None
     retry_of: str | None = None
+    #: Why the agent's own side went wrong (``"reward: ValueError: …"``), from its invocation
+    #: response: a RolloutApp's ``failure``, or a foreign agent's error answer. None if it did not.
+    agent_failure: str | None = None
+    #: The agent reported its floor reward (a failure on its side, scored as the floor).
+    floor_reward: bool = False
 
     @property
     def group_key(self) -> tuple[int, int]:

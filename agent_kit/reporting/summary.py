@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
-from agent_kit.emulator.store import JobRow, RunStore
+from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore
 from agent_kit.errors import UsageError
 from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
@@ -37,6 +37,7 @@ from agent_kit.reporting.metrics import (
 from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
+    AgentFailure,
     CostInfo,
     Counts,
     Failure,
@@ -53,6 +54,7 @@ from agent_kit.reporting.summary_schema import (
 
 __all__ = [
     "SUMMARY_SCHEMA",
+    "AgentFailure",
     "CostInfo",
     "Counts",
     "Failure",
@@ -65,6 +67,7 @@ __all__ = [
     "Summary",
     "Timing",
     "Tokens",
+    "agent_failure_of",
     "load_records",
     "resolve_job",
     "summarize",
@@ -92,10 +95,36 @@ def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
     raise UsageError(f"no job {job_arn!r} in {store.path} (jobs: {known})")
 
 
+def agent_failure_of(invocation: dict[str, Any]) -> tuple[str | None, bool]:
+    """(agent-side failure reason or None, floor reward?) from a recorded invocation event.
+
+    A RolloutApp answers ``failure: {boundary, reason}`` and ``floor_reward: true``; any other
+    agent's failure is what its error answer says (HTTP status and message).
+    """
+    body = invocation.get("body")
+    if isinstance(body, dict):
+        failure = body.get("failure")
+        floor = body.get("floor_reward") is True
+        if isinstance(failure, dict) and failure.get("reason"):
+            return f"{failure.get('boundary', 'agent')}: {failure['reason']}", floor
+        if floor:
+            return "floor reward (no reason given)", True
+    status = invocation.get("status")
+    if status not in (None, "ok") and invocation.get("error"):
+        return f"agent: {invocation['error']}", False
+    return None, False
+
+
 def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
     """Every trajectory of the job as a :class:`RolloutRecord` (token sums over its turns)."""
     records: list[RolloutRecord] = []
+    invocations = {
+        e.trajectory_id: e.detail
+        for e in store.list_events(kind=INVOCATION_EVENT)
+        if e.trajectory_id is not None
+    }
     for traj in store.list_trajectories(job_arn=job_arn):
+        agent_failure, floor = agent_failure_of(invocations.get(traj.id, {}))
         turns = store.list_turns(traj.id)
         reward = store.get_reward(traj.id) if traj.state == "REWARDED" else None
         records.append(
@@ -115,6 +144,8 @@ def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
                 ended_at=traj.updated_at,
                 reason=traj.reason,
                 retry_of=traj.retry_of,
+                agent_failure=agent_failure,
+                floor_reward=floor,
             )
         )
     return records
@@ -279,6 +310,24 @@ def _counts(
     )
 
 
+def _agent_failures(records: Sequence[RolloutRecord]) -> list[AgentFailure]:
+    """Agent-side failure reasons, most frequent first, with their first trajectory ids."""
+    by_reason: dict[str, list[RolloutRecord]] = {}
+    for record in records:
+        if record.agent_failure is not None:
+            by_reason.setdefault(record.agent_failure, []).append(record)
+    ranked = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [
+        AgentFailure(
+            reason=reason,
+            count=len(rows),
+            floor_rewards=sum(1 for r in rows if r.floor_reward),
+            trajectory_ids=[r.id for r in rows[:_LIST_LIMIT]],
+        )
+        for reason, rows in ranked
+    ]
+
+
 def _failures(records: Sequence[RolloutRecord]) -> list[Failure]:
     """Failure reasons (the state when none was recorded), most frequent first."""
     reasons = Counter(r.reason or r.state for r in records if r.state in _FAILED_STATES)
@@ -378,6 +427,8 @@ def summarize_records(
         ),
         counts=_counts(records, groups, len(slots), usage.turns),
         failures=_failures(records),
+        agent_failures=_agent_failures(records),
+        floor_rewards=sum(1 for r in records if r.floor_reward and r.rewarded),
         metrics=metrics,
         tokens=_tokens(usage, tokens),
         cost=_cost(tokens, pricing, usage.estimated),

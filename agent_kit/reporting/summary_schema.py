@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "SUMMARY_SCHEMA",
+    "AgentFailure",
     "CostInfo",
     "Counts",
     "Failure",
@@ -79,6 +80,17 @@ class Failure(_Strict):
 
     reason: str
     count: int
+
+
+class AgentFailure(_Strict):
+    """A reason the agent's own side failed (reset, tool, policy call, reward …), how many
+    rollouts ended with it, how many of those were scored with the floor reward, and the first
+    trajectory ids."""
+
+    reason: str
+    count: int
+    floor_rewards: int
+    trajectory_ids: list[str]
 
 
 class Tokens(_Strict):
@@ -178,6 +190,10 @@ class Summary(_Strict):
     settings: Settings
     counts: Counts
     failures: list[Failure]
+    #: Agent-side failures (from the agent's invocation responses), most frequent first.
+    agent_failures: list[AgentFailure] = Field(default_factory=list)
+    #: Rewarded rollouts whose reward was the agent's floor reward.
+    floor_rewards: int = 0
     metrics: dict[str, Number]
     tokens: Tokens
     cost: CostInfo
