@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/emulator_overhead.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/replay_speed.py
+	$(BIN)/python bench/whole_run.py
 	$(BIN)/python bench/results.py --readme
 
 clean:

@@ -603,6 +603,7 @@ async def _play(
     loop.stats.succeeded = counts["succeeded"]
     loop.stats.failed = counts["failed"]
     await invoker.start()
+    store.add_event("agents_ready", {"workers": workers})  # the cold start ends here
     outcome.playing = True
     loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
     try:
