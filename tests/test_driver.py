@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from agent_kit.emulator.driver import (
     NO_SAMPLE_REASON,
     JobConfig,
     Progress,
+    default_workers,
     trajectory_id_for,
 )
 from agent_kit.emulator.invokers import make_invoker
@@ -390,3 +392,25 @@ async def test_graceful_stop_then_resume_finishes_every_slot_once(
         for rows in _slots(store, resumed.job_arn).values():
             assert [r.state for r in rows].count("REWARDED") == 1
     assert resumed.summary["run"]["retries"] == 0  # interrupted attempts are free retries
+
+
+def test_default_workers_follow_the_cores_and_the_concurrency(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --workers a job starts one agent process per usable core, at most concurrency."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert default_workers(32) == 4
+    assert default_workers(2) == 2
+    assert default_workers(1) == 1
+
+
+async def test_workers_default_is_recorded_with_the_job(tmp_path: Path) -> None:
+    """A run started without workers records (and starts) the default number of processes."""
+    data = _dataset(tmp_path / "d.jsonl", [{"id": 0}])
+    config = JobConfig(name="dflt", group_size=2, concurrency=2)
+    result = await run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path)
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        (job,) = store.list_jobs()
+        starts = store.list_events(kind="agent_start")
+    assert job.config["workers"] == default_workers(2)
+    assert len(starts) == default_workers(2)

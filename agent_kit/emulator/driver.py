@@ -51,6 +51,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -104,6 +105,7 @@ __all__ = [
     "Progress",
     "ProgressHook",
     "RunFinisher",
+    "default_workers",
     "invoke_once",
     "redact_summary",
     "run_job",
@@ -353,6 +355,17 @@ def _open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | No
     )
 
 
+def default_workers(concurrency: int) -> int:
+    """Agent processes to start when the user names none: one per core the driver can use
+    (an agent process is single-threaded Python, the usual bottleneck), never more than the
+    rollouts that can be in flight."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, concurrency))
+
+
 def _job_config(run: _OpenedRun, workers: int) -> dict[str, Any]:
     """What the job records about itself (shown in summaries: never the route token)."""
     entry = run.entrypoint
@@ -395,7 +408,7 @@ async def run_job(
     *,
     out_dir: str | Path = "runs",
     resume: str | Path | None = None,
-    workers: int = 1,
+    workers: int | None = None,
     progress: ProgressHook | None = None,
     invoker: Invoker | None = None,
     endpoint_url: str | None = None,
@@ -412,9 +425,11 @@ async def run_job(
     ``resume`` it, the dataset, the config, ``advertise_url`` and ``emulator_port`` default to
     what the run recorded. ``advertise_url`` is the public URL of a tunnel to this machine's
     emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
-    port (default: ephemeral). ``finish`` writes the run's outputs as the job ends (see
-    :data:`RunFinisher`; :func:`agent_kit.runs.local.run_local` passes the summary and report
-    writer); without it the result's summary holds only the driver's ``run`` figures. Setting
+    port (default: ephemeral). ``workers`` is the number of agent processes for a ``.py``
+    entrypoint (None: :func:`default_workers`). ``finish`` writes the run's outputs as the job
+    ends (see :data:`RunFinisher`; :func:`agent_kit.runs.local.run_local` passes the summary
+    and report writer); without it the result's summary holds only the driver's ``run``
+    figures. Setting
     ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
     for in-flight rollouts) and the result has status ``interrupted``. Raises
     :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
@@ -434,6 +449,8 @@ async def run_job(
         run = _open_new(entrypoint, dataset, config, Path(out_dir))
         run.advertise_url, run.emulator_port = advertise_url, emulator_port
     run.run_dir.mkdir(parents=True, exist_ok=True)
+    if workers is None:
+        workers = default_workers(run.config.concurrency)
     outcome = _Outcome()
     try:
         return await _run_opened(
