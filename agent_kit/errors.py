@@ -17,14 +17,21 @@ contract's error type name (``x-amzn-ErrorType``)::
     │   ├── ThrottlingError             429 ThrottlingException
     │   └── InternalServiceError        500 InternalServiceError
     ├── PolicyError                     exit 5   the policy endpoint failed or answered garbage
-    ├── EnvironmentFailure              exit 6   the user's environment raised
+    ├── EnvironmentFailure              exit 6   the user's environment raised (``invoke``)
     ├── RewardError                     exit 6   the reward function raised or was not finite
-    ├── ReportingError                  exit 7   CompleteRollout / UpdateReward failed for good
+    ├── ReportingError                  exit 7   a rollout was not reported (``invoke``)
     ├── InvokerError                    exit 8   the agent could not be started or reached
     ├── JobFailed                       exit 9   the emulated job failed (service semantics)
     ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
     ├── DeployError                     exit 11  packaging or deployment refused or failed
     └── RunInUse                        exit 12  another live driver owns the run directory
+
+An episode's own failures are data, not exceptions: the agent still reports a floor reward and
+names the failure in its answer. ``agent-kit invoke`` (one rollout, the debugging view) turns
+them into exit codes after printing the transcript: :class:`ReportingError` when the rollout was
+not reported (the agent's CompleteRollout/UpdateReward failed after its retries, or the rollout
+ended without a reward), else :class:`EnvironmentFailure` / :class:`RewardError` when the
+agent's answer names an ``environment`` / ``reward`` failure. The CLI exits 130 on Ctrl-C.
 
 Nothing here imports anything outside the standard library.
 """
@@ -176,7 +183,7 @@ class PolicyError(AgentKitError):
 
 
 class EnvironmentFailure(AgentKitError):
-    """The user's environment raised during reset or a tool call."""
+    """The user's environment raised during reset or a tool call (the rollout's answer says so)."""
 
     exit_code = 6
 
@@ -188,7 +195,8 @@ class RewardError(AgentKitError):
 
 
 class ReportingError(AgentKitError):
-    """CompleteRollout or UpdateReward failed after bounded retries."""
+    """A rollout was not reported: CompleteRollout or UpdateReward failed after bounded retries,
+    or the agent answered without the rollout getting its reward."""
 
     exit_code = 7
 

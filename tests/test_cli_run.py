@@ -10,14 +10,24 @@ import sqlite3
 import subprocess
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from agent_kit.cli import main
+from agent_kit.cli.run import _LiveProgress, _outcome_error
+from agent_kit.emulator.driver import NO_REWARD_REASON, InvokeOutcome, Progress
+from agent_kit.emulator.invokers import InvokeResult
 from agent_kit.emulator.store import RunStore
-from agent_kit.errors import UsageError
+from agent_kit.errors import (
+    EnvironmentFailure,
+    ReportingError,
+    RewardError,
+    UsageError,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -61,6 +71,139 @@ def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert str(tmp_path / "table") in out
 
 
+def test_run_metrics_render_error_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A metrics table that fails to render is one stderr line naming summary.json; exit 0."""
+
+    def broken(summary: Any) -> Any:
+        raise KeyError("metrics")
+
+    monkeypatch.setattr("agent_kit.cli.run.render_terminal", broken)
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
+    assert main([*argv, "--name", "norender"]) == 0
+    captured = capsys.readouterr()
+    summary = tmp_path / "norender" / "summary.json"
+    assert captured.err.splitlines() == [
+        "warning: the metrics table could not be rendered (KeyError: 'metrics'); "
+        f"the summary is in {summary}"
+    ]
+    assert "2 rewarded / 2" in captured.out
+    assert json.loads(summary.read_text())["run"]["status"] == "completed"
+
+
+def test_live_progress_renders_snapshots() -> None:
+    """The rich.progress display shows step, rollouts done of total, rate, ETA and counts."""
+    console = Console(file=StringIO(), force_terminal=True, width=120, color_system=None)
+    live = _LiveProgress(console)
+    console.print(live.get_renderable())
+    assert "starting the emulator and the agent…" in console.file.getvalue()
+    snapshot = Progress(
+        total=8,
+        done=3,
+        succeeded=2,
+        failed=1,
+        retried=1,
+        in_flight=2,
+        reward_mean=0.5,
+        elapsed=2.0,
+        rate=1.5,
+        eta=75.0,
+        step=0,
+        steps=2,
+        job_failures=1,
+    )
+    live.show(snapshot)
+    console.file = StringIO()
+    console.print(live.get_renderable())
+    text = console.file.getvalue()
+    assert "step 1/2" in text
+    assert "3/8 rollouts" in text
+    assert "1.50/s  ETA 1m15s" in text
+    assert "ok 2  failed 1  retried 1  in flight 2  reward mean 0.500  job failures: 1" in text
+
+
+def _outcome(state: str, body: Any, *, reason: str | None = None) -> InvokeOutcome:
+    return InvokeOutcome(
+        trajectory_id="t0",
+        job_arn="arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/invoke",
+        state=state,
+        reason=reason,
+        reward=None,
+        result=InvokeResult(status="ok", body=body),
+        store_path=Path("run.sqlite"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "turns", "expected", "message"),
+    [
+        (_outcome("REWARDED", {"reward": 1.0, "reported": True}), 1, None, ""),
+        (_outcome("FAILED", {"failed": True}, reason="failed"), 1, None, ""),
+        (
+            _outcome("REWARDED", {"reported": False, "report_error": "UpdateReward: 500"}),
+            1,
+            ReportingError,
+            "rollout t0 was not reported: UpdateReward: 500",
+        ),
+        (
+            _outcome("TIMED_OUT", {"reward": 1.0}, reason=NO_REWARD_REASON),
+            1,
+            ReportingError,
+            f"rollout t0 was not reported: {NO_REWARD_REASON}",
+        ),
+        (
+            _outcome("TIMED_OUT", None, reason="The agent answered without completing"),
+            2,
+            ReportingError,
+            "rollout t0 was not reported: The agent answered without completing",
+        ),
+        (
+            _outcome("TIMED_OUT", None, reason="No sampling requests were received"),
+            0,
+            None,
+            "",
+        ),
+        (
+            _outcome("REWARDED", {"failure": {"boundary": "environment", "reason": "boom"}}),
+            0,
+            EnvironmentFailure,
+            "rollout t0: the environment failed: boom",
+        ),
+        (
+            _outcome("REWARDED", {"failure": {"boundary": "reward", "reason": "NaN"}}),
+            1,
+            RewardError,
+            "rollout t0: the reward function failed: NaN",
+        ),
+        (_outcome("REWARDED", {"failure": {"boundary": "policy", "reason": "5xx"}}), 1, None, ""),
+    ],
+    ids=[
+        "rewarded",
+        "agent-failed",
+        "report-failed",
+        "no-reward",
+        "never-completed",
+        "never-sampled",
+        "environment",
+        "reward",
+        "policy",
+    ],
+)
+def test_invoke_outcome_errors(
+    outcome: InvokeOutcome, turns: int, expected: type[Exception] | None, message: str
+) -> None:
+    """`invoke` exits 7 for a rollout that was not reported, 6 for an environment or reward
+    failure the agent names, and 0 otherwise."""
+    error = _outcome_error(outcome, turns)
+    if expected is None:
+        assert error is None
+    else:
+        assert type(error) is expected
+        assert str(error) == message
+
+
 def test_run_failed_job_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A job-killing failure exits 9, still printing the summary JSON last on stdout."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}])
@@ -96,7 +239,7 @@ def test_run_bad_group_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     """An out-of-range setting is reported by name before anything starts."""
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     assert main(["run", GOOD, "--dataset", str(data), "--group-size", "64"]) == 2
-    assert "group_size must be 2..32" in capsys.readouterr().err
+    assert "--group-size must be 2..32" in capsys.readouterr().err
 
 
 def test_invoke_transcript(capsys: pytest.CaptureFixture[str]) -> None:

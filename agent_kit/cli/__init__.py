@@ -1,77 +1,166 @@
 """The ``agent-kit`` command line: the only place in agent_kit that prints or exits.
 
-Commands live in sibling modules, each exposing ``register(app)``. :func:`main` runs the Typer
-app and turns any :class:`~agent_kit.errors.AgentKitError` into ``error: <message>`` on stderr
-with that error's exit code — users never see a traceback for a deliberate error.
+Commands live in sibling modules, each exposing ``register(app)``. The root command's ``main``
+(:class:`_RootGroup`, used by :func:`main` and by a ``typer.testing.CliRunner`` alike) turns every
+outcome into an exit code, and users never see a traceback for a deliberate error:
+
+- an :class:`~agent_kit.errors.AgentKitError` prints ``error: <message>`` on stderr and exits
+  with that error's exit code;
+- a click usage error (unknown command or option, bad value, missing argument) prints one
+  ``error: <message>`` line, click's hint included ("Did you mean 'run'?"), and exits 2;
+- a bare ``agent-kit`` (or a bare command group) prints the help and exits 2, as click does;
+- ``--version`` prints the version and exits 0; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
+from typing import Annotated, Any, Final
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
+from agent_kit import __version__
+from agent_kit.cli import deploy, emulate, replay, report, run, scaffold
 from agent_kit.errors import AgentKitError
 
-__all__ = ["app", "main"]
+__all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
 
-_COMMAND_MODULES = ("emulate", "run", "report", "replay", "scaffold", "deploy")
+PROG_NAME: Final = "agent-kit"
+#: Exit code of a Ctrl-C (128 + SIGINT), as typer reports it.
+EXIT_INTERRUPTED: Final = 130
+
+# typer >= 0.29 raises the exceptions of its bundled copy of click (``typer._click``), which are
+# not the standalone ``click`` classes; older typer raises click's. Both are caught, by class.
+_CLICK_MODULES: Final = tuple(dict.fromkeys((getattr(typer, "_click", click), click)))
+_CLICK_ERRORS: Final[tuple[type[Exception], ...]] = tuple(
+    m.exceptions.ClickException for m in _CLICK_MODULES
+)
+_NO_ARGS_IS_HELP: Final[tuple[type[Exception], ...]] = tuple(
+    cls
+    for m in _CLICK_MODULES
+    if (cls := getattr(m.exceptions, "NoArgsIsHelpError", None)) is not None
+)
+# typer's own Abort (click's Abort for older typer, where the two are one class).
+_ABORTS: Final[tuple[type[BaseException], ...]] = tuple(dict.fromkeys((typer.Abort, click.Abort)))
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+
+
+def _click_error(exc: Any) -> int:
+    """Show a ClickException (of either click) in one ``error:`` line; return its exit code."""
+    code = int(exc.exit_code)
+    text = str(exc.format_message())
+    if isinstance(exc, _NO_ARGS_IS_HELP):
+        # Its message is the help text, shown as click shows it (typer's rich help has
+        # already printed itself, to stdout, leaving the message empty).
+        if text.strip():
+            err_console.print(text, markup=False)
+        return code
+    ctx = getattr(exc, "ctx", None)  # usage errors carry the command's context
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        text = f"{text.rstrip()} (try '{ctx.command_path} {ctx.help_option_names[0]}')"
+    _error(" ".join(text.split()))
+    return code
+
+
+class _RootGroup(TyperGroup):
+    """The ``agent-kit`` group; its :meth:`main` maps every outcome to an exit code."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the CLI; return the exit code (``standalone_mode=False``) or exit with it."""
+        try:
+            value = super().main(
+                args=args,
+                prog_name=prog_name or PROG_NAME,
+                complete_var=complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+            # typer returns the code of a typer.Exit, including the 130 of a Ctrl-C.
+            code = value if isinstance(value, int) and not isinstance(value, bool) else 0
+            if code == EXIT_INTERRUPTED:
+                err_console.print("interrupted")
+        except AgentKitError as exc:
+            _error(exc.message)
+            code = exc.exit_code
+        except _CLICK_ERRORS as exc:
+            code = _click_error(exc)
+        except _ABORTS as exc:
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                err_console.print("interrupted")
+                code = EXIT_INTERRUPTED
+            else:
+                _error("aborted")
+                code = 1
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            code = EXIT_INTERRUPTED
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
 
 app = typer.Typer(
-    name="agent-kit",
+    name=PROG_NAME,
+    cls=_RootGroup,
     help="Build, run locally, replay and deploy agents trained with SageMaker AI multi-turn RL.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-err_console = Console(stderr=True, highlight=False)
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"{PROG_NAME} {__version__}")
+        raise typer.Exit(0)
 
 
-def _register_all() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"agent_kit.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"agent_kit.cli.{name}":
-                continue  # command group not built yet
-            raise
-        module.register(app)
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the agent-kit version and exit.",
+        ),
+    ] = False,
+) -> None:
+    del version  # handled by its eager callback
 
 
-_register_all()
+for _commands in (emulate, run, report, replay, scaffold, deploy):
+    _commands.register(app)
+del _commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return (and, as a console script, exit with) the process exit code."""
-    try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=False)
-    except AgentKitError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
-        return _exit(exc.exit_code, argv)
-    except typer.Exit as exc:
-        return _exit(exc.exit_code, argv)
-    except typer.Abort:
-        err_console.print("aborted")
-        return _exit(130, argv)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return _exit(130, argv)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return _exit(exc.exit_code, argv)
-        raise
-    return _exit(0, argv)
-
-
-def _exit(code: int, argv: Sequence[str] | None) -> int:
+    """Run the CLI; return the exit code (and, as the console script, exit with it)."""
+    code: int = typer.main.get_command(app).main(
+        args=list(argv) if argv is not None else None,
+        prog_name=PROG_NAME,
+        standalone_mode=False,
+    )
     if argv is None:
         sys.exit(code)
     return code

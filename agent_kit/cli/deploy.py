@@ -284,7 +284,7 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
     request, unknown = jobs.build_create_job(spec, model_arn=model_arn)
     for key in unknown:
         _err.print(f"[yellow]warning:[/] hyperparameter {key} is not validated locally")
-    if plan:
+    if clients is None:  # --plan: print the requests, send nothing
         calls = [*lookups, deploy_mod.Call("sagemaker", "CreateJob", request)]
         if as_json:
             _print_json({"plan": [c.to_dict() for c in calls]})
@@ -293,7 +293,6 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
         _out.print("JobConfigDocument:")
         _print_json(json.loads(request["JobConfigDocument"]))
         return
-    assert clients is not None
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:

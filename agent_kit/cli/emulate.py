@@ -8,7 +8,7 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -29,14 +29,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _load_policy(spec: str) -> Any:
-    try:
-        from agent_kit.emulator.policies import load_policy
-    except ModuleNotFoundError as exc:  # pragma: no cover - only before policies exist
-        raise UsageError(f"policy backends are not available: {exc}") from None
-    return load_policy(spec)
 
 
 def emulate(
@@ -79,11 +71,12 @@ def emulate(
         raise UsageError(f"not a SageMaker job ARN: {job_arn!r}")
 
     from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
     from agent_kit.emulator.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
-    backend = _load_policy(policy)
+    backend = load_policy(policy)
     run_store = RunStore.open(run)
     emu = Emulator(
         run_store,

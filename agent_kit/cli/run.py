@@ -1,10 +1,11 @@
 """``agent-kit run`` (a local job against the emulator) and ``agent-kit invoke`` (one rollout).
 
-``run`` shows a Rich live progress display on a terminal (not with ``--json`` or when stdout is
+``run`` shows a ``rich.progress`` display on a terminal (not with ``--json`` or when stdout is
 not a TTY), then the summary table; ``--json`` prints the summary JSON as the last line of
 stdout. A job that fails with one of the service's job-killing reasons exits with code 9 after
 the summary is written. ``invoke`` plays one rollout and prints its turn-by-turn transcript,
-read back from the run store.
+read back from the run store, then exits 7 if the rollout was not reported and 6 if the agent's
+answer names an environment or reward-function failure (see :func:`_outcome_error`).
 """
 
 from __future__ import annotations
@@ -12,25 +13,37 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Console, Group, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
 from agent_kit.emulator.dataset import load_dataset
 from agent_kit.emulator.driver import (
+    NO_REWARD_REASON,
     InvokeOutcome,
     JobConfig,
     JobResult,
     Progress,
+    ProgressHook,
     invoke_once,
 )
 from agent_kit.emulator.store import RunStore, TurnRow
-from agent_kit.errors import JobFailed, UsageError
+from agent_kit.errors import (
+    AgentKitError,
+    EnvironmentFailure,
+    ReportingError,
+    RewardError,
+    UsageError,
+)
+from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
 from agent_kit.runs.local import run_local
 
 __all__ = ["register"]
@@ -49,41 +62,46 @@ def _fmt_seconds(value: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-class _LiveProgress:
-    """Renders :class:`Progress` snapshots as one status table (Rich Live)."""
+class _LiveProgress(RichProgress):
+    """The live display of a job: a ``rich.progress`` row (step, bar, rollouts done of total,
+    rate and ETA as the driver measures them) and a line of counts below it."""
 
     def __init__(self, console: Console) -> None:
-        self.console = console
-        self.snapshot: Progress | None = None
-        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
-
-    def update(self, progress: Progress) -> None:
-        self.snapshot = progress
-        self.live.update(self._render())
-
-    def _render(self) -> Table:
-        p = self.snapshot
-        table = Table.grid(padding=(0, 2))
-        if p is None:
-            table.add_row(Text("starting the emulator and the agent…", style="dim"))
-            return table
-        width = 30
-        filled = int(width * p.done / p.total) if p.total else 0
-        bar = "█" * filled + "░" * (width - filled)
-        reward = "–" if p.reward_mean is None else f"{p.reward_mean:.3f}"
-        table.add_row(
-            Text(bar, style="green"),
-            f"{p.done}/{p.total} rollouts",
-            f"step {p.step + 1}/{p.steps}",
+        self.counts = Text("")  # read by get_renderables, which Progress calls as it is built
+        super().__init__(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=30),
+            MofNCompleteColumn(),
+            TextColumn("rollouts"),
+            TextColumn("{task.fields[speed]}"),
+            console=console,
+            refresh_per_second=4,
         )
-        table.add_row(
-            f"ok {p.succeeded}  failed {p.failed}  retried {p.retried}  in flight {p.in_flight}",
-            f"reward mean {reward}",
-            f"{p.rate:.2f}/s  ETA {_fmt_seconds(p.eta)}",
+        self._task = self.add_task("starting the emulator and the agent…", total=None, speed="")
+
+    def show(self, p: Progress) -> None:
+        """The driver's progress hook: show one snapshot."""
+        reward = "–" if p.reward_mean is None else f"{p.reward_mean:.3f}"
+        counts = Text(
+            f"ok {p.succeeded}  failed {p.failed}  retried {p.retried}  in flight {p.in_flight}"
+            f"  reward mean {reward}"
         )
         if p.job_failures:
-            table.add_row(Text(f"job failures: {p.job_failures}", style="bold red"), "", "")
-        return table
+            counts.append(f"  job failures: {p.job_failures}", style="bold red")
+        self.counts = counts
+        self.update(
+            self._task,
+            description=f"step {p.step + 1}/{p.steps}",
+            total=p.total,
+            completed=p.done,
+            speed=f"{p.rate:.2f}/s  ETA {_fmt_seconds(p.eta)}",
+        )
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        """The task row, then the counts line (once the first snapshot came)."""
+        yield from super().get_renderables()
+        if self.counts:
+            yield self.counts
 
 
 def _summary_table(result: JobResult) -> Table:
@@ -109,15 +127,82 @@ def _summary_table(result: JobResult) -> Table:
     return table
 
 
-def _render_metrics(summary: dict[str, Any]) -> Any:
+def _render_metrics(result: JobResult, err: Console) -> RenderableType | None:
+    """The metrics table of the run's summary; a rendering error is one line on stderr."""
     try:
-        from agent_kit.reporting.report import render_terminal
-    except ImportError:
+        return render_terminal(result.summary)
+    except Exception as exc:  # noqa: BLE001 - the driver's own table still shows the essentials
+        err.print(
+            f"warning: the metrics table could not be rendered ({type(exc).__name__}: {exc}); "
+            f"the summary is in {result.run_dir / SUMMARY_FILE}",
+            markup=False,
+        )
         return None
-    try:
-        return render_terminal(summary)
-    except Exception:  # noqa: BLE001 - the driver's own table still shows the essentials
-        return None
+
+
+@dataclass(frozen=True)
+class _RunTarget:
+    """What ``run`` plays and where: the options besides the job's settings (:class:`JobConfig`)."""
+
+    entrypoint: str | None
+    dataset: Path | None
+    out: Path
+    resume: Path | None
+    workers: int
+    rate: float | None
+    endpoint_url: str | None
+    advertise_url: str | None
+    emulator_port: int | None
+
+    def check(self) -> None:
+        """Refuse option combinations that cannot work, before anything starts."""
+        if self.resume is None and (self.entrypoint is None or self.dataset is None):
+            raise UsageError("give ENTRYPOINT and --dataset (or --resume RUN_DIR)")
+        if self.advertise_url is not None and self.resume is None and not self.emulator_port:
+            raise UsageError(
+                "--advertise-url needs --emulator-port N: the fixed local port your tunnel "
+                "forwards to (e.g. ssh -R 443:127.0.0.1:N, cloudflared --url http://127.0.0.1:N)"
+            )
+
+
+def _play(target: _RunTarget, config: JobConfig | None, live: _LiveProgress | None) -> JobResult:
+    """Run the job to its end, with the live display when there is one."""
+    progress: ProgressHook | None = live.show if live is not None else None
+
+    async def job() -> JobResult:
+        return await run_local(
+            target.entrypoint,
+            target.dataset,
+            config,
+            out_dir=target.out,
+            resume=target.resume,
+            workers=target.workers,
+            progress=progress,
+            rate=target.rate,
+            endpoint_url=target.endpoint_url,
+            advertise_url=target.advertise_url,
+            emulator_port=target.emulator_port,
+        )
+
+    if live is None:
+        return asyncio.run(job())
+    with live:
+        return asyncio.run(job())
+
+
+def _print_result(result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
+    """The summary JSON (``--json``) or the metrics and summary tables; then, for a failed job,
+    where its summary is and :class:`~agent_kit.errors.JobFailed` (exit 9)."""
+    if as_json:
+        typer.echo(json.dumps(result.summary, ensure_ascii=False, default=str))
+    else:
+        metrics = _render_metrics(result, err)
+        parts = [metrics] if metrics is not None else []
+        console.print(Group(*parts, _summary_table(result)))
+        console.print(f"run directory: {result.run_dir}", markup=False)
+    if result.status == "failed":
+        err.print(f"summary written to {result.run_dir / SUMMARY_FILE}", markup=False)
+        result.raise_for_status()
 
 
 def run(
@@ -196,64 +281,42 @@ def run(
     ] = False,
 ) -> None:
     """Play a dataset against an agent the way a SageMaker MTRL job does, locally."""
-    if resume is None and (entrypoint is None or dataset is None):
-        raise UsageError("give ENTRYPOINT and --dataset (or --resume RUN_DIR)")
-    if advertise_url is not None and resume is None and not emulator_port:
-        raise UsageError(
-            "--advertise-url needs --emulator-port N: the fixed local port your tunnel "
-            "forwards to (e.g. ssh -R 443:127.0.0.1:N, cloudflared --url http://127.0.0.1:N)"
-        )
-    config = JobConfig(
-        name=name,
-        policy=policy,
-        group_size=group_size,
-        batch_size=batch_size,
-        steps=steps,
-        concurrency=concurrency,
-        rollout_timeout=rollout_timeout,
-        max_retries=max_retries,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        success_threshold=success_threshold,
-        fail_fast=fail_fast,
-        seed=seed,
-        report_grace=report_grace,
+    target = _RunTarget(
+        entrypoint=entrypoint,
+        dataset=dataset,
+        out=out,
+        resume=resume,
+        workers=workers,
+        rate=rate,
+        endpoint_url=endpoint_url,
+        advertise_url=advertise_url,
+        emulator_port=emulator_port,
     )
+    target.check()
+    config: JobConfig | None = None  # a resumed run plays with the settings it recorded
+    if resume is None:
+        config = JobConfig(
+            name=name,
+            policy=policy,
+            group_size=group_size,
+            batch_size=batch_size,
+            steps=steps,
+            concurrency=concurrency,
+            rollout_timeout=rollout_timeout,
+            max_retries=max_retries,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            success_threshold=success_threshold,
+            fail_fast=fail_fast,
+            seed=seed,
+            report_grace=report_grace,
+        )
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     live = _LiveProgress(console) if console.is_terminal and not as_json else None
-
-    async def go() -> JobResult:
-        return await run_local(
-            entrypoint,
-            dataset,
-            None if resume is not None else config,
-            out_dir=out,
-            resume=resume,
-            workers=workers,
-            progress=live.update if live is not None else None,
-            rate=rate,
-            endpoint_url=endpoint_url,
-            advertise_url=advertise_url,
-            emulator_port=emulator_port,
-        )
-
-    if live is not None:
-        with live.live:
-            result = asyncio.run(go())
-    else:
-        result = asyncio.run(go())
-    if as_json:
-        typer.echo(json.dumps(result.summary, ensure_ascii=False, default=str))
-    else:
-        metrics = _render_metrics(result.summary)
-        parts = [metrics] if metrics is not None else []
-        console.print(Group(*parts, _summary_table(result)))
-        console.print(f"run directory: {result.run_dir}", markup=False)
-    if result.status == "failed":
-        err.print(f"summary written to {result.run_dir / 'summary.json'}", markup=False)
-        raise JobFailed(f"job {result.job_arn} failed: {result.failure}")
+    result = _play(target, config, live)
+    _print_result(result, console, err, as_json=as_json)
 
 
 # -- invoke ------------------------------------------------------------------------------------
@@ -359,21 +422,14 @@ def invoke(
     as_json: Annotated[bool, typer.Option("--json", help="Print the transcript as JSON.")] = False,
 ) -> None:
     """Play one rollout and print its turn-by-turn transcript (the debugging view)."""
-    if (prompt is None) == (dataset is None):
-        raise UsageError("give exactly one of --prompt TEXT or --dataset PATH --row N")
-    if dataset is not None:
-        data = load_dataset(dataset)
-        if not 0 <= row < len(data):
-            raise UsageError(f"--row {row} is outside {dataset} (0..{len(data) - 1})")
-        prompt = data[row]
-    assert prompt is not None
+    text = _invoke_prompt(prompt, dataset, row)
     console = Console(highlight=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="agent-kit-invoke-") as tmp:
         run_dir = out if out is not None else Path(tmp) / "invoke"
         outcome = asyncio.run(
             invoke_once(
                 entrypoint,
-                prompt,
+                text,
                 policy=policy,
                 run_dir=run_dir,
                 rollout_timeout=timeout,
@@ -384,11 +440,63 @@ def invoke(
         )
         with RunStore.open(outcome.store_path, readonly=True) as store:
             turns = store.list_turns(outcome.trajectory_id)
-            if as_json:
-                typer.echo(json.dumps(_outcome_json(outcome, turns), default=str))
-                return
-            console.print(Text(f"rollout {outcome.trajectory_id}", style="bold underline"))
-            _print_transcript(console, turns)
+        error = _outcome_error(outcome, len(turns))
+        if as_json:
+            typer.echo(json.dumps(_outcome_json(outcome, turns), default=str))
+        else:
+            _print_outcome(console, outcome, turns, kept=out is not None)
+    if error is not None:
+        raise error
+
+
+def _invoke_prompt(prompt: str | None, dataset: Path | None, row: int) -> str:
+    """The prompt of ``invoke``: ``--prompt`` itself, or row ``--row`` of ``--dataset``."""
+    if prompt is not None and dataset is None:
+        return prompt
+    if prompt is None and dataset is not None:
+        data = load_dataset(dataset)
+        if not 0 <= row < len(data):
+            raise UsageError(f"--row {row} is outside {dataset} (0..{len(data) - 1})")
+        return data[row]
+    raise UsageError("give exactly one of --prompt TEXT or --dataset PATH --row N")
+
+
+def _outcome_error(outcome: InvokeOutcome, n_turns: int) -> AgentKitError | None:
+    """The error ``invoke`` exits with for its rollout, or None when nothing went wrong.
+
+    - :class:`ReportingError` (exit 7): the agent says its CompleteRollout/UpdateReward failed
+      after its retries (``"reported": false``), or the agent answered after sampling but the
+      rollout never got its reward (no reward in time, or never completed);
+    - :class:`EnvironmentFailure` / :class:`RewardError` (exit 6): the agent's answer names an
+      ``environment`` / ``reward`` failure (the rollout was still reported, with a floor reward).
+    """
+    tid = outcome.trajectory_id
+    result = outcome.result
+    body = result.body if result is not None and isinstance(result.body, dict) else {}
+    if body.get("reported") is False:
+        why = body.get("report_error") or "the agent's report failed"
+        return ReportingError(f"rollout {tid} was not reported: {why}")
+    answered = result is not None and result.ok and n_turns > 0
+    if outcome.state not in ("REWARDED", "FAILED") and (
+        answered or outcome.reason == NO_REWARD_REASON
+    ):
+        return ReportingError(f"rollout {tid} was not reported: {outcome.reason}")
+    failure = body.get("failure")
+    if isinstance(failure, dict):
+        reason = failure.get("reason")
+        if failure.get("boundary") == "environment":
+            return EnvironmentFailure(f"rollout {tid}: the environment failed: {reason}")
+        if failure.get("boundary") == "reward":
+            return RewardError(f"rollout {tid}: the reward function failed: {reason}")
+    return None
+
+
+def _print_outcome(
+    console: Console, outcome: InvokeOutcome, turns: list[TurnRow], *, kept: bool
+) -> None:
+    """The human view of ``invoke``: the transcript, the rollout's state, reward and answer."""
+    console.print(Text(f"rollout {outcome.trajectory_id}", style="bold underline"))
+    _print_transcript(console, turns)
     result = outcome.result
     console.print(Text(f"state: {outcome.state}", style="bold"))
     if outcome.reason:
@@ -402,7 +510,7 @@ def invoke(
             Text(f"agent answered ({result.status}): ", style="dim")
             + Text(json.dumps(body, default=str)[:2000] if body is not None else str(result.error))
         )
-    if out is not None:
+    if kept:
         console.print(Text(f"run store: {outcome.store_path}", style="dim"))
 
 
