@@ -1,4 +1,4 @@
-"""Pydantic models of the MTRL wire contract (CONTRACT.md §2–§4).
+"""Pydantic models of the MTRL wire contract (docs/contract.md §2–§4).
 
 Models are lenient where the contract says so (aliases such as ``inferenceParams`` /
 ``inference_params``, ``rolloutId`` / ``trajectoryId``) and strict on types: a string where a
@@ -127,7 +127,7 @@ class RolloutMetadata(_Model):
 
 
 class RolloutPayload(_Model):
-    """The body the service sends to the agent for one rollout (CONTRACT.md §2)."""
+    """The body the service sends to the agent for one rollout (docs/contract.md §2)."""
 
     prompt: str
     metadata: RolloutMetadata | None = None
@@ -155,7 +155,7 @@ class RolloutStatus(str, Enum):
 
 
 class TrajectoryState(str, Enum):
-    """States of the trajectory state machine (CONTRACT.md §4)."""
+    """States of the trajectory state machine (docs/contract.md §4)."""
 
     OPEN = "OPEN"
     READY = "READY"

@@ -7,7 +7,7 @@ contract's error type name (``x-amzn-ErrorType``)::
     AgentKitError                       exit 1
     ├── UsageError                      exit 2   bad CLI arguments or configuration
     │   └── TemplateError               exit 2   bad template variables / target exists
-    ├── ContractError                   exit 3   a payload or wire body violates CONTRACT.md
+    ├── ContractError                   exit 3   a payload or wire body violates docs/contract.md
     ├── JobRuntimeError                 exit 4   an error in the Job Runtime error shape
     │   ├── ValidationError             400 ValidationException
     │   ├── QuotaExceededError          402 ServiceQuotaExceededException
@@ -90,7 +90,7 @@ class TemplateError(UsageError):
 
 
 class ContractError(AgentKitError):
-    """A payload or wire body does not follow CONTRACT.md (maps to HTTP 400 at the agent)."""
+    """A payload or wire body does not follow docs/contract.md (maps to HTTP 400 at the agent)."""
 
     exit_code = 3
 

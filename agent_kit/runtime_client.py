@@ -361,7 +361,7 @@ def _error_parts(exc: ClientError) -> tuple[str, str, int]:
 def _already_done(operation: Operation, status: str, message: str) -> bool:
     """Whether a ConflictException message shows that the work was already done.
 
-    CONTRACT.md §4: a conflict names the trajectory's current state ("Cannot transition
+    docs/contract.md §4: a conflict names the trajectory's current state ("Cannot transition
     trajectory T from S to …", "… not in valid status for UpdateReward: S"). CompleteRollout is
     done when S is READY or REWARDED (ready) / FAILED (failed); UpdateReward when S is REWARDED.
     A conflict that names no state is *not* taken as success.

@@ -21,7 +21,7 @@ ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/my-job"
 
 
 def test_full_payload_parses_with_documented_names() -> None:
-    """The payload of CONTRACT.md §2 parses and maps inferenceParams to OpenAI names."""
+    """The payload of docs/contract.md §2 parses and maps inferenceParams to OpenAI names."""
     payload = parse_payload(
         {
             "prompt": json.dumps({"prompt": "hi", "answer": "riser"}),

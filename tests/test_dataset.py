@@ -1,4 +1,4 @@
-"""Dataset loading: formats, the prompt-column rule of CONTRACT.md §5, and clear errors."""
+"""Dataset loading: formats, the prompt-column rule of docs/contract.md §5, and clear errors."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A raw boto3 ``sagemakerjobruntime`` client against the emulator on a real loopback socket.
 
-Drives every cell of CONTRACT.md §4's table (turn / CompleteRollout / UpdateReward × OPEN,
+Drives every cell of docs/contract.md §4's table (turn / CompleteRollout / UpdateReward × OPEN,
 READY, FAILED, TIMED_OUT, REWARDED, unknown id) and checks the exception class botocore raises,
 or the ``{}`` result, plus the job-level errors (unknown job, other account, bad ARN, no auth).
 """

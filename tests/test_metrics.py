@@ -219,7 +219,7 @@ def test_build_groups_picks_rewarded_retry_and_counts_lost() -> None:
 
 
 def test_contract_metric_names_present() -> None:
-    """training and eval metrics carry every name of CONTRACT.md §6."""
+    """training and eval metrics carry every name of docs/contract.md §6."""
     groups = build_groups([rec(0, 0, 0, 1.0), rec(0, 0, 1, 0.0)])
     names = set(training_metrics([], groups)) | set(eval_metrics(groups, ks=(1, 2)))
     required = {f"rollout/reward/{n}" for n in ("mean", "valid_mean", "std", "min", "max")}

@@ -1,7 +1,8 @@
 """RolloutReporter and the shared Job Runtime client (agent_kit.runtime_client).
 
 The reporter talks to :class:`fakes.job_runtime.FakeJobRuntime` over real loopback sockets with
-a real boto3 ``sagemakerjobruntime`` client and dummy credentials; the fake plays the CONTRACT.md
+a real boto3 ``sagemakerjobruntime`` client and dummy credentials; the fake plays the
+docs/contract.md
 §4 state machine, so conflicts and ClientToken replays behave like the service's.
 """
 

@@ -14,7 +14,7 @@ and to the document the public ``sagemaker-train`` SDK builds
   **string** values, ``StoppingCondition{MaxRuntimeInSeconds}``.
 
 Hyperparameters are checked against the documented ranges (:data:`TRAINING_HYPERPARAMETERS`:
-the SageMaker "Hyperparameters reference" for MTRL plus CONTRACT.md §1 for the rollout ones).
+the SageMaker "Hyperparameters reference" for MTRL plus docs/contract.md §1 for the rollout ones).
 Names not listed there are passed through unvalidated and reported, because the service's
 per-model recipe is the authority.
 """

@@ -1,6 +1,6 @@
 """The emulated Job Runtime service: jobs, the trajectory state machine and the turn path.
 
-:class:`Emulator` owns the rules of CONTRACT.md §3–§4 and nothing about HTTP: the server
+:class:`Emulator` owns the rules of docs/contract.md §3–§4 and nothing about HTTP: the server
 (:mod:`agent_kit.emulator.server`) parses the wire and calls it, the job driver calls it
 in-process. Every rule violation raises a :class:`~agent_kit.errors.JobRuntimeError` subclass
 that already knows its status code and ``x-amzn-ErrorType``. Turning a chat-completions body
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 DEFAULT_ACCOUNT: Final = "123456789012"
-#: Reason recorded when an agent completes a rollout with ``Status: failed`` (CONTRACT.md §1).
+#: Reason recorded when an agent completes a rollout with ``Status: failed`` (docs/contract.md §1).
 FAILED_REASON: Final = "The agent signaled that the trajectory failed"
 _TERMINAL: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
 
@@ -252,7 +252,8 @@ class Emulator:
         endpoint: str,
         inference_params: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The payload the service would send the agent for this trajectory (CONTRACT.md §2)."""
+        """The payload the service would send the agent for this trajectory (docs/contract.md
+        §2)."""
         return {
             "prompt": trajectory.prompt,
             "metadata": {

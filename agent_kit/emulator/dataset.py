@@ -1,4 +1,4 @@
-"""Dataset loading for the job driver (CONTRACT.md §5).
+"""Dataset loading for the job driver (docs/contract.md §5).
 
 A dataset is a table of rows; the driver needs one string per row, the *prompt*:
 

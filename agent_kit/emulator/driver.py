@@ -1,4 +1,5 @@
-"""The job driver: play a dataset against an agent the way the MTRL service does (CONTRACT.md §1).
+"""The job driver: play a dataset against an agent the way the MTRL service does (docs/contract.md
+§1).
 
 :func:`run_job` runs a whole local job in the current event loop:
 
@@ -11,7 +12,7 @@
 4. each of ``steps`` steps plays ``batch_size`` prompts × ``group_size`` rollouts, at most
    ``concurrency`` at once. A rollout is one trajectory id
    (``{job}-s{step}-p{prompt}-g{sample}-a{attempt}``, so runs are reproducible) and the full
-   payload of CONTRACT.md §2;
+   payload of docs/contract.md §2;
 5. the driver stores its own figures with the job and calls ``finish`` (if given), which writes
    the run's outputs: :func:`agent_kit.runs.local.run_local` passes the writer of
    ``summary.json`` and ``report.html``. The driver itself never imports the reporting half.
@@ -22,7 +23,7 @@ for the tunnel), a random path token is drawn per run, the emulator serves its r
 ``/<token>/…`` and payloads carry ``metadata.endpoint`` = ``<advertise_url>/<token>`` (see
 :mod:`agent_kit.emulator.tunnel`). The job config records the URL and port, never the token.
 
-Outcome of one rollout attempt, in the service's words (CONTRACT.md §1):
+Outcome of one rollout attempt, in the service's words (docs/contract.md §1):
 
 - REWARDED → done.
 - ``Status: failed`` → job failure "The agent signaled that the trajectory failed".

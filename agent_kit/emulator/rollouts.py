@@ -129,7 +129,7 @@ class JobConfig:
         return replace(self, batch_size=batch)
 
     def inference_params(self) -> dict[str, Any]:
-        """``payload.inferenceParams`` (CONTRACT.md §2 names)."""
+        """``payload.inferenceParams`` (docs/contract.md §2 names)."""
         return {"temperature": self.temperature, "topP": self.top_p, "maxTokens": self.max_tokens}
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The emulator's HTTP face: an ASGI app factory speaking the Job Runtime wire (CONTRACT.md §3).
+"""The emulator's HTTP face: an ASGI app factory speaking the Job Runtime wire (docs/contract.md
+§3).
 
 :func:`create_app` wraps an :class:`~agent_kit.emulator.core.Emulator` in a Starlette app with
 these routes:

@@ -54,7 +54,7 @@ AdvantageKind = Literal["group_based", "rloo"]
 ADVANTAGE_KINDS: Final[tuple[str, ...]] = ("group_based", "rloo")
 #: Added to the group standard deviation in ``group_based`` advantages.
 ADVANTAGE_EPS: Final = 1e-6
-#: The trajectory state of a rollout whose reward arrived (CONTRACT.md §4).
+#: The trajectory state of a rollout whose reward arrived (docs/contract.md §4).
 REWARDED: Final = "REWARDED"
 _TERMINAL_UNREWARDED: Final = frozenset({"FAILED", "TIMED_OUT"})
 

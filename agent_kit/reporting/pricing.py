@@ -1,6 +1,6 @@
 """Token prices, cost estimates and cost projections for MTRL jobs.
 
-MTRL bills per token in three categories (CONTRACT.md §6): **prefill** (input tokens of every
+MTRL bills per token in three categories (docs/contract.md §6): **prefill** (input tokens of every
 policy call), **sample** (generated tokens) and **train** (tokens through the LoRA backward
 pass). Per-category prices are not published, so they are configuration: a pricing file the user
 provides (JSON, or TOML on Python ≥ 3.11)::
@@ -59,7 +59,7 @@ class TokenCounts:
 
 @dataclass(frozen=True)
 class PublishedRun:
-    """The figures AWS published for its reference MTRL run (CONTRACT.md §6)."""
+    """The figures AWS published for its reference MTRL run (docs/contract.md §6)."""
 
     description: str
     tokens: TokenCounts
@@ -72,7 +72,7 @@ class PublishedRun:
         return self.cost / (self.tokens.total / 1e6)
 
 
-#: GPT-OSS-20B Wordle, 100 steps, 12 h 40 min, 105,486 rollouts (CONTRACT.md §6).
+#: GPT-OSS-20B Wordle, 100 steps, 12 h 40 min, 105,486 rollouts (docs/contract.md §6).
 PUBLISHED_REFERENCE_RUN: Final = PublishedRun(
     description="AWS MTRL reference run: GPT-OSS-20B Wordle, 100 steps, 105,486 rollouts",
     tokens=TokenCounts(prefill=491_600_000, sample=159_700_000, train=643_300_000),

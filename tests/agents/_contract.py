@@ -1,7 +1,8 @@
 """The MTRL contract spoken by hand (raw httpx), shared by the small test agents in this folder.
 
 These agents deliberately avoid agent_kit's runtime so the driver is tested against agents that
-follow CONTRACT.md on their own; each fault agent misbehaves only on tasks marked ``"bad": true``
+follow docs/contract.md on their own; each fault agent misbehaves only on tasks marked ``"bad":
+true``
 (and, for crash/hang, only on attempt 0 so that the retry can succeed).
 """
 

@@ -1,4 +1,4 @@
-"""A small, real loopback HTTP test double of the SageMaker Job Runtime (CONTRACT.md §3-§4).
+"""A small, real loopback HTTP test double of the SageMaker Job Runtime (docs/contract.md §3-§4).
 
 It is a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 and an ephemeral port, so real clients
 (Strands ``OpenAIModel`` over AsyncOpenAI/httpx, boto3 ``sagemakerjobruntime`` with
@@ -389,7 +389,7 @@ class FakeJobRuntime:
         return Reply(content=item) if isinstance(item, str) else item
 
     def _rollout_call(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
-        """(status, body, error type) of CompleteRollout / UpdateReward per CONTRACT.md §4."""
+        """(status, body, error type) of CompleteRollout / UpdateReward per docs/contract.md §4."""
         tid = str(body.get("TrajectoryId", ""))
         token = body.get("ClientToken")
         payload = {k: v for k, v in body.items() if k != "ClientToken"}

@@ -1,6 +1,6 @@
 """Lambda forwarder for MTRL agents hosted outside AgentCore (EKS, EC2, Fargate).
 
-The MTRL service invokes this function synchronously with the rollout payload (CONTRACT.md §2).
+The MTRL service invokes this function synchronously with the rollout payload (docs/contract.md §2).
 The function validates it and POSTs it to ``$AGENT_ENDPOINT/rollout`` with
 ``Authorization: Bearer $AGENT_SECRET``; the agent serves that route with
 ``agent_kit.forwarder.enable_forwarder_routes`` (``RolloutApp(..., forwarder=True)``).
