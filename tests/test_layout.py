@@ -143,3 +143,26 @@ def test_every_room_is_on_a_floor() -> None:
     }
     placed = set().union(*FLOORS)
     assert rooms - placed == set()
+
+
+def test_no_project_file_is_git_ignored() -> None:
+    """Every file of the package, tests, examples and templates reaches a clean clone: a
+    too-wide ignore pattern (``runs/`` once hid ``agent_kit/runs/``) fails here, not in CI."""
+    root = PACKAGE.parent
+    if not (root / ".git").exists():
+        return  # an unpacked sdist: there is no ignore file to be wrong about
+    files = [
+        str(p.relative_to(root))
+        for folder in ("agent_kit", "tests", "examples", "templates", "bench", "docs")
+        for p in (root / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(files),
+        capture_output=True,
+        text=True,
+        cwd=root,
+        check=False,
+    )
+    assert done.stdout.split() == [], "ignored by .gitignore but part of the project"
