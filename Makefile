@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+BROWSER := $(VENV)/browser
+BROWSER_STAMP := $(BROWSER)/.installed-stamp
 
 .PHONY: run test test-fast lint typecheck pytest bench clean
 
@@ -11,6 +13,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# A headless Chromium (npm's @sparticuz/chromium, driven by puppeteer-core) for the report's
+# browser test; pinned by tests/browser/package-lock.json, installed outside the source tree.
+$(BROWSER_STAMP): tests/browser/package.json tests/browser/package-lock.json
+	@mkdir -p $(BROWSER)
+	cp tests/browser/package.json tests/browser/package-lock.json $(BROWSER)/
+	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(BROWSER_STAMP)
 
 run: $(STAMP)
 	$(BIN)/agent-kit run examples/wordle/agent.py \
@@ -25,8 +35,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+# --durations: the slowest tests, so the suite's cost is visible (README: "Tests").
+pytest: $(STAMP) $(BROWSER_STAMP)
+	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 test: lint typecheck pytest
 

@@ -3,6 +3,8 @@ report``."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
 import sqlite3
@@ -20,6 +22,7 @@ from agent_kit.cli.report import register
 from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
 from agent_kit.errors import UsageError
 from agent_kit.reporting import svg as _svg
+from agent_kit.reporting.page import SCRIPT
 from agent_kit.reporting.report import render_html, render_json, render_terminal, write_reports
 from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize
 
@@ -122,11 +125,21 @@ class _Audit(HTMLParser):
         self.handlers: list[str] = []
         self.text: list[str] = []
         self.style: list[str] = []
+        self.scripts: list[str] = []
+        self.script_attrs: list[dict[str, str | None]] = []
+        self.csp: list[str] = []
         self._in_style = False
+        self._in_script = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         self._in_style = tag == "style"
+        self._in_script = tag == "script"
+        if tag == "script":
+            self.script_attrs.append(dict(attrs))
+            self.scripts.append("")
+        if tag == "meta" and dict(attrs).get("http-equiv") == "Content-Security-Policy":
+            self.csp.append(dict(attrs).get("content") or "")
         for name, value in attrs:
             if name in {"src", "href", "xlink:href", "action", "srcset", "poster", "data"}:
                 self.urls.append(value or "")
@@ -134,9 +147,12 @@ class _Audit(HTMLParser):
                 self.handlers.append(name)
 
     def handle_endtag(self, tag: str) -> None:
-        self._in_style = False
+        self._in_style = self._in_script = False
 
     def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+            return
         (self.style if self._in_style else self.text).append(data)
 
 
@@ -173,16 +189,23 @@ def test_summarize_unknown_job(run_dir: Path) -> None:
 
 
 def test_html_is_self_contained_and_escaped(run_dir: Path) -> None:
-    """The HTML has no script, no external URL, escapes model text and shows no secret."""
+    """The HTML has only its own static script (allowed by hash), no external URL, escapes model
+    text and shows no secret."""
     with RunStore.open(run_dir, readonly=True) as store:
         page = render_html(summarize(store), store)
     audit = _Audit()
     audit.feed(page)
     audit.close()
     assert audit.tags.count("svg") == 6
-    forbidden = {"script", "img", "iframe", "link", "object", "embed", "base", "a", "form"}
+    forbidden = {"img", "iframe", "link", "object", "embed", "base", "form"}
     assert forbidden.isdisjoint(audit.tags)
-    assert all(url.startswith("#") for url in audit.urls)
+    assert audit.scripts == [SCRIPT]  # one script, the static one: no run data in it
+    assert audit.script_attrs == [{}]  # inline, no src
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    assert len(audit.csp) == 1
+    assert f"script-src 'sha256-{digest}'" in audit.csp[0]
+    assert "default-src 'none'" in audit.csp[0]
+    assert all(url.startswith("#") for url in audit.urls)  # in-page anchors only
     assert audit.handlers == []
     style = "".join(audit.style)
     assert "url(" not in style
@@ -203,7 +226,7 @@ def test_html_without_store_still_renders(run_dir: Path) -> None:
         s = summarize(store)
     audit = _Audit()
     audit.feed(render_html(s))
-    assert audit.tags.count("svg") == 2
+    assert audit.tags.count("svg") == 3  # reward, zero_frac and turns per step
     assert "details" not in audit.tags
 
 

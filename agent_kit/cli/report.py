@@ -1,7 +1,9 @@
-"""``agent-kit report RUN_DIR [--html] [--json]``: re-render a run's summary from its store."""
+"""``agent-kit report RUN_DIR [--html] [--json]``: re-render a run's summary from its store;
+``agent-kit report RUN_A RUN_B [--out PAGE]``: the comparison page of two runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +12,7 @@ from rich.console import Console
 
 from agent_kit.emulator.store import RunStore, resolve_path
 from agent_kit.errors import UsageError
+from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
 from agent_kit.reporting.pricing import load_pricing
 from agent_kit.reporting.report import render_json, render_terminal, write_reports
@@ -20,6 +23,21 @@ __all__ = ["register", "report"]
 
 def report(
     run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    other: Annotated[
+        Path | None,
+        typer.Argument(
+            help="A second run directory: write the comparison page of RUN_DIR (A) and it (B).",
+            show_default=False,
+        ),
+    ] = None,
+    out_page: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Where the comparison page goes (default: OTHER/compare.html).",
+            show_default=False,
+        ),
+    ] = None,
     html: Annotated[
         bool, typer.Option("--html", help="Write summary.json and report.html into RUN_DIR.")
     ] = False,
@@ -44,9 +62,19 @@ def report(
         int | None, typer.Option(min=1, help="Steps of the cost projection (default 100).")
     ] = None,
 ) -> None:
-    """Summarize a run from RUN_DIR/run.sqlite: metrics, tokens, cost, failures."""
-    if not run_dir.is_dir():
-        raise UsageError(f"run directory not found: {run_dir}")
+    """Summarize a run from RUN_DIR/run.sqlite: metrics, tokens, cost, failures.
+
+    With a second run directory, write one HTML page comparing the two runs instead (settings,
+    failures, metrics with deltas B − A, reward components, per-prompt success both ways).
+    """
+    for folder in (run_dir, other):
+        if folder is not None and not folder.is_dir():
+            raise UsageError(f"run directory not found: {folder}")
+    if other is not None:
+        _compare(run_dir, other, out_page, as_json=as_json)
+        return
+    if out_page is not None:
+        raise UsageError("--out names the comparison page: give two run directories")
     if advantage not in ADVANTAGE_KINDS:
         raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
     prices = load_pricing(pricing) if pricing is not None else None
@@ -70,6 +98,24 @@ def report(
         out.print(render_terminal(summary))
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
+
+
+def _compare(run_a: Path, run_b: Path, out_page: Path | None, *, as_json: bool) -> None:
+    target = out_page if out_page is not None else run_b / "compare.html"
+    if target.is_dir():
+        raise UsageError(f"--out {target} is a directory: name the page's file")
+    try:
+        written = write_comparison(run_a, run_b, target)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the comparison page {target}: {exc.strerror or exc}"
+        ) from exc
+    if as_json:
+        typer.echo(json.dumps({"comparison": str(written.resolve())}))
+    else:
+        Console(highlight=False, soft_wrap=True).print(
+            f"wrote {written.resolve().as_uri()}", markup=False
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,10 @@
-"""Tiny inline-SVG charts for the HTML report: histogram, line chart, strip plot.
+"""Tiny inline-SVG charts for the HTML reports: histogram, line chart, strip plot, bar chart.
 
-Each function returns one ``<svg>`` element as a string, with axes, ticks, a title and ``<title>``
-tooltips; no script, no external resource. Every label is HTML-escaped. Missing values (None)
-break lines instead of being drawn as zero.
+Each function returns one ``<svg>`` element as a string, with labelled axes (the caller gives the
+unit in the label), ticks, a title and ``<title>`` tooltips; no script, no external resource.
+The root element carries ``data-kind`` (``histogram``, ``lines``, ``strip``, ``bars`` or
+``empty``) so a reader or a test can tell a distribution from a curve. Every label is
+HTML-escaped. Missing values (None) break lines instead of being drawn as zero.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["histogram", "lines", "strip"]
+__all__ = ["bars", "histogram", "lines", "strip", "ticks"]
 
 _W: Final = 540
 _H: Final = 260
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 14, 44, 42
+_LEFT, _RIGHT, _TOP, _BOTTOM = 66, 14, 44, 42
 _PALETTE: Final = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2")
 _MUTED: Final = "#9aa4ad"
 
@@ -78,16 +80,25 @@ class _Frame:
         return _H - _BOTTOM - (y - self.y0) / span * (_H - _TOP - _BOTTOM)
 
     def axes(
-        self, title: str, x_label: str, *, x_ticks: bool = True, integer_x: bool = False
+        self,
+        title: str,
+        x_label: str,
+        y_label: str = "",
+        *,
+        x_ticks: bool = True,
+        integer_x: bool = False,
     ) -> list[str]:
+        mid = (_TOP + _H - _BOTTOM) / 2
         out = [
+            f'<text class="y-label" x="12" y="{mid:.0f}" text-anchor="middle" font-size="11" '
+            f'transform="rotate(-90 12 {mid:.0f})">{_e(y_label)}</text>',
             f'<text x="{self.width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
             f'font-weight="600">{_e(title)}</text>',
             f'<line x1="{_LEFT}" y1="{_H - _BOTTOM}" x2="{self.width - _RIGHT}" '
             f'y2="{_H - _BOTTOM}" stroke="#57606a"/>',
             f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_H - _BOTTOM}" stroke="#57606a"/>',
-            f'<text x="{self.width / 2:.0f}" y="{_H - 6}" text-anchor="middle" '
-            f'font-size="11">{_e(x_label)}</text>',
+            f'<text class="x-label" x="{self.width / 2:.0f}" y="{_H - 6}" '
+            f'text-anchor="middle" font-size="11">{_e(x_label)}</text>',
         ]
         for y in ticks(self.y0, self.y1):
             py = self.py(y)
@@ -106,31 +117,52 @@ class _Frame:
         return out
 
 
-def _svg(width: int, body: Sequence[str], title: str) -> str:
+def _svg(width: int, body: Sequence[str], title: str, kind: str) -> str:
     return (
-        f'<svg width="{width}" height="{_H}" '
+        f'<svg width="{width}" height="{_H}" data-kind="{kind}" '
         f'viewBox="0 0 {width} {_H}" role="img" aria-label="{_e(title)}" '
         f'font-family="system-ui,sans-serif">' + "".join(body) + "</svg>"
     )
 
 
-def _empty(title: str) -> str:
+def _empty(title: str, x_label: str = "", y_label: str = "") -> str:
     frame = _Frame((0.0, 1.0), (0.0, 1.0))
-    body = [*frame.axes(title, "", x_ticks=False)]
+    body = [*frame.axes(title, x_label, y_label, x_ticks=False)]
     body.append(
         f'<text x="{_W / 2:.0f}" y="{_H / 2:.0f}" text-anchor="middle" fill="{_MUTED}">'
         "no data</text>"
     )
-    return _svg(_W, body, title)
+    return _svg(_W, body, title, "empty")
 
 
-def histogram(values: Sequence[float], *, title: str, x_label: str, integer: bool = False) -> str:
+def _marker(frame: _Frame, label: str, x: float) -> str:
+    px = frame.px(x)
+    return (
+        f'<line class="marker" x1="{px:.1f}" x2="{px:.1f}" y1="{_TOP}" y2="{_H - _BOTTOM}" '
+        f'stroke="#cf222e" stroke-dasharray="4 3"><title>{_e(label)}: {_e(_tick_label(x))}'
+        f'</title></line><text x="{px + 3:.1f}" y="{_TOP + 10}" font-size="10" '
+        f'fill="#cf222e">{_e(label)}</text>'
+    )
+
+
+def histogram(
+    values: Sequence[float],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str = "rollouts (count)",
+    integer: bool = False,
+    markers: Sequence[tuple[str, float]] = (),
+) -> str:
     """A histogram of ``values``: one bar per integer when ``integer`` (and the range is ≤ 40),
-    else about √n equal-width bins (5..30)."""
+    else about √n equal-width bins (5..30). ``markers`` draw labelled dashed vertical lines
+    (e.g. the success threshold); the x range stretches to include them."""
     data = [v for v in values if math.isfinite(v)]
     if not data:
-        return _empty(title)
-    lo, hi = min(data), max(data)
+        return _empty(title, x_label, y_label)
+    marks = [(label, x) for label, x in markers if math.isfinite(x)]
+    lo = min([*data, *(x for _, x in marks)])
+    hi = max([*data, *(x for _, x in marks)])
     whole = integer and hi - lo <= 40
     if whole:
         edges = [lo - 0.5 + i for i in range(int(hi - lo) + 2)]
@@ -144,7 +176,7 @@ def histogram(values: Sequence[float], *, title: str, x_label: str, integer: boo
         index = min(len(counts) - 1, max(0, int((v - edges[0]) / (edges[1] - edges[0]))))
         counts[index] += 1
     frame = _Frame((edges[0], edges[-1]), (0.0, max(counts) * 1.08))
-    body = frame.axes(title, f"{x_label} (n={len(data)})", integer_x=whole)
+    body = frame.axes(title, f"{x_label} (n={len(data)})", y_label, integer_x=whole)
     for i, count in enumerate(counts):
         if not count:
             continue
@@ -155,7 +187,8 @@ def histogram(values: Sequence[float], *, title: str, x_label: str, integer: boo
             f'height="{frame.py(0) - y:.1f}" fill="{_PALETTE[0]}"><title>{_e(label)}</title>'
             "</rect>"
         )
-    return _svg(_W, body, title)
+    body.extend(_marker(frame, label, x) for label, x in marks)
+    return _svg(_W, body, title, "histogram")
 
 
 def lines(
@@ -164,6 +197,7 @@ def lines(
     *,
     title: str,
     x_label: str,
+    y_label: str = "",
     ylim: tuple[float, float] | None = None,
     integer_x: bool = False,
 ) -> str:
@@ -173,9 +207,9 @@ def lines(
     """
     ys = [y for _, values in series for y in values if y is not None and math.isfinite(y)]
     if not xs or not ys:
-        return _empty(title)
+        return _empty(title, x_label, y_label)
     frame = _Frame(_padded(min(xs), max(xs)), _padded(*(ylim or (min(ys), max(ys)))))
-    body = frame.axes(title, x_label, integer_x=integer_x)
+    body = frame.axes(title, x_label, y_label, integer_x=integer_x)
     for n, (name, values) in enumerate(series):
         color = _PALETTE[n % len(_PALETTE)]
         segments: list[list[str]] = [[]]
@@ -201,18 +235,35 @@ def lines(
             f'<rect x="{lx}" y="28" width="10" height="3" fill="{color}"/>'
             f'<text x="{lx + 14}" y="32" font-size="10">{_e(name)}</text>'
         )
-    return _svg(_W, body, title)
+    return _svg(_W, body, title, "lines")
 
 
-def strip(groups: Sequence[tuple[str, Sequence[float], bool]], *, title: str) -> str:
+def strip(
+    groups: Sequence[tuple[str, Sequence[float], bool]],
+    *,
+    title: str,
+    y_label: str = "reward",
+    markers: Sequence[tuple[str, float]] = (),
+) -> str:
     """Strip plot: one column per group (label, rewards, degenerate), one dot per reward and a
-    bar at the group mean; zero-variance groups are drawn grey."""
+    bar at the group mean; zero-variance groups are drawn grey. ``markers`` draw labelled
+    dashed horizontal lines (e.g. the success threshold)."""
     values = [v for _, rewards, _ in groups for v in rewards]
+    x_label = "group (step:prompt); grey = zero variance"
     if not values:
-        return _empty(title)
+        return _empty(title, x_label, y_label)
+    marks = [(label, y) for label, y in markers if math.isfinite(y)]
+    span = [*values, *(y for _, y in marks)]
     width = min(1100, max(_W, _LEFT + _RIGHT + 9 * len(groups)))
-    frame = _Frame((-0.5, len(groups) - 0.5), _padded(min(values), max(values)), width)
-    body = frame.axes(title, "group (step:prompt); grey = zero variance", x_ticks=False)
+    frame = _Frame((-0.5, len(groups) - 0.5), _padded(min(span), max(span)), width)
+    body = frame.axes(title, x_label, y_label, x_ticks=False)
+    for label, y in marks:
+        py = frame.py(y)
+        body.append(
+            f'<line class="marker" x1="{_LEFT}" x2="{width - _RIGHT}" y1="{py:.1f}" '
+            f'y2="{py:.1f}" stroke="#cf222e" stroke-dasharray="4 3"/><text x="{width - _RIGHT}" '
+            f'y="{py - 3:.1f}" font-size="10" text-anchor="end" fill="#cf222e">{_e(label)}</text>'
+        )
     every = max(1, math.ceil(len(groups) / 30))
     for i, (label, rewards, degenerate) in enumerate(groups):
         color = _MUTED if degenerate else _PALETTE[0]
@@ -233,4 +284,65 @@ def strip(groups: Sequence[tuple[str, Sequence[float], bool]], *, title: str) ->
                 f'<text x="{x:.1f}" y="{_H - _BOTTOM + 12}" font-size="9" text-anchor="end" '
                 f'transform="rotate(-45 {x:.1f} {_H - _BOTTOM + 12})">{_e(label)}</text>'
             )
-    return _svg(width, body, title)
+    return _svg(width, body, title, "strip")
+
+
+def bars(
+    items: Sequence[tuple[str, float | None]], *, title: str, x_label: str, y_label: str
+) -> str:
+    """Horizontal bar chart: one bar per (label, value), negative values to the left of 0;
+    None values are listed without a bar."""
+    values = [v for _, v in items if v is not None and math.isfinite(v)]
+    if not values:
+        return _empty(title, x_label, y_label)
+    lo, hi = min(0.0, *values), max(0.0, *values)
+    row = 18
+    height = max(_H, _TOP + _BOTTOM + row * len(items))
+    left = 150
+    plot_w = _W - left - _RIGHT
+    span = (hi - lo) or 1.0
+
+    def px(v: float) -> float:
+        return left + (v - lo) / span * plot_w
+
+    mid = (_TOP + height - _BOTTOM) / 2
+    body = [
+        f'<text x="{_W / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{_e(title)}</text>',
+        f'<text class="y-label" x="12" y="{mid:.0f}" text-anchor="middle" font-size="11" '
+        f'transform="rotate(-90 12 {mid:.0f})">{_e(y_label)}</text>',
+        f'<text class="x-label" x="{left + plot_w / 2:.0f}" y="{height - 6}" '
+        f'text-anchor="middle" font-size="11">{_e(x_label)}</text>',
+        f'<line x1="{left}" y1="{height - _BOTTOM}" x2="{_W - _RIGHT}" y2="{height - _BOTTOM}" '
+        'stroke="#57606a"/>',
+    ]
+    for t in ticks(lo, hi):
+        body.append(
+            f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{_TOP}" y2="{height - _BOTTOM}" '
+            f'stroke="#eaeef2"/><text x="{px(t):.1f}" y="{height - _BOTTOM + 14}" '
+            f'text-anchor="middle" font-size="10">{_e(_tick_label(t))}</text>'
+        )
+    body.append(
+        f'<line x1="{px(0):.1f}" x2="{px(0):.1f}" y1="{_TOP}" y2="{height - _BOTTOM}" '
+        'stroke="#57606a"/>'
+    )
+    for i, (label, value) in enumerate(items):
+        y = _TOP + i * row
+        body.append(
+            f'<text x="{left - 4}" y="{y + row * 0.7:.1f}" text-anchor="end" '
+            f'font-size="10">{_e(label[:28])}</text>'
+        )
+        if value is None or not math.isfinite(value):
+            continue
+        x0, x1 = sorted((px(0.0), px(value)))
+        color = _PALETTE[0] if value >= 0 else _PALETTE[4]
+        body.append(
+            f'<rect x="{x0:.1f}" y="{y + 3}" width="{max(1.0, x1 - x0):.1f}" height="{row - 6}" '
+            f'fill="{color}"><title>{_e(label)}: {_e(_tick_label(value))}</title></rect>'
+        )
+    return (
+        f'<svg width="{_W}" height="{height}" data-kind="bars" viewBox="0 0 {_W} {height}" '
+        f'role="img" aria-label="{_e(title)}" font-family="system-ui,sans-serif">'
+        + "".join(body)
+        + "</svg>"
+    )

@@ -1,0 +1,465 @@
+"""What the RL report computes beyond ``summary.json``: outcomes, reward components, prompts.
+
+:func:`load_run_data` reads a job's store once (trajectories, rewards, the agent's invocation
+answers, job-failure events) into a :class:`RunData`; the functions below are pure over it.
+
+Vocabulary (docs/metrics.md): a rollout **failed** when it got no reward (trajectory state
+``FAILED`` or ``TIMED_OUT``: the job's sense of the word); a rewarded episode is **succeeded**
+when its reward is ≥ the job's success threshold and **unsolved** below it; **floor** marks a
+rewarded episode whose reward is the agent's floor reward (a failure on the agent's own side,
+``floor_reward: true`` in its answer). The service's metric ``eval/reward/failed_rollouts``
+counts *unsolved and lost* slots; that name is kept as the service spells it.
+
+Reward components come from the agent's answer (``reward_breakdown``: ``{name: {value, weight,
+contribution, kind}}``, recorded in the store's ``invocation`` events); the rewards table only
+holds the reported totals. The share of a component in the reward variance is
+``cov(contribution, reward) / var(reward)`` over the rewarded, non-floor rollouts that carry a
+breakdown: the shares add up to 1 when the contributions add up to the reward (a residual row
+holds any difference), and a negative share means the component works against the spread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore, TrajectoryRow
+from agent_kit.reporting.metrics import GroupResult, RolloutRecord, build_groups
+from agent_kit.reporting.summary import load_records, resolve_job
+
+__all__ = [
+    "FAILED_STATES",
+    "OUTCOMES",
+    "RESIDUAL",
+    "ComponentStat",
+    "FailureOverview",
+    "Outcome",
+    "PromptRow",
+    "ReasonCount",
+    "RewardBreakdown",
+    "RunData",
+    "breakdown_of",
+    "component_stats",
+    "failure_overview",
+    "is_non_finite",
+    "load_run_data",
+    "outcome_of",
+    "prompt_label",
+    "prompt_rows",
+]
+
+#: The outcome of one trajectory, in the report's vocabulary (see the module docstring).
+Outcome = Literal["succeeded", "unsolved", "floor", "failed", "pending"]
+#: Every outcome, in the order the report lists them.
+OUTCOMES: Final[tuple[Outcome, ...]] = ("succeeded", "unsolved", "floor", "failed", "pending")
+#: Trajectory states of a rollout that got no reward (the job's "failed").
+FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
+#: Name of the row holding ``reward − Σ contributions`` when the breakdown does not add up.
+RESIDUAL: Final = "(not in breakdown)"
+_LIST_LIMIT: Final = 10
+_NON_FINITE = re.compile(r"not finite|non-finite|\bnan\b|\binf(inity)?\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One job as read from its store: records, groups, trajectories, the agent's answers."""
+
+    job: JobRow
+    records: tuple[RolloutRecord, ...]
+    groups: tuple[GroupResult, ...]
+    trajectories: Mapping[str, TrajectoryRow]
+    #: Trajectory id → the recorded invocation event detail (status, http_status, body, error).
+    invocations: Mapping[str, Mapping[str, Any]]
+    #: The ``job_failure`` events (reason, trajectory_id, step, prompt_index, sample_index).
+    job_failures: tuple[Mapping[str, Any], ...]
+    threshold: float
+    advantage: str = "group_based"
+
+    def body(self, trajectory_id: str) -> Mapping[str, Any] | None:
+        """The agent's JSON answer for a trajectory (None when none was recorded)."""
+        body = self.invocations.get(trajectory_id, {}).get("body")
+        return body if isinstance(body, dict) else None
+
+    def outcome(self, record: RolloutRecord) -> Outcome:
+        """The record's outcome against this job's success threshold."""
+        return outcome_of(record, self.threshold)
+
+    @property
+    def chosen(self) -> list[RolloutRecord]:
+        """Each slot's rewarded rollout (what the metrics are computed over), group order."""
+        return [r for g in self.groups for r in g.rollouts]
+
+
+def load_run_data(
+    store: RunStore,
+    job_arn: str | None = None,
+    *,
+    threshold: float | None = None,
+    advantage: str = "group_based",
+) -> RunData:
+    """Read a job (ARN, name, or None for the latest) from ``store`` into a :class:`RunData`.
+
+    ``threshold`` None means the job config's ``success_threshold``, else 1.0 (as the summary).
+    """
+    job = resolve_job(store, job_arn)
+    records = load_records(store, job.arn)
+    invocations: dict[str, Mapping[str, Any]] = {}
+    for event in store.list_events(kind=INVOCATION_EVENT):
+        if event.trajectory_id is not None:
+            invocations[event.trajectory_id] = event.detail
+    job_failures = tuple(e.detail for e in store.list_events(kind="job_failure"))
+    trajectories = {t.id: t for t in store.list_trajectories(job_arn=job.arn)}
+    return RunData(
+        job=job,
+        records=tuple(records),
+        groups=tuple(build_groups(records, advantage)),
+        trajectories=trajectories,
+        invocations={k: v for k, v in invocations.items() if k in trajectories},
+        job_failures=tuple(f for f in job_failures if f.get("trajectory_id") in trajectories),
+        threshold=_threshold(job.config, threshold),
+        advantage=advantage,
+    )
+
+
+def _threshold(config: Mapping[str, Any], given: float | None) -> float:
+    if given is not None:
+        return given
+    nested = config.get("job")
+    flat = {**config, **nested} if isinstance(nested, dict) else dict(config)
+    value = flat.get("success_threshold")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return 1.0
+
+
+def outcome_of(record: RolloutRecord, threshold: float) -> Outcome:
+    """``failed`` (no reward), ``floor`` (agent's floor reward), ``succeeded`` (≥ threshold),
+    ``unsolved`` (below it) or ``pending`` (no outcome yet)."""
+    if record.rewarded and record.reward is not None:
+        if record.floor_reward:
+            return "floor"
+        return "succeeded" if record.reward >= threshold else "unsolved"
+    if record.state in FAILED_STATES:
+        return "failed"
+    return "pending"
+
+
+def is_non_finite(record: RolloutRecord, body: Mapping[str, Any] | None) -> bool:
+    """True when the agent's reward was not a finite number (NaN/inf; scored as the floor)."""
+    if record.agent_failure and _NON_FINITE.search(record.agent_failure):
+        return True
+    if body is not None:
+        value = body.get("reward")
+        if isinstance(value, float) and not math.isfinite(value):
+            return True
+    return False
+
+
+def breakdown_of(body: Mapping[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """The ``reward_breakdown`` of an agent answer, or None when it has none (or a bad one)."""
+    if body is None:
+        return None
+    value = body.get("reward_breakdown")
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        return None
+    return {str(k): dict(v) for k, v in value.items()}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    mean = math.fsum(values) / len(values)
+    return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+
+
+@dataclass(frozen=True)
+class ComponentStat:
+    """One reward component over the analysed rollouts (population std, like the metrics).
+
+    ``weights`` are the distinct declared weights seen (a reward may weight a term differently
+    per episode); ``share`` is its share of the reward variance (None when the variance is 0).
+    """
+
+    name: str
+    kind: str
+    weights: tuple[float, ...]
+    n: int
+    value_mean: float | None
+    value_std: float | None
+    contribution_mean: float | None
+    contribution_std: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    """Reward components of a job's rewarded rollouts, and who was left out and why."""
+
+    components: tuple[ComponentStat, ...]
+    #: Rewarded, non-floor rollouts whose answer carried a breakdown (the analysed ones).
+    analysed: int
+    #: Rewarded, non-floor rollouts without a breakdown in the agent's answer.
+    without_breakdown: int
+    #: Rewarded rollouts scored with the agent's floor reward (left out of the components).
+    floor: int
+    #: Of those, the ones whose reward function gave a non-finite value.
+    non_finite: int
+    reward_mean: float | None
+    reward_std: float | None
+
+
+def component_stats(data: RunData) -> RewardBreakdown:
+    """Mean, std, declared weight and variance share of every component (see module doc)."""
+    analysed: list[tuple[float, dict[str, dict[str, Any]]]] = []
+    without = floor = non_finite = 0
+    for record in data.chosen:
+        body = data.body(record.id)
+        if record.floor_reward:
+            floor += 1
+            non_finite += is_non_finite(record, body)
+            continue
+        parts = breakdown_of(body)
+        if parts is None or record.reward is None:
+            without += 1
+            continue
+        analysed.append((float(record.reward), parts))
+    names: list[str] = []
+    for _, parts in analysed:
+        names.extend(n for n in parts if n not in names)
+    totals = [total for total, _ in analysed]
+    reward_mean, reward_std = _mean_std(totals)
+    variance = (reward_std or 0.0) ** 2
+    stats: list[ComponentStat] = []
+    residuals: list[float] = []
+    for total, parts in analysed:
+        summed = math.fsum(_contribution(p) for p in parts.values())
+        residuals.append(total - summed)
+    for name in names:
+        present = [parts[name] for _, parts in analysed if name in parts]
+        values = [v for v in (_number(p.get("value")) for p in present) if v is not None]
+        contributions = [_contribution(parts.get(name, {})) for _, parts in analysed]
+        weights = sorted({w for w in (_number(p.get("weight")) for p in present) if w is not None})
+        kinds = Counter(str(p.get("kind", "")) for p in present)
+        value_mean, value_std = _mean_std(values)
+        contribution_mean, contribution_std = _mean_std(contributions)
+        stats.append(
+            ComponentStat(
+                name=name,
+                kind=kinds.most_common(1)[0][0] if kinds else "",
+                weights=tuple(weights),
+                n=len(present),
+                value_mean=value_mean,
+                value_std=value_std,
+                contribution_mean=contribution_mean,
+                contribution_std=contribution_std,
+                share=_share(contributions, totals, reward_mean, variance),
+            )
+        )
+    if any(abs(r) > 1e-9 * max(1.0, abs(t)) for r, t in zip(residuals, totals, strict=True)):
+        mean, std = _mean_std(residuals)
+        stats.append(
+            ComponentStat(
+                name=RESIDUAL,
+                kind="",
+                weights=(),
+                n=len(residuals),
+                value_mean=mean,
+                value_std=std,
+                contribution_mean=mean,
+                contribution_std=std,
+                share=_share(residuals, totals, reward_mean, variance),
+            )
+        )
+    return RewardBreakdown(
+        components=tuple(stats),
+        analysed=len(analysed),
+        without_breakdown=without,
+        floor=floor,
+        non_finite=non_finite,
+        reward_mean=reward_mean,
+        reward_std=reward_std,
+    )
+
+
+def _contribution(part: Mapping[str, Any]) -> float:
+    given = _number(part.get("contribution"))
+    if given is not None:
+        return given
+    value, weight = _number(part.get("value")), _number(part.get("weight"))
+    return (value or 0.0) * (1.0 if weight is None else weight)
+
+
+def _share(
+    contributions: Sequence[float], totals: Sequence[float], mean: float | None, variance: float
+) -> float | None:
+    if mean is None or not variance > 0:
+        return None
+    c_mean = math.fsum(contributions) / len(contributions)
+    cov = math.fsum(
+        (c - c_mean) * (t - mean) for c, t in zip(contributions, totals, strict=True)
+    ) / len(totals)
+    return cov / variance
+
+
+def prompt_label(prompt: str, limit: int = 48) -> str:
+    """A short name for a dataset prompt: its JSON ``id`` when it has one, else its start."""
+    try:
+        parsed = json.loads(prompt)
+    except (TypeError, ValueError):
+        parsed = None
+    if isinstance(parsed, dict):
+        for key in ("id", "task_id", "name"):
+            if isinstance(parsed.get(key), (str, int)) and not isinstance(parsed.get(key), bool):
+                return str(parsed[key])[:limit]
+        inner = parsed.get("prompt")
+        if isinstance(inner, str):
+            prompt = inner
+    text = " ".join(str(prompt).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One dataset prompt over every step it was played in.
+
+    ``success_rate`` is succeeded / finished slots (a lost slot counts as not succeeded, like
+    ``eval/reward/pass_at_1``); reward statistics are over its rewarded rollouts (population
+    std); ``zero_variance_groups`` of its ``groups`` gave no gradient.
+    """
+
+    prompt_index: int
+    label: str
+    prompt: str
+    groups: int
+    finished: int
+    rewarded: int
+    succeeded: int
+    unsolved: int
+    floor: int
+    lost: int
+    success_rate: float | None
+    reward_mean: float | None
+    reward_std: float | None
+    zero_variance_groups: int
+    trajectory_ids: tuple[str, ...] = field(default=())
+
+    @property
+    def no_gradient(self) -> bool:
+        """True when every group of this prompt had zero reward variance."""
+        return self.groups > 0 and self.zero_variance_groups == self.groups
+
+
+def prompt_rows(data: RunData) -> list[PromptRow]:
+    """One :class:`PromptRow` per prompt index, in index order."""
+    prompts: dict[int, str] = {}
+    for traj in data.trajectories.values():
+        prompts.setdefault(traj.prompt_index, traj.prompt)
+    rows: list[PromptRow] = []
+    for index in sorted({g.prompt_index for g in data.groups}):
+        groups = [g for g in data.groups if g.prompt_index == index]
+        chosen = [r for g in groups for r in g.rollouts]
+        rewards = [float(r.reward) for r in chosen if r.reward is not None]
+        outcomes = Counter(data.outcome(r) for r in chosen)
+        finished = sum(g.finished_slots for g in groups)
+        succeeded = sum(1 for r in rewards if r >= data.threshold)
+        mean, std = _mean_std(rewards)
+        prompt = prompts.get(index, "")
+        rows.append(
+            PromptRow(
+                prompt_index=index,
+                label=prompt_label(prompt) or f"prompt {index}",
+                prompt=prompt,
+                groups=len(groups),
+                finished=finished,
+                rewarded=len(rewards),
+                succeeded=succeeded,
+                unsolved=outcomes["unsolved"],
+                floor=outcomes["floor"],
+                lost=sum(g.lost for g in groups),
+                success_rate=succeeded / finished if finished else None,
+                reward_mean=mean,
+                reward_std=std,
+                zero_variance_groups=sum(1 for g in groups if g.rollouts and g.degenerate),
+                trajectory_ids=tuple(r.id for r in chosen),
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class ReasonCount:
+    """A failure reason, how many trajectories had it, and the first of their ids."""
+
+    reason: str
+    count: int
+    trajectory_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FailureOverview:
+    """Everything that went wrong in a job, for the top of the report."""
+
+    #: Agent-side failures by reason (the agent's ``failure`` or error answer), floor-scored or not.
+    agent: tuple[ReasonCount, ...]
+    #: Rewarded rollouts scored with the floor reward, and of those the non-finite ones.
+    floor: int
+    non_finite: int
+    non_finite_ids: tuple[str, ...]
+    #: Job-killing failures (``job_failure`` events), by reason.
+    job: tuple[ReasonCount, ...]
+    #: Rollouts that got no reward (FAILED / TIMED_OUT), by reason; retried or lost.
+    rollouts: tuple[ReasonCount, ...]
+    timed_out: int
+    failed_state: int
+    lost_slots: int
+    retried: int
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing failed anywhere."""
+        return not (self.agent or self.floor or self.job or self.rollouts)
+
+
+def _by_reason(pairs: Sequence[tuple[str, str]]) -> tuple[ReasonCount, ...]:
+    ids: dict[str, list[str]] = {}
+    for reason, tid in pairs:
+        ids.setdefault(reason, []).append(tid)
+    ranked = sorted(ids.items(), key=lambda item: (-len(item[1]), item[0]))
+    return tuple(ReasonCount(r, len(t), tuple(t[:_LIST_LIMIT])) for r, t in ranked)
+
+
+def failure_overview(data: RunData) -> FailureOverview:
+    """Agent-side failures, floor and non-finite rewards, job failures and failed rollouts."""
+    agent = [(r.agent_failure, r.id) for r in data.records if r.agent_failure is not None]
+    floor = [r for r in data.records if r.floor_reward and r.rewarded]
+    non_finite = [r for r in floor if is_non_finite(r, data.body(r.id))]
+    job = [
+        (str(f.get("reason") or "unknown"), str(f.get("trajectory_id") or ""))
+        for f in data.job_failures
+    ]
+    failed = [r for r in data.records if r.state in FAILED_STATES]
+    retried_ids = {r.retry_of for r in data.records if r.retry_of is not None}
+    return FailureOverview(
+        agent=_by_reason(agent),
+        floor=len(floor),
+        non_finite=len(non_finite),
+        non_finite_ids=tuple(r.id for r in non_finite[:_LIST_LIMIT]),
+        job=_by_reason(job),
+        rollouts=_by_reason([(r.reason or r.state, r.id) for r in failed]),
+        timed_out=sum(1 for r in failed if r.state == "TIMED_OUT"),
+        failed_state=sum(1 for r in failed if r.state == "FAILED"),
+        lost_slots=sum(g.lost for g in data.groups),
+        retried=sum(1 for r in failed if r.id in retried_ids),
+    )

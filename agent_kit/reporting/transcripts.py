@@ -1,0 +1,479 @@
+"""Turn-by-turn transcripts for the HTML report: which rollouts to show, and how.
+
+:func:`select_transcripts` puts the rollouts an RL engineer reads first at the top: the
+lowest-scoring rewarded ones, then the floor-reward ones (agent-side failures), then the failed
+ones (no reward), then a sample of the rest, one prompt after another. :func:`transcript_html`
+renders one: every turn's new messages (tool results, user text), the policy's reply with its
+tool calls, the reward with its breakdown, and the stop reason.
+
+The last tool result of an episode is in no later request (no policy call follows it). It is
+taken from the agent's answer when the answer carries a tool log (``tool_log`` — a list of
+``{turn, name, input, output, status}`` — or ``last_tool_result``, or chat/Strands
+``messages``); otherwise the transcript says it was not recorded.
+
+Everything from the run is HTML-escaped. Only chat messages are shown (the store keeps no
+headers, so no credential can appear); the task prompt is shown as recorded and may hold the
+hidden answer (a local debugging view).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent_kit.emulator.store import RunStore, TurnRow
+from agent_kit.reporting.breakdown import (
+    FAILED_STATES,
+    RunData,
+    breakdown_of,
+    is_non_finite,
+    prompt_label,
+)
+from agent_kit.reporting.metrics import RolloutRecord
+
+__all__ = [
+    "MAX_TRANSCRIPTS",
+    "NOT_RECORDED",
+    "Selected",
+    "ToolResult",
+    "content_text",
+    "fmt",
+    "last_tool_results",
+    "message_html",
+    "select_transcripts",
+    "stop_reason",
+    "transcript_html",
+    "value_attr",
+]
+
+#: At most this many transcripts in one page.
+MAX_TRANSCRIPTS: Final = 40
+#: How many of the lowest-scoring rewarded rollouts lead the list.
+LOWEST: Final = 5
+_MAX_FLOOR: Final = 15
+_MAX_FAILED: Final = 15
+_MAX_MESSAGE_CHARS: Final = 4000
+#: The text shown where the last tool result is not in the store nor in the agent's answer.
+NOT_RECORDED: Final = "last tool result: not recorded"
+
+_STOP_REASONS: Final = {
+    "limit_turns": "turn budget exhausted (max_turns)",
+    "limit_budget": "wall-clock budget exhausted",
+    "limit_tool_calls": "tool-call limit reached",
+    "policy_error": "policy error",
+    "environment_error": "environment error",
+    "end_turn": "the policy stopped replying with tool calls before the task finished",
+    "max_tokens": "the policy's reply hit max_tokens",
+}
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A compact human form of a value: ``–`` for None, thousands separators for integers,
+    ``digits`` significant digits otherwise."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def value_attr(value: Any) -> str:
+    """A ``data-v`` attribute with the exact value (repr of floats), for sorting and tests."""
+    if value is None or isinstance(value, bool):
+        return ' data-v=""'
+    if isinstance(value, float):
+        return f' data-v="{value!r}"'
+    if isinstance(value, int):
+        return f' data-v="{value}"'
+    return ""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _MAX_MESSAGE_CHARS:
+        return text
+    return text[:_MAX_MESSAGE_CHARS] + f"… [{len(text) - _MAX_MESSAGE_CHARS} more chars]"
+
+
+def content_text(content: Any) -> str:
+    """The text of a chat message's ``content`` (a string, or a list of text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and "text" in part:
+                parts.append(str(part["text"]))
+            elif isinstance(part, dict) and isinstance(part.get("toolResult"), dict):
+                parts.append(content_text(part["toolResult"].get("content")))
+            elif isinstance(part, dict) and isinstance(part.get("json"), (dict, list)):
+                parts.append(json.dumps(part["json"], ensure_ascii=False))
+            else:
+                parts.append(str(part))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def message_html(message: Mapping[str, Any], call_names: Mapping[str, str] | None = None) -> str:
+    """One chat message: role, reasoning, text, tool calls (``→ name(args)``); escaped.
+
+    A ``tool`` message is labelled with the call it answers (``call_names``: id → tool name).
+    """
+    role = str(message.get("role", "?"))
+    text = _clip(content_text(message.get("content")))
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    label = role
+    call_id = message.get("tool_call_id")
+    if role == "tool" and isinstance(call_id, str):
+        name = (call_names or {}).get(call_id)
+        label = f"tool result ← {name or '?'} ({call_id})"
+    out = [f'<div class="msg m-{_e(role)}"><span class="role">{_e(label)}</span>']
+    if isinstance(reasoning, str) and reasoning:
+        out.append(f"<pre class=muted>{_e(_clip(reasoning))}</pre>")
+    if text:
+        out.append(f"<pre>{_e(text)}</pre>")
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict):
+            fn = {}
+        args = fn.get("arguments", "")
+        args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        out.append(f'<pre class="call">→ {_e(fn.get("name", "?"))}({_e(_clip(args_text))})</pre>')
+    out.append("</div>")
+    return "".join(out)
+
+
+def _reply(turn: TurnRow) -> dict[str, Any] | None:
+    choices = turn.response.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if isinstance(first, dict) and isinstance(first.get("message"), dict):
+        return dict(first["message"])
+    return None
+
+
+def _calls(message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    calls = (message or {}).get("tool_calls")
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool result taken from the agent's answer (not from any request)."""
+
+    name: str
+    output: str
+    input: str = ""
+    status: str = ""
+
+
+def _tool_log_results(log: Sequence[Any], last_turn: int, pending: int) -> list[ToolResult]:
+    entries = [e for e in log if isinstance(e, dict)]
+    if any(isinstance(e.get("turn"), int) for e in entries):
+        chosen = [e for e in entries if e.get("turn") == last_turn]
+    else:
+        chosen = entries[-pending:] if pending else []
+    return [
+        ToolResult(
+            name=str(e.get("name", "?")),
+            output=content_text(e.get("output", e.get("content", ""))),
+            input=json.dumps(e.get("input", ""), ensure_ascii=False)
+            if not isinstance(e.get("input"), str)
+            else str(e.get("input")),
+            status=str(e.get("status", "")),
+        )
+        for e in chosen
+    ]
+
+
+def _trailing_message_results(messages: Sequence[Any]) -> list[ToolResult]:
+    """Tool results after the last assistant message of a chat or Strands message list."""
+    tail: list[ToolResult] = []
+    for message in reversed([m for m in messages if isinstance(m, dict)]):
+        if message.get("role") == "assistant":
+            break
+        if message.get("role") == "tool":
+            tail.append(ToolResult("tool", content_text(message.get("content"))))
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            result = block.get("toolResult") if isinstance(block, dict) else None
+            if isinstance(result, dict):
+                tail.append(
+                    ToolResult(
+                        str(result.get("toolUseId", "tool")),
+                        content_text(result.get("content")),
+                        status=str(result.get("status", "")),
+                    )
+                )
+    return list(reversed(tail))
+
+
+def last_tool_results(
+    body: Mapping[str, Any] | None, last_turn: int, pending: int
+) -> list[ToolResult] | None:
+    """The results of the tool calls made in the last turn, from the agent's answer.
+
+    ``pending``: tool calls in the last reply (their results are in no request). Returns None
+    when the answer carries no tool log (not recorded), else the results found (maybe none).
+    """
+    if body is None:
+        return None
+    log = body.get("tool_log")
+    if not isinstance(log, list) and isinstance(body.get("tool_calls"), list):
+        log = body["tool_calls"]  # an answer that lists its calls with their outputs
+    if isinstance(log, list):
+        return _tool_log_results(log, last_turn, pending)
+    last = body.get("last_tool_result")
+    if isinstance(last, str):
+        return [ToolResult("tool", last)]
+    if isinstance(last, dict):
+        return _tool_log_results([last], last_turn, 1) or [
+            ToolResult(str(last.get("name", "tool")), content_text(last.get("output", "")))
+        ]
+    if isinstance(last, list):
+        return _tool_log_results(last, last_turn, len(last))
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        return _trailing_message_results(messages)
+    return None
+
+
+def stop_reason(record: RolloutRecord, detail: Mapping[str, Any] | None, threshold: float) -> str:
+    """Why the rollout ended, in words: from the trajectory state and reason, the agent's
+    ``failure``/``stop_reason``, and the reward against the success threshold."""
+    body = detail.get("body") if detail else None
+    body = body if isinstance(body, dict) else {}
+    status = detail.get("status") if detail else None
+    if record.state == "TIMED_OUT":
+        return f"timeout — failed, no reward ({record.reason or 'rollout_timeout'})"
+    if record.state == "FAILED":
+        return f"failed, no reward: {record.reason or 'the trajectory was failed'}"
+    if record.state not in ("REWARDED",):
+        return f"pending (state {record.state}: no outcome yet)"
+    failure = body.get("failure")
+    if isinstance(failure, dict) and failure.get("reason"):
+        boundary = str(failure.get("boundary", "agent"))
+        kind = {"policy": "policy error", "limit": "limit"}.get(boundary, f"{boundary} failure")
+        floor = " — floor reward" if body.get("floor_reward") is True else ""
+        return f"{kind}: {failure['reason']}{floor}"
+    if body.get("floor_reward") is True:
+        return "floor reward (no reason given)"
+    reason = body.get("stop_reason")
+    succeeded = record.reward is not None and record.reward >= threshold
+    verdict = (
+        f"succeeded (reward ≥ {fmt(threshold)})"
+        if succeeded
+        else f"unsolved (reward < {fmt(threshold)})"
+    )
+    if reason == "finished":
+        if succeeded:
+            return f"solved: the environment finished, reward ≥ {fmt(threshold)}"
+        return f"finished unsolved: the environment finished, reward < {fmt(threshold)}"
+    if isinstance(reason, str) and reason:
+        return f"{_STOP_REASONS.get(reason, reason)} — {verdict}"
+    if status not in (None, "ok"):
+        return f"agent answered {status}: {detail.get('error') if detail else ''} — {verdict}"
+    return f"stop reason not recorded (no agent answer kept) — {verdict}"
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A rollout chosen for a transcript, and why it was chosen."""
+
+    record: RolloutRecord
+    why: str
+
+
+def _round_robin(records: Iterable[RolloutRecord]) -> list[RolloutRecord]:
+    by_prompt: dict[int, list[RolloutRecord]] = {}
+    for record in sorted(records, key=lambda r: (r.prompt_index, r.step, r.sample_index, r.id)):
+        by_prompt.setdefault(record.prompt_index, []).append(record)
+    queues = [by_prompt[k] for k in sorted(by_prompt)]
+    out: list[RolloutRecord] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                out.append(queue.pop(0))
+    return out
+
+
+def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Selected]:
+    """The rollouts to show, most telling first: the lowest-scoring rewarded ones (lowest
+    first), the floor-reward ones, the failed ones, then a sample of the rest (round robin over
+    the prompts so every prompt appears)."""
+    chosen: list[Selected] = []
+    seen: set[str] = set()
+
+    def take(records: Iterable[RolloutRecord], why: str, cap: int) -> None:
+        for record in records:
+            if len(chosen) >= limit or cap <= 0:
+                return
+            if record.id not in seen:
+                seen.add(record.id)
+                chosen.append(Selected(record, why))
+                cap -= 1
+
+    rewarded = [r for r in data.records if r.rewarded and r.reward is not None]
+    lowest = sorted(rewarded, key=lambda r: (float(r.reward or 0.0), r.id))
+    take(lowest, "lowest reward", LOWEST)
+    take((r for r in data.records if r.floor_reward and r.rewarded), "floor reward", _MAX_FLOOR)
+    take((r for r in data.records if r.state in FAILED_STATES), "failed (no reward)", _MAX_FAILED)
+    take(_round_robin(r for r in data.records if r.id not in seen), "sample", limit)
+    return chosen
+
+
+def _breakdown_html(record: RolloutRecord, body: Mapping[str, Any] | None) -> str:
+    reward = "no reward (failed)" if record.reward is None else fmt(record.reward, 6)
+    out = [f'<div class="reward">reward <b{value_attr(record.reward)}>{_e(reward)}</b>']
+    if record.floor_reward:
+        out.append(' <span class="badge b-floor">floor reward</span>')
+        if is_non_finite(record, body):
+            out.append(' <span class="badge b-failed">non-finite reward</span>')
+    out.append("</div>")
+    parts = breakdown_of(body)
+    if parts:
+        rows = "".join(
+            f"<tr><td>{_e(name)}</td><td>{_e(p.get('kind', ''))}</td>"
+            + "".join(
+                f'<td class="n"{value_attr(p.get(k))}>{_e(fmt(p.get(k)))}</td>'
+                for k in ("value", "weight", "contribution")
+            )
+            + "</tr>"
+            for name, p in parts.items()
+        )
+        out.append(
+            '<table class="breakdown"><thead><tr><th>component</th><th>kind</th><th>value</th>'
+            f"<th>weight</th><th>contribution</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    elif record.rewarded and not record.floor_reward:
+        out.append("<p class=muted>reward breakdown: not recorded in the agent's answer</p>")
+    return "".join(out)
+
+
+def transcript_html(
+    store: RunStore, data: RunData, selected: Selected, *, open_: bool = False
+) -> str:
+    """One rollout as a ``<details class="tx">`` element with ``data-prompt`` (prompt index),
+    ``data-outcome`` and ``data-rewarded`` attributes for the page's filters."""
+    record = selected.record
+    detail = data.invocations.get(record.id)
+    body = data.body(record.id)
+    outcome = data.outcome(record)
+    traj = data.trajectories.get(record.id)
+    label = prompt_label(traj.prompt) if traj is not None else f"prompt {record.prompt_index}"
+    why = stop_reason(record, detail, data.threshold)
+    reward = "no reward" if record.reward is None else f"reward {fmt(record.reward)}"
+    head = (
+        f'<span class="badge b-{outcome}">{outcome}</span> <code>{_e(record.id)}</code> — '
+        f"{_e(reward)} — {_e(why)} — {_e(label)} <span class=muted>({_e(selected.why)})</span>"
+    )
+    attrs = (
+        f'class="tx" id="tx-{_e(record.id)}" data-filterable="1" '
+        f'data-prompt="{record.prompt_index}" data-outcome="{outcome}" '
+        f'data-rewarded="{1 if record.rewarded else 0}" data-trajectory="{_e(record.id)}"'
+    )
+    parts = [f"<details {attrs}{' open' if open_ else ''}><summary>{head}</summary>"]
+    slot = f"{record.step} · {record.prompt_index} · {record.sample_index} · {record.attempt}"
+    tokens = f"{fmt(record.prefill_tokens)} + {fmt(record.sample_tokens)}"
+    meta = [
+        ("state", record.state + (f" ({record.reason})" if record.reason else "")),
+        ("stop reason", why),
+        ("step · prompt · sample · attempt", slot),
+        ("turns", fmt(record.turns)),
+        ("tokens (prefill + sample)", tokens),
+        ("duration", f"{record.duration_s:.3f} s"),
+    ]
+    if record.retry_of:
+        meta.append(("retry of", record.retry_of))
+    if record.agent_failure:
+        meta.append(("agent-side failure", record.agent_failure))
+    parts.append(
+        '<table class="meta">'
+        + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in meta)
+        + "</table>"
+    )
+    parts.append(_breakdown_html(record, body))
+    if traj is not None:
+        parts.append(
+            f"<div class=muted>task prompt (local view)</div><pre>{_e(_clip(traj.prompt))}</pre>"
+        )
+    parts.append(_turns_html(store.list_turns(record.id), body))
+    parts.append("</details>")
+    return "".join(parts)
+
+
+def _turns_html(turns: Sequence[TurnRow], body: Mapping[str, Any] | None) -> str:
+    if not turns:
+        return "<p class=muted>no policy call was recorded for this rollout</p>"
+    parts: list[str] = []
+    previous: list[Any] = []
+    names: dict[str, str] = {}
+    reply: dict[str, Any] | None = None
+    for turn in turns:
+        raw = turn.request.get("messages")
+        messages = raw if isinstance(raw, list) else []
+        # Show what is new since the previous request (usually tool results), else everything
+        # (the agent rewrote its history); skip the echo of the previous reply.
+        new = messages[len(previous) :] if messages[: len(previous)] == previous else messages
+        if previous and new and isinstance(new[0], dict) and new[0].get("role") == "assistant":
+            new = new[1:]
+        previous = messages
+        parts.append(
+            f'<div class="turn"><div class="turn-head">turn {turn.idx} · {_e(turn.route)} · '
+            f"{fmt(turn.prompt_tokens)} prefill + {fmt(turn.completion_tokens)} sample tokens · "
+            f"{turn.latency_ms:.1f} ms</div>"
+        )
+        parts.extend(message_html(m, names) for m in new if isinstance(m, dict))
+        reply = _reply(turn)
+        if reply is not None:
+            for call in _calls(reply):
+                fn = call.get("function")
+                if isinstance(call.get("id"), str) and isinstance(fn, dict):
+                    names[call["id"]] = str(fn.get("name", "?"))
+            parts.append(message_html(reply, names))
+        parts.append("</div>")
+    pending = len(_calls(reply))
+    results = last_tool_results(body, turns[-1].idx, pending)
+    recovered = (body or {}).get("recovered_tool_calls")
+    text_only = reply is not None and not pending and content_text(reply.get("content"))
+    if results:
+        parts.append(
+            '<div class="last-result"><div class="turn-head">after the last turn: tool '
+            "result(s) from the agent's answer (in no later request)</div>"
+        )
+        for result in results:
+            flag = result.status if result.status not in ("", "success") else ""
+            status = f" [{flag}]" if flag else ""
+            args = f"({_clip(result.input)})" if result.input else ""
+            parts.append(
+                f'<div class="msg m-tool"><span class="role">tool result ← {_e(result.name)}'
+                f"{_e(args)}{_e(status)}</span><pre>{_e(_clip(result.output))}</pre></div>"
+            )
+        parts.append("</div>")
+    elif results is None and pending:
+        parts.append(
+            f'<p class="last-result not-recorded warn">{NOT_RECORDED}: the last reply made '
+            f"{pending} tool call(s); no request follows it and the agent's answer carries no "
+            "tool log (<code>tool_log</code>).</p>"
+        )
+    elif results is None and text_only and isinstance(recovered, int) and recovered > 0:
+        parts.append(
+            f'<p class="last-result not-recorded muted">{NOT_RECORDED}: if the agent recovered '
+            "a tool call from the last reply's text, its result is in no request and the "
+            "agent's answer carries no tool log.</p>"
+        )
+    return "".join(parts)
