@@ -30,8 +30,8 @@ FLOORS = [
     {"runtime"},
     {"emulator"},
     {"harness", "reporting", "deploy", "scaffold"},
-    {"replay", "runs"},
-    {"testing"},
+    {"replay", "runs", "export"},
+    {"testing", "doctor"},
     {"cli"},
 ]
 
