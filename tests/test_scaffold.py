@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -158,6 +159,28 @@ def test_defaults_render_a_complete_project(tmp_path: Path) -> None:
     ):
         assert command in readme
     assert project.next_steps[0] == f"cd {project.path}"
+
+
+def test_readme_lists_every_shipped_test_and_warnings_are_errors(tmp_path: Path) -> None:
+    """The generated README names every test file and test function the project ships (so a
+    new user knows what `pytest` checks), and its pytest runs with warnings as errors."""
+    project = scaffold.create_project(output_dir=tmp_path)
+    readme = (project.path / "README.md").read_text(encoding="utf-8")
+    shipped = sorted((project.path / "tests").glob("test_*.py"))
+    assert shipped
+    for path in shipped:
+        assert f"`tests/{path.name}`" in readme, path.name
+        names = [
+            n.name
+            for n in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+        ]
+        assert names, path.name
+        for name in names:
+            assert f"`{name}`" in readme, f"{path.name}::{name}"
+    assert "## The two commands" in readme
+    pytest_ini = tomllib.loads((project.path / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pytest_ini["tool"]["pytest"]["ini_options"]["filterwarnings"][0] == "error"
 
 
 def test_generated_project_is_lint_clean(tmp_path: Path) -> None:
@@ -465,9 +488,13 @@ def test_generated_project_passes_its_tests_in_a_fresh_venv(tmp_path: Path) -> N
     ).split()
     assert where == [str(REPO / "agent_kit" / "__init__.py"), "0.1.0"]
 
-    report = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project.path)
+    report = _run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project.path,
+    )
     tail = report.strip().splitlines()[-1]
     assert " passed" in tail
+    assert "warning" not in tail, tail
     assert not any(word in tail for word in ("failed", "error", "skipped")), report
 
     stdout = _run(
