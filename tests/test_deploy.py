@@ -16,6 +16,7 @@ from fakes.aws_control import FakeAws
 
 from agent_kit.cli import main
 from agent_kit.deploy.agentcore import DeploySpec, iam_policies, plan_deploy
+from agent_kit.deploy.s3names import bucket_name_problem
 
 ROLE = "arn:aws:iam::123456789012:role/AgentRole"
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-agent:1"
@@ -267,13 +268,45 @@ def test_deploy_zip_without_bucket_is_usage_error(entry: Path, tmp_path: Path) -
     assert code == 2
 
 
+@pytest.mark.parametrize(
+    ("bucket", "expected"),
+    [
+        ("b", "3 to 63 characters (1 given)"),
+        ("s3://code-bucket", "takes a bucket name, not a URI: 'code-bucket'"),
+        ("Code_Bucket", "only lowercase letters"),
+        ("-code", "begins and ends with a letter or a digit"),
+        ("xn--code", "reserved"),
+    ],
+)
+def test_deploy_bad_bucket_name_says_what_is_wrong(
+    entry: Path, capsys: pytest.CaptureFixture[str], bucket: str, expected: str
+) -> None:
+    """--s3-bucket is checked against S3's naming rules before packaging: exit 2, the rule."""
+    code = main(
+        [
+            *("deploy", str(entry), "--name", "a", "--role-arn", ROLE, "--region", "us-west-2"),
+            *("--s3-bucket", bucket, "--plan"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--s3-bucket" in err
+    assert expected in err
+
+
+def test_valid_bucket_names_pass() -> None:
+    """Names S3 accepts pass the check (dots, hyphens, digits, 3 and 63 characters)."""
+    for name in ("abc", "my.code-bucket.2026", "a" * 63, "1bucket1"):
+        assert bucket_name_problem(name) is None, name
+
+
 def test_plan_lists_upload_for_zip_target() -> None:
     """The plan of a zip deploy includes the S3 upload; with force, no job check."""
-    spec = DeploySpec(name="a", role_arn=ROLE, region="us-east-1", s3_bucket="b", force=True)
+    spec = DeploySpec(name="a", role_arn=ROLE, region="us-east-1", s3_bucket="bkt", force=True)
     calls = plan_deploy(spec, None)
     assert "ListJobs" not in [c.operation for c in calls]
     put = next(c for c in calls if c.operation == "PutObject")
-    assert put.params["Bucket"] == "b"
+    assert put.params["Bucket"] == "bkt"
     assert put.params["Key"] == "a/deployment.zip"
 
 

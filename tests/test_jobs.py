@@ -356,3 +356,49 @@ def test_group_size_range_matches_documentation(value: int) -> None:
     else:
         assert 2 <= value <= 32
         assert typed == {"group_size": value}
+
+
+def test_plan_takes_the_region_from_the_runtime_arn(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's ``job submit … --plan`` without --region plans the job where the runtime ARN
+    says: no 'no AWS region' error when none is configured, and the ARN's region (not the
+    configured one) when another is configured; an explicit --region still has to match."""
+    for key in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    args = submit_args("--plan", "--json")
+    at = args.index("--region")
+    del args[at : at + 2]
+    assert main(args) == 0, capsys.readouterr().err
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    assert [c["operation"] for c in plan] == ["CreateJob"]
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")
+    assert main(args) == 0, capsys.readouterr().err  # the model ARN (us-west-2) matches too
+    capsys.readouterr()
+    assert main([*args, "--region", "eu-central-1"]) == 11
+    assert "same region" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("s3://b/runs/", "bucket 'b': a bucket name has 3 to 63 characters (1 given)"),
+        ("s3://Out_Bucket/runs/", "only lowercase letters, digits"),
+        ("s3://out..bucket/", "no two adjacent dots"),
+        ("s3://192.168.1.1/x", "IP address"),
+        ("s3:///runs", "names no bucket"),
+        ("https://out-bucket/runs", "starts with s3://"),
+    ],
+)
+def test_output_uri_problem_is_named(
+    fake: FakeAws, capsys: pytest.CaptureFixture[str], uri: str, expected: str
+) -> None:
+    """An invalid --output says what is wrong with it (a short bucket is not 'not an s3:// URI')."""
+    args = submit_args()
+    args[args.index("--output") + 1] = uri
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--output" in err
+    assert expected in err
+    assert fake.requests == []

@@ -42,6 +42,17 @@ def _log(message: str) -> None:
     _err.print(f"[dim]…[/] {message}")
 
 
+def _job_region(region: str | None, runtime_arn: str) -> str:
+    """A job runs where its agent is: --region when given (checked against the ARN later),
+    else the region the runtime (or Lambda) ARN names, else the configured one."""
+    if region:
+        return region
+    try:
+        return jobs.runtime_region(runtime_arn)
+    except UsageError:
+        return _region(None)  # the ARN itself is reported by the spec's own check
+
+
 def _region(region: str | None) -> str:
     found = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not found:
@@ -332,7 +343,10 @@ def job_submit(
     ] = None,
     qualifier: Annotated[str, typer.Option("--qualifier", help="Runtime endpoint.")] = "DEFAULT",
     name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
-    region: Annotated[str | None, typer.Option("--region", help="AWS region of the job.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
+    ] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -343,7 +357,7 @@ def job_submit(
         model=model,
         role_arn=role_arn,
         output=output,
-        region=_region(region),
+        region=_job_region(region, runtime_arn),
         train=train,
         validation=validation,
         mlflow_arn=mlflow_arn,
@@ -371,7 +385,10 @@ def job_eval(
         int, typer.Option("--max-runtime", help="StoppingCondition seconds.")
     ] = 86400,
     name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
-    region: Annotated[str | None, typer.Option("--region", help="AWS region of the job.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
+    ] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -382,7 +399,7 @@ def job_eval(
         model=model,
         role_arn=role_arn,
         output=output,
-        region=_region(region),
+        region=_job_region(region, runtime_arn),
         evaluation=dataset,
         mlflow_arn=mlflow_arn,
         hyperparameters=jobs.parse_hyperparameters(hyperparameters or []),

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_kit.deploy.package import RUNTIME_NAME_PATTERN, PackageResult
+from agent_kit.deploy.s3names import check_bucket_name
 from agent_kit.errors import DeployError, UsageError
 
 __all__ = [
@@ -101,6 +102,8 @@ class DeploySpec:
             raise UsageError(f"--role-arn {self.role_arn!r} is not an IAM role ARN")
         if self.target == "zip" and not self.s3_bucket:
             raise UsageError("--s3-bucket is required for --target zip (the code is uploaded)")
+        if self.s3_bucket:
+            check_bucket_name("--s3-bucket", self.s3_bucket)
         if self.target == "container" and not self.image_uri:
             raise UsageError(
                 "--image-uri is required for --target container: build the generated Dockerfile "

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from agent_kit.deploy.s3names import check_s3_uri
 from agent_kit.errors import DeployError, UsageError
 
 __all__ = [
@@ -52,7 +53,6 @@ _LAMBDA_ARN = re.compile(
     r"^arn:aws[a-z\-]*:lambda:(?P<region>[a-z0-9\-]+):[0-9]{12}:function:[a-zA-Z0-9\-_.]+"
     r"(:\$LATEST|:[a-zA-Z0-9\-_]+)?$"
 )
-_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$")
 _JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _MLFLOW_ARN = re.compile(
@@ -238,8 +238,8 @@ def _check_common(spec: JobSpec) -> None:
         ("--dataset", spec.evaluation),
         ("--output", spec.output),
     ):
-        if uri is not None and not _S3_URI.match(uri):
-            raise UsageError(f"{label} {uri!r} is not an s3:// URI")
+        if uri is not None:
+            check_s3_uri(label, uri)
     if spec.mlflow_arn is not None and not _MLFLOW_ARN.match(spec.mlflow_arn):
         raise UsageError(f"--mlflow-arn {spec.mlflow_arn!r} is not a SageMaker MLflow ARN")
     model_match = _HUB_MODEL_ARN.match(spec.model)
