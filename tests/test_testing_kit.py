@@ -57,6 +57,17 @@ def test_run_emulator_without_run_dir_cleans_up() -> None:
     assert not folder.exists()
 
 
+async def test_run_emulator_inside_a_running_event_loop(tmp_path: Path) -> None:
+    """Used from async code (an async test, an asyncio bench loop), run_emulator serves and
+    closes its scripted backend without 'asyncio.run() cannot be called from a running loop'."""
+    policy_file = tmp_path / "pol.py"
+    policy_file.write_text("def policy(request):\n    return {'content': 'done'}\n")
+    with run_emulator(f"scripted:{policy_file}:policy", run_dir=tmp_path / "run") as emu:
+        payload = emu.mint()
+        assert payload["metadata"]["endpoint"] == emu.url
+    assert (tmp_path / "run" / "run.sqlite").is_file()
+
+
 def test_reset_shared_state_forgets_the_session_and_clients(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -100,6 +100,32 @@ class LocalEmulator:
         return payload
 
 
+def _run_coroutine(coroutine: Any) -> None:
+    """Run ``coroutine`` to completion, also when called from inside a running event loop
+    (``run_emulator`` used in async code): then in a thread with its own loop."""
+    import asyncio
+    import threading
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coroutine)
+        return
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=target, name="agent-kit-emulator-close")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
 @contextmanager
 def run_emulator(
     policy: Any = "random",
@@ -136,6 +162,4 @@ def run_emulator(
         finally:
             aclose = getattr(backend, "aclose", None)
             if aclose is not None:
-                import asyncio
-
-                asyncio.run(aclose())
+                _run_coroutine(aclose())
