@@ -1,7 +1,9 @@
 """Wire helpers of the policy transports: decoding, error mapping, the injected chat clients.
 
-- :class:`SSEDecoder`: incremental ``text/event-stream`` decoder (lines may be split anywhere
-  across chunks; ``\\n`` or ``\\r\\n`` line ends; comments and non-data fields ignored).
+- :class:`SSEDecoder`: the package's one incremental ``text/event-stream`` decoder, giving
+  :class:`ServerSentEvent` s (multi-line ``data`` joined by newlines, ``event``/``id``/``retry``
+  fields, comments skipped, ``\\n`` / ``\\r\\n`` / ``\\r`` line ends split anywhere across
+  chunks); :func:`decode_sse` for a whole body, :func:`aiter_sse` over an async byte stream.
 - :class:`EventStreamDecoder`: ``application/vnd.amazon.eventstream`` frames, decoded by
   botocore's :class:`~botocore.eventstream.EventStreamBuffer`; ``PayloadPart`` payloads are
   returned (they carry SSE bytes), exception/error frames raise :class:`PolicyError`.
@@ -19,6 +21,7 @@ import asyncio
 import base64
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
@@ -36,7 +39,10 @@ __all__ = [
     "OpenAIChat",
     "SSEDecoder",
     "SampleChat",
+    "ServerSentEvent",
+    "aiter_sse",
     "check_completion",
+    "decode_sse",
     "guard_stream",
     "parse_chunk",
     "parse_completion",
@@ -55,47 +61,126 @@ def _snippet(data: str | bytes) -> str:
     return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
 
 
+@dataclass(frozen=True)
+class ServerSentEvent:
+    """One dispatched ``text/event-stream`` event (WHATWG HTML §9.2 field semantics).
+
+    ``data`` is the event's ``data:`` lines joined with ``"\\n"``; ``event`` its type
+    (``"message"`` when the stream names none); ``id`` the last event id seen so far on the
+    stream (``None`` before any); ``retry`` the reconnection time of this event, if it set one.
+    """
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
 class SSEDecoder:
-    """Feed bytes, get the ``data`` of each complete event (multi-line data joined by newlines)."""
+    """Incremental ``text/event-stream`` decoder: feed bytes, get whole events.
+
+    Lines may be split anywhere across chunks and end in ``\\n``, ``\\r\\n`` or ``\\r``; a
+    leading BOM is skipped; comment lines (``:``…) and unknown fields are ignored; ``data:``
+    lines of one event are joined with ``"\\n"``; an event is dispatched at a blank line, and
+    one without any ``data`` line is not dispatched (as in a browser's EventSource). The
+    one decoder of the package: the policy transports, the emulator's upstream policy and
+    the invokers all read SSE through it.
+    """
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._started = False
         self._data: list[str] = []
+        self._event = ""
+        self._retry: int | None = None
+        self._last_id: str | None = None
 
-    def feed(self, chunk: bytes) -> list[str]:
-        """Consume ``chunk``; return the data of the events it completed, in order."""
-        self._buffer += chunk
-        events: list[str] = []
+    def feed_events(self, chunk: bytes) -> list[ServerSentEvent]:
+        """Consume ``chunk``; return the events it completed, in order."""
+        buffer = self._buffer + chunk
+        if not self._started:
+            if len(buffer) < 3 and b"\xef\xbb\xbf".startswith(buffer):
+                self._buffer = buffer  # maybe the start of a BOM: wait for more
+                return []
+            buffer = buffer.removeprefix(b"\xef\xbb\xbf")
+            self._started = True
+        events: list[ServerSentEvent] = []
+        start = 0
         while True:
-            newline = self._buffer.find(b"\n")
-            if newline < 0:
-                return events
-            line = self._buffer[:newline].rstrip(b"\r")
-            self._buffer = self._buffer[newline + 1 :]
-            self._line(line, events)
+            lf = buffer.find(b"\n", start)
+            cr = buffer.find(b"\r", start, lf if lf >= 0 else len(buffer))
+            if cr >= 0:
+                if cr == len(buffer) - 1:
+                    break  # a CR at the end may be the first half of a CRLF
+                end, after = cr, cr + 2 if buffer[cr + 1 : cr + 2] == b"\n" else cr + 1
+            elif lf >= 0:
+                end, after = lf, lf + 1
+            else:
+                break
+            self._line(buffer[start:end], events)
+            start = after
+        self._buffer = buffer[start:]
+        return events
 
-    def close(self) -> list[str]:
-        """End of stream: the data of a last event that had no blank line after it."""
-        events: list[str] = []
-        if self._buffer.strip():
-            self._line(self._buffer.rstrip(b"\r"), events)
+    def close_events(self) -> list[ServerSentEvent]:
+        """End of stream: the event of a last block that had no blank line after it."""
+        events: list[ServerSentEvent] = []
+        tail = self._buffer.removesuffix(b"\r")
+        if tail:
+            self._line(tail, events)
         self._buffer = b""
         self._line(b"", events)
         return events
 
-    def _line(self, line: bytes, events: list[str]) -> None:
+    def feed(self, chunk: bytes) -> list[str]:
+        """:meth:`feed_events`, returning only each event's ``data``."""
+        return [event.data for event in self.feed_events(chunk)]
+
+    def close(self) -> list[str]:
+        """:meth:`close_events`, returning only each event's ``data``."""
+        return [event.data for event in self.close_events()]
+
+    def _line(self, line: bytes, events: list[ServerSentEvent]) -> None:
         if not line:
             if self._data:
-                events.append("\n".join(self._data))
-                self._data = []
+                events.append(
+                    ServerSentEvent(
+                        "\n".join(self._data), self._event or "message", self._last_id, self._retry
+                    )
+                )
+            self._data, self._event, self._retry = [], "", None
             return
         if line.startswith(b":"):
             return
-        name, _, value = line.partition(b":")
+        name, colon, raw = line.partition(b":")
+        if colon and raw.startswith(b" "):
+            raw = raw[1:]
+        value = raw.decode("utf-8", "replace")
         if name == b"data":
-            if value.startswith(b" "):
-                value = value[1:]
-            self._data.append(value.decode("utf-8", "replace"))
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if "\0" not in value:
+                self._last_id = value
+        elif name == b"retry" and value.isascii() and value.isdigit():
+            self._retry = int(value)
+
+
+def decode_sse(data: bytes) -> list[ServerSentEvent]:
+    """Every event of a complete ``text/event-stream`` body."""
+    decoder = SSEDecoder()
+    return decoder.feed_events(data) + decoder.close_events()
+
+
+async def aiter_sse(chunks: AsyncIterator[bytes]) -> AsyncIterator[ServerSentEvent]:
+    """The events of a byte stream (e.g. ``httpx.Response.aiter_bytes()``), as they complete."""
+    decoder = SSEDecoder()
+    async for chunk in chunks:
+        for event in decoder.feed_events(chunk):
+            yield event
+    for event in decoder.close_events():
+        yield event
 
 
 class EventStreamDecoder:

@@ -20,6 +20,7 @@ from agent_kit.emulator.driver import (
     NO_REWARD_REASON,
     NO_SAMPLE_REASON,
     JobConfig,
+    JobResult,
     Progress,
     default_workers,
     trajectory_id_for,
@@ -45,6 +46,17 @@ def _slots(store: RunStore, job_arn: str) -> dict[tuple[int, int, int], list[Any
     for row in store.list_trajectories(job_arn=job_arn):
         out.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row)
     return out
+
+
+async def _run_bad_then_good(tmp_path: Path, agent: str, *, rollout_timeout: float) -> JobResult:
+    """Play a bad task then a good one (group of 2) on ``agent``; every slot must end rewarded."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
+    name = agent.removesuffix("_agent.py")
+    config = JobConfig(name=name, group_size=2, concurrency=4, rollout_timeout=rollout_timeout)
+    result = await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path)
+    assert result.status == "completed"
+    assert result.succeeded == 4
+    return result
 
 
 async def test_full_run_accounts_for_every_rollout(tmp_path: Path) -> None:
@@ -98,11 +110,7 @@ async def test_full_run_accounts_for_every_rollout(tmp_path: Path) -> None:
 
 async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) -> None:
     """A process that dies mid-rollout is restarted; the rollout is retried under a linked id."""
-    data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
-    config = JobConfig(name="crash", group_size=2, concurrency=4, rollout_timeout=30)
-    result = await run_local(str(AGENTS / "crash_agent.py"), data, config, out_dir=tmp_path)
-    assert result.status == "completed"
-    assert result.succeeded == 4
+    result = await _run_bad_then_good(tmp_path, "crash_agent.py", rollout_timeout=30)
     with RunStore.open(result.run_dir, readonly=True) as store:
         for slot, rows in _slots(store, result.job_arn).items():
             assert [r.state for r in rows].count("REWARDED") == 1, slot
@@ -128,11 +136,7 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
 
 async def test_hanging_agent_times_out_and_is_retried(tmp_path: Path) -> None:
     """A rollout with no answer within rollout_timeout is TIMED_OUT, then retried and rewarded."""
-    data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
-    config = JobConfig(name="hang", group_size=2, concurrency=4, rollout_timeout=3)
-    result = await run_local(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
-    assert result.status == "completed"
-    assert result.succeeded == 4
+    result = await _run_bad_then_good(tmp_path, "hang_agent.py", rollout_timeout=3)
     with RunStore.open(result.run_dir, readonly=True) as store:
         slots = _slots(store, result.job_arn)
         for k in range(2):

@@ -104,13 +104,24 @@ async def h(emulator: Emulator) -> AsyncIterator[Harness]:
 
 
 def assert_error(response: httpx.Response, status: int, name: str, match: str = "") -> None:
-    """The contract's error shape: status, x-amzn-ErrorType, {"Message": ...}."""
+    """The route's error shape: status, x-amzn-ErrorType, and the body ``{"Message": ...}``
+    (the contract's) or, on /v1/chat/completions, OpenAI's ``{"error": {...}}`` with code=name."""
     assert response.status_code == status, response.text
     assert response.headers["x-amzn-ErrorType"] == name
     body = response.json()
-    assert set(body) == {"Message"}
-    assert isinstance(body["Message"], str)
-    assert re.search(match, body["Message"]), body["Message"]
+    if response.request.url.path.endswith("/v1/chat/completions"):
+        assert set(body) == {"error"}
+        error = body["error"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert error["code"] == name
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        assert error["type"] == ("rate_limit_error" if status == 429 else kind)
+        message = error["message"]
+    else:
+        assert set(body) == {"Message"}
+        message = body["Message"]
+    assert isinstance(message, str)
+    assert re.search(match, message), message
 
 
 def sse_chunks(text: str) -> list[Any]:

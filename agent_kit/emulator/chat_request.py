@@ -1,8 +1,9 @@
 """Parsing one OpenAI chat-completions request body into a :class:`PolicyRequest`.
 
 The emulator's turn path (:meth:`agent_kit.emulator.core.Emulator.turn`) validates the body the
-way the service does (messages, tools, sampling parameters; a bad field is a
-:class:`~agent_kit.errors.ValidationError`, i.e. a 400) and hands the policy a
+way the service does, through :class:`~agent_kit.emulator.schemas.ChatCompletionBody` (messages
+and their roles, model, tools, sampling parameters; a bad field is a
+:class:`~agent_kit.emulator.schemas.BodyError`, i.e. a 400 naming the field) and hands the policy a
 :class:`~agent_kit.emulator.schemas.PolicyRequest` with flattened message content and a
 per-turn RNG seeded deterministically from the rollout's slot.
 """
@@ -12,10 +13,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.emulator.schemas import ChatCompletionBody, PolicyRequest, parse_body
 from agent_kit.errors import ValidationError
 
-__all__ = ["flatten_content", "policy_request"]
+__all__ = ["flatten_content", "parse_chat", "policy_request"]
 
 
 def flatten_content(content: Any) -> str:
@@ -32,52 +33,9 @@ def flatten_content(content: Any) -> str:
     raise ValidationError("message content must be a string, a list of parts or null")
 
 
-def _number(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
-    value = body.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(f"{key} must be a number")
-    if not lo <= value <= hi:
-        raise ValidationError(f"{key} must be between {lo} and {hi}")
-    return float(value)
-
-
-def _messages(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise ValidationError("messages must be a non-empty list of message objects")
-    out = []
-    for i, message in enumerate(raw):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise ValidationError(f"messages[{i}] must be an object with a string role")
-        flat = dict(message)
-        flat["content"] = flatten_content(message.get("content"))
-        calls = message.get("tool_calls")
-        if calls is not None and not (
-            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
-        ):
-            raise ValidationError(f"messages[{i}].tool_calls must be a list of objects")
-        out.append(flat)
-    return tuple(out)
-
-
-def _tools(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
-    raw = body.get("tools")
-    if raw is None:
-        return ()
-    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
-        raise ValidationError("tools must be a list of tool objects")
-    return tuple(raw)
-
-
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    value = body.get("max_tokens", body.get("max_completion_tokens"))
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValidationError("max_tokens must be a positive integer")
-    return value
+def parse_chat(body: Any) -> ChatCompletionBody:
+    """``body`` (parsed JSON) as a :class:`ChatCompletionBody`; BodyError on the first bad field."""
+    return parse_body(ChatCompletionBody, body)
 
 
 def policy_request(
@@ -88,19 +46,26 @@ def policy_request(
     job_arn: str,
     turn: int,
     context: dict[str, Any],
+    parsed: ChatCompletionBody | None = None,
 ) -> PolicyRequest:
     """The :class:`PolicyRequest` for turn ``turn`` of a trajectory, from its request ``body``.
 
-    Validates ``messages``, ``tools``, ``temperature`` (0–2), ``top_p`` (0–1) and ``max_tokens``
-    (or ``max_completion_tokens``) in that order, raising ValidationError on the first bad one;
-    ``rng`` is seeded from ``seed``, the rollout's slot (see :func:`_rng_seed`) and ``turn``.
+    ``body`` is validated by :func:`parse_chat` unless ``parsed`` (its validated form) is given;
+    the policy sees the messages as sent with ``content`` flattened to a string; ``rng`` is
+    seeded from ``seed``, the rollout's slot (see :func:`_rng_seed`) and ``turn``.
     """
+    chat = parsed if parsed is not None else parse_chat(body)
+    messages = []
+    for message in body["messages"]:
+        flat = dict(message)
+        flat["content"] = flatten_content(message.get("content"))
+        messages.append(flat)
     return PolicyRequest(
-        messages=_messages(body),
-        tools=_tools(body),
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-        top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
-        max_tokens=_max_tokens(body),
+        messages=tuple(messages),
+        tools=tuple(chat.tools or ()),
+        temperature=1.0 if chat.temperature is None else float(chat.temperature),
+        top_p=1.0 if chat.top_p is None else float(chat.top_p),
+        max_tokens=chat.max_tokens,
         rng=random.Random(_rng_seed(seed, trajectory_id, context, turn)),
         trajectory_id=trajectory_id,
         job_arn=job_arn,

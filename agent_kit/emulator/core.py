@@ -8,20 +8,26 @@ into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
 :mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` is re-exported here).
 
 State lives in the :class:`~agent_kit.emulator.store.RunStore`; the hot fields of each trajectory
-(job,
-state, turn count) are also cached in memory so a turn costs one SQLite write and no read.
+(job, state, turn count) are mirrored in memory by
+:class:`~agent_kit.emulator.trajectory_table.TrajectoryTable` (which also wakes
+:meth:`Emulator.wait_state`), so a turn costs one SQLite write and no read.
+
+Why one module of ~500 lines: it is one noun, the service's rules. The three operations (a
+turn, CompleteRollout, UpdateReward) decide under one lock from one cached state and share the
+job checks and the idempotency tokens; split apart, each half would need the other's
+internals. The pieces that are their own concern live beside it: body parsing
+(:mod:`~agent_kit.emulator.chat_request`), the cache and waiters
+(:mod:`~agent_kit.emulator.trajectory_table`), the wire (:mod:`~agent_kit.emulator.server`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import threading
 import time
 import uuid
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from agent_kit.contract import (
@@ -31,10 +37,11 @@ from agent_kit.contract import (
     TrajectoryState,
     UpdateRewardBody,
 )
-from agent_kit.emulator.chat_request import flatten_content, policy_request
-from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.emulator.chat_request import flatten_content, parse_chat, policy_request
+from agent_kit.emulator.schemas import ChatCompletionBody, PolicyRequest
 from agent_kit.emulator.sse import dumps
 from agent_kit.emulator.store import JobRow, RunStore, TrajectoryRow, TurnRow
+from agent_kit.emulator.trajectory_table import CachedTrajectory, TrajectoryTable
 from agent_kit.errors import (
     AccessDeniedError,
     ConflictError,
@@ -86,14 +93,6 @@ class PolicyBackendLike(Protocol):
         ...
 
 
-@dataclass
-class _Traj:
-    job_arn: str
-    state: TrajectoryState
-    turns: int
-    context: dict[str, Any]
-
-
 @dataclass(frozen=True)
 class TurnOutcome:
     """The result of one accepted turn: the chat.completion, upstream chunks and turn index."""
@@ -106,13 +105,6 @@ class TurnOutcome:
     usage_estimated: bool
     #: ``response`` as compact JSON bytes (what the non-stream routes send).
     response_json: bytes = b""
-
-
-@dataclass
-class _Waiter:
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[TrajectoryState]
-    states: frozenset[TrajectoryState] = field(default_factory=frozenset)
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:
@@ -155,10 +147,10 @@ class Emulator:
         self.lenient = lenient
         self.seed = int(seed if seed is not None else getattr(policy, "seed", 0) or 0)
         self.default_job_arn: str | None = None
-        self._lock = threading.RLock()
         self._jobs: set[str] = set()
-        self._cache: dict[str, _Traj] = {}
-        self._waiters: dict[str, list[_Waiter]] = {}
+        self._table = TrajectoryTable(store)
+        #: One lock serialises every state change (the table's, re-entrant).
+        self._lock = self._table.lock
 
     # -- jobs --------------------------------------------------------------------------------
 
@@ -243,7 +235,7 @@ class Emulator:
         )
         with self._lock:
             self._jobs.add(job_arn)
-            self._cache[tid] = _Traj(job_arn, TrajectoryState.OPEN, 0, _context(row))
+        self._table.add(row)
         return row
 
     def rollout_payload(
@@ -266,123 +258,70 @@ class Emulator:
             or {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096},
         }
 
-    def _get(self, trajectory_id: str) -> _Traj | None:
-        traj = self._cache.get(trajectory_id)
-        if traj is not None:
-            return traj
-        row = self.store.get_trajectory(trajectory_id)
-        if row is None:
-            return None
-        traj = _Traj(
-            row.job_arn,
-            TrajectoryState(row.state),
-            self.store.count_turns(trajectory_id),
-            _context(row),
-        )
-        with self._lock:
-            return self._cache.setdefault(trajectory_id, traj)
-
-    def _lookup(self, job_arn: str, trajectory_id: str | None) -> _Traj:
+    def _lookup(self, job_arn: str, trajectory_id: str | None) -> CachedTrajectory:
         if not trajectory_id or len(trajectory_id) > 256:
             raise ValidationError("TrajectoryId must be 1..256 characters")
-        traj = self._get(trajectory_id)
+        traj = self._table.get(trajectory_id)
         if traj is None or traj.job_arn != job_arn:
             raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
         return traj
 
     def state(self, trajectory_id: str) -> TrajectoryState | None:
         """The current state of a trajectory, or None if unknown."""
-        traj = self._get(trajectory_id)
+        traj = self._table.get(trajectory_id)
         return None if traj is None else traj.state
 
     def turn_count(self, trajectory_id: str) -> int:
         """How many turns the trajectory has recorded (0 if unknown)."""
-        traj = self._get(trajectory_id)
+        traj = self._table.get(trajectory_id)
         return 0 if traj is None else traj.turns
-
-    def _transition(
-        self, trajectory_id: str, traj: _Traj, state: TrajectoryState, reason: str | None
-    ) -> None:
-        # caller holds self._lock
-        self.store.set_state(trajectory_id, state.value, reason)
-        traj.state = state
-        self._notify(trajectory_id, state)
-
-    def _notify(self, trajectory_id: str, state: TrajectoryState) -> None:
-        # caller holds self._lock
-        waiters = self._waiters.pop(trajectory_id, [])
-        keep = []
-        for waiter in waiters:
-            if state in waiter.states:
-                waiter.loop.call_soon_threadsafe(_resolve, waiter.future, state)
-            else:
-                keep.append(waiter)
-        if keep:
-            self._waiters[trajectory_id] = keep
 
     async def wait_state(
         self, trajectory_id: str, states: Collection[TrajectoryState], timeout: float
     ) -> TrajectoryState:
         """Wait until the trajectory is in one of ``states``; return its state (current on timeout).
 
-        Raises UsageError for an unknown trajectory.
+        Raises UsageError for an unknown trajectory. Any thread, any event loop.
         """
-        wanted = frozenset(TrajectoryState(s) for s in states)
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            traj = self._get(trajectory_id)
-            if traj is None:
-                raise UsageError(f"unknown trajectory {trajectory_id}")
-            if traj.state in wanted:
-                return traj.state
-            waiter = _Waiter(loop, loop.create_future(), wanted)
-            self._waiters.setdefault(trajectory_id, []).append(waiter)
-        try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-        except asyncio.TimeoutError:
-            with self._lock:
-                waiters = self._waiters.get(trajectory_id, [])
-                if waiter in waiters:
-                    waiters.remove(waiter)
-                return traj.state
+        return await self._table.wait_state(trajectory_id, states, timeout)
 
     def expire(self, trajectory_id: str, reason: str) -> TrajectoryState:
         """OPEN/READY → TIMED_OUT (the driver's rollout_timeout); return the resulting state."""
         with self._lock:
-            traj = self._get(trajectory_id)
+            traj = self._table.get(trajectory_id)
             if traj is None:
                 raise UsageError(f"unknown trajectory {trajectory_id}")
             if traj.state in (TrajectoryState.OPEN, TrajectoryState.READY):
-                self._transition(trajectory_id, traj, TrajectoryState.TIMED_OUT, reason)
+                self._table.transition(trajectory_id, traj, TrajectoryState.TIMED_OUT, reason)
             return traj.state
 
     # -- turns -------------------------------------------------------------------------------
 
-    def _admit_turn(self, job_arn: str, trajectory_id: str | None) -> _Traj:
+    def _admit_turn(
+        self, job_arn: str | None, trajectory_id: str | None
+    ) -> tuple[str, str, CachedTrajectory]:
+        """The first check of a turn: job, trajectory and its state; (job, id, cached state)."""
         job_arn = self.check_job(job_arn)
         if not trajectory_id or len(trajectory_id) > 256:
             raise ValidationError("TrajectoryId must be 1..256 characters")
-        traj = self._get(trajectory_id)
+        traj = self._table.get(trajectory_id)
         if traj is None and self.lenient:
             with self._lock:
-                traj = self._get(trajectory_id)
+                traj = self._table.get(trajectory_id)
                 if traj is None:
                     self.open_trajectory(job_arn, "", trajectory_id=trajectory_id)
                     self.store.add_event("lenient_open", {"job_arn": job_arn}, trajectory_id)
-                    traj = self._cache[trajectory_id]
+                    traj = self._table.get(trajectory_id)
         if traj is None or traj.job_arn != job_arn:
             raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
         if traj.state is not TrajectoryState.OPEN:
-            raise ValidationError(
-                f"Trajectory {trajectory_id} is not in valid status for sampling: "
-                f"{traj.state.value}"
-            )
+            raise _not_sampling(trajectory_id, traj.state)
         if traj.turns >= self.max_turns_per_trajectory:
             raise ValidationError(
                 f"Trajectory {trajectory_id} reached the limit of "
                 f"{self.max_turns_per_trajectory} turns"
             )
-        return traj
+        return job_arn, trajectory_id, traj
 
     async def turn(
         self,
@@ -393,20 +332,20 @@ class Emulator:
         route: str,
         stream: bool = False,
         raw: bytes | None = None,
+        parsed: ChatCompletionBody | None = None,
     ) -> TurnOutcome:
-        """One policy call: check the state machine, ask the policy, record the turn.
+        """One policy call: check the state machine, ask the policy, check again, record the turn.
 
-        ``body`` is the parsed OpenAI chat-completions request; ``raw``, if given, is its strict
-        JSON text (stored verbatim, saving a re-encode). Policy failures are recorded
+        ``body`` is the parsed OpenAI chat-completions request (``parsed``, if given, its
+        validated :class:`ChatCompletionBody`); ``raw``, if given, is its strict JSON text
+        (stored verbatim, saving a re-encode). A trajectory sealed while the policy answered
+        gets the 400 of docs/contract.md §4 and no turn is recorded. Policy failures are recorded
         as ``policy_error`` events and raised as 5xx InternalServiceError (or the backend's own
         JobRuntimeError); nothing is recorded as a turn then.
         """
         started = time.perf_counter()
-        traj = self._admit_turn(job_arn or "", trajectory_id)
-        assert trajectory_id is not None
-        assert job_arn is not None
-        if not isinstance(body, dict):
-            raise ValidationError("request body must be a JSON object")
+        job_arn, trajectory_id, traj = self._admit_turn(job_arn, trajectory_id)
+        chat = parsed if parsed is not None else parse_chat(body)
         turn = traj.turns
         request = policy_request(
             body,
@@ -415,6 +354,7 @@ class Emulator:
             job_arn=job_arn,
             turn=turn,
             context=traj.context,
+            parsed=chat,
         )
         try:
             result: _ResultLike = await self.policy.complete(request)
@@ -465,29 +405,36 @@ class Emulator:
             except UnicodeDecodeError:
                 request_json = None
         with self._lock:
+            # The second check of docs/contract.md §4: a trajectory sealed while the policy was
+            # answering gets the sealed-state answer, and the turn is not recorded.
+            if traj.state is not TrajectoryState.OPEN:
+                self.store.add_event(
+                    "turn_discarded",
+                    {"state": traj.state.value, "turn": turn, "route": route},
+                    trajectory_id,
+                )
+                raise _not_sampling(trajectory_id, traj.state)
             idx = traj.turns
+            try:
+                self.store.add_turn(
+                    TurnRow(
+                        trajectory_id=trajectory_id,
+                        idx=idx,
+                        route=route,
+                        request=body,
+                        response=response,
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens,
+                        usage_estimated=bool(usage.estimated),
+                        latency_ms=(time.perf_counter() - started) * 1000.0,
+                        stream=stream,
+                    ),
+                    request_json=request_json,
+                    response_json=response_json.decode("utf-8"),
+                )
+            except (TypeError, ValueError, UsageError) as exc:
+                raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
             traj.turns += 1
-        try:
-            self.store.add_turn(
-                TurnRow(
-                    trajectory_id=trajectory_id,
-                    idx=idx,
-                    route=route,
-                    request=body,
-                    response=response,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    usage_estimated=bool(usage.estimated),
-                    latency_ms=(time.perf_counter() - started) * 1000.0,
-                    stream=stream,
-                ),
-                request_json=request_json,
-                response_json=response_json.decode("utf-8"),
-            )
-        except (TypeError, ValueError, UsageError) as exc:
-            with self._lock:
-                traj.turns -= 1
-            raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
         return TurnOutcome(
             response,
             result.chunks,
@@ -527,7 +474,7 @@ class Emulator:
             current = traj.state
             if current is TrajectoryState.OPEN:
                 reason = FAILED_REASON if target is TrajectoryState.FAILED else None
-                self._transition(body.trajectory_id, traj, target, reason)
+                self._table.transition(body.trajectory_id, traj, target, reason)
             elif current is not target:
                 raise ConflictError(
                     f"Cannot transition trajectory {body.trajectory_id} from {current.value} "
@@ -566,29 +513,15 @@ class Emulator:
             )
             if body.client_token:
                 self.store.remember_token(body.client_token, "UpdateReward", digest)
-            traj.state = TrajectoryState.REWARDED
-            self._notify(body.trajectory_id, TrajectoryState.REWARDED)
+            self._table.settle(body.trajectory_id, traj, TrajectoryState.REWARDED)
 
     async def aclose(self) -> None:
         """Close the policy backend (the store is the caller's to close)."""
         await self.policy.aclose()
 
 
-def _context(row: TrajectoryRow) -> dict[str, Any]:
-    context: dict[str, Any] = {
-        "prompt": row.prompt,
-        "step": row.step,
-        "prompt_index": row.prompt_index,
-        "sample_index": row.sample_index,
-        "attempt": row.attempt,
-    }
-    if row.replay_of:
-        context["replay_of"] = row.replay_of
-    if row.retry_of:
-        context["retry_of"] = row.retry_of
-    return context
-
-
-def _resolve(future: asyncio.Future[TrajectoryState], state: TrajectoryState) -> None:
-    if not future.done():
-        future.set_result(state)
+def _not_sampling(trajectory_id: str, state: TrajectoryState) -> ValidationError:
+    """The 400 of a turn on a trajectory that is not OPEN (docs/contract.md §4)."""
+    return ValidationError(
+        f"Trajectory {trajectory_id} is not in valid status for sampling: {state.value}"
+    )

@@ -8,6 +8,13 @@ and returns a :class:`PolicyReply` (or a ``str`` for a plain text answer, or a d
 A scripted policy must be a pure function of the request (history, tools, sampling parameters
 and the seeded ``rng``): the emulator seeds ``rng`` from (policy seed, trajectory id, turn), so a
 run is reproducible, and temperature can change behaviour (so a group has reward variance).
+
+The wire bodies the emulator's server validates are pydantic models here too:
+:class:`ChatCompletionBody` (what every turn route accepts: an OpenAI chat-completions request;
+unknown fields are kept, known ones are type-checked strictly) and :class:`MintRolloutBody`
+(``POST /_emulator/rollouts``). :func:`parse_body` validates a parsed JSON value against one of
+them and turns the first problem into a :class:`BodyError` (a 400 ValidationException that
+also names the offending ``param`` the way OpenAI's errors do, e.g. ``messages[2].role``).
 """
 
 from __future__ import annotations
@@ -15,9 +22,41 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
 
-__all__ = ["PolicyReply", "PolicyRequest", "ToolCall", "coerce_reply"]
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    with_config,
+)
+from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import NotRequired, TypedDict
+
+from agent_kit.errors import ValidationError
+
+__all__ = [
+    "CHAT_ROLES",
+    "BodyError",
+    "ChatCompletionBody",
+    "ChatMessage",
+    "MintRolloutBody",
+    "PolicyReply",
+    "PolicyRequest",
+    "ToolCall",
+    "coerce_reply",
+    "parse_body",
+]
+
+#: The chat roles an OpenAI-compatible endpoint accepts; any other role is a 400.
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+ChatRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +157,123 @@ def coerce_reply(value: object) -> PolicyReply:
             raise TypeError("reply reasoning must be a string or None")
         return PolicyReply(content=content, tool_calls=calls, reasoning=reasoning)
     raise TypeError(f"a policy must return PolicyReply, str or dict, not {type(value).__name__}")
+
+
+# -- wire bodies the server validates ------------------------------------------------------------
+
+
+class BodyError(ValidationError):
+    """A 400 ValidationException about one field of a request body (``param``, OpenAI style)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def _param(loc: tuple[int | str, ...]) -> str | None:
+    """A pydantic location as OpenAI names a parameter: ``("messages", 2, "role")`` →
+    ``messages[2].role``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or None
+
+
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+def parse_body(model: type[_Body], value: Any) -> _Body:
+    """``value`` (parsed JSON) as ``model``; the first problem is a :class:`BodyError`."""
+    if not isinstance(value, dict):
+        raise BodyError("Request body must be a JSON object")
+    try:
+        return model.model_validate(value)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first.get("loc", ()))
+        param = _param(loc)
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        raise BodyError(f"{param or 'body'}: {message}", param) from None
+
+
+def _json_number(value: Any) -> Any:
+    """Only a JSON number is a number (not a boolean, not a numeric string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("Input should be a number")
+    return value
+
+
+_Number = Annotated[float, BeforeValidator(_json_number)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+def _content(value: Any) -> Any:
+    if value is None or isinstance(value, str | list):
+        return value
+    raise ValueError("message content must be a string, a list of parts or null")
+
+
+@with_config(ConfigDict(extra="allow"))
+class ChatMessage(TypedDict):
+    """One chat message: a known ``role``, string / list-of-parts / null ``content``; other
+    keys kept. A typed dict, not a model: a long history is validated without building an
+    object per message."""
+
+    role: ChatRole
+    content: NotRequired[Annotated[Any, AfterValidator(_content)]]
+    tool_calls: NotRequired[list[dict[str, Any]] | None]
+
+
+class ChatCompletionBody(_Wire):
+    """An OpenAI chat-completions request as the turn routes accept it (extra fields kept).
+
+    ``temperature`` 0–2, ``top_p`` 0–1, ``max_tokens`` (or ``max_completion_tokens``) > 0,
+    ``model`` a string when given, ``stream`` a boolean; numbers are never booleans.
+    """
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    model: StrictStr | None = None
+    tools: list[dict[str, Any]] | None = None
+    temperature: _Number | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: _Number | None = Field(default=None, ge=0.0, le=1.0)
+    max_tokens: StrictInt | None = Field(
+        default=None, gt=0, validation_alias=AliasChoices("max_tokens", "max_completion_tokens")
+    )
+    stream: StrictBool = False
+    stream_options: Any = None
+
+    @property
+    def include_usage(self) -> bool:
+        """True when the caller asked for the final usage chunk of a stream."""
+        options = self.stream_options
+        return isinstance(options, dict) and options.get("include_usage") is True
+
+
+class MintRolloutBody(_Wire):
+    """``POST /_emulator/rollouts``: every field optional (defaults: the emulator's job, an
+    empty prompt, the service's inference parameters, a fresh trajectory id)."""
+
+    job_arn: StrictStr | None = Field(
+        default=None, validation_alias=AliasChoices("jobArn", "job_arn")
+    )
+    prompt: Any = ""
+    inference_params: dict[str, Any] | None = Field(
+        default=None, validation_alias=AliasChoices("inferenceParams", "inference_params")
+    )
+    rollout_id: StrictStr | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        validation_alias=AliasChoices("rolloutId", "trajectoryId"),
+    )
+
+    @property
+    def prompt_text(self) -> str:
+        """The prompt as the agent receives it: a string, or the JSON of any other value."""
+        return self.prompt if isinstance(self.prompt, str) else json.dumps(self.prompt)

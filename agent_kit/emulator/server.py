@@ -7,51 +7,57 @@ these routes:
 - ``POST /sample`` → the ``chat.completion`` JSON; ``POST /sample-with-response-stream`` → OpenAI
   SSE (or AWS event-stream frames if the caller ``Accept``\\ s only
   ``application/vnd.amazon.eventstream``); ``POST /v1/chat/completions`` → JSON or SSE per the
-  body's ``stream``. Job ARN and trajectory id come from the ``X-Amzn-SageMaker-*`` headers.
-- ``POST /complete-rollout``, ``POST /update-reward`` → ``{}``; job ARN from header or body.
+  body's ``stream``. Job ARN and trajectory id come from the ``X-Amzn-SageMaker-*`` headers; the
+  body is validated as :class:`~agent_kit.emulator.schemas.ChatCompletionBody` (known roles, a
+  string ``model``, typed sampling parameters) and must be strict JSON without lone UTF-16
+  surrogates (``"\\ud800"``).
+- ``POST /complete-rollout``, ``POST /update-reward`` → ``{}``; job ARN from header or body. A
+  request whose ``X-Amzn-SageMaker-Trajectory-Id`` header (the trajectory its session is for)
+  names another trajectory than its body is refused with 403 AccessDeniedException
+  (**[chosen]**: a rollout's credentials act on that rollout only).
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
 - ``POST /_emulator/rollouts`` → mints an OPEN trajectory, returns a ready-to-send payload;
   ``GET /_emulator/trajectories/{id}`` → its state, turn count and reward (admin, no AWS auth).
 
-Every error is the contract's shape: status, header ``x-amzn-ErrorType``, body ``{"Message"}``;
-unknown routes are 404 ResourceNotFoundException; nothing answers 500 for bad input. Auth
-accepts SigV4 (not verified) or ``Bearer sagemaker-api-key-<base64 presigned URL>``; a missing
-or garbled ``Authorization`` is 403. With a shared ``secret`` (required by the CLI for non-loopback
-binds) every request must also carry it, either as header ``X-Agent-Kit-Secret`` or as the AWS
-access key id of its SigV4 credential / bearer token (so SDK agents need no code change: set
-``AWS_ACCESS_KEY_ID`` to the secret).
+Errors are raised as :class:`~agent_kit.errors.JobRuntimeError` anywhere below and answered by
+the app's exception handlers, in the shape of the route's caller: the contract's (status, header
+``x-amzn-ErrorType``, body ``{"Message"}``) everywhere, except that ``/v1/chat/completions``
+answers in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``, ``code`` = the
+``x-amzn-ErrorType`` name, header kept), which OpenAI clients read. Unknown routes are 404
+ResourceNotFoundException; a 4xx is logged as one INFO line; nothing answers 500 for bad input
+(a bug of ours is one logged traceback and a 500 in the same shape).
+
+Auth is a route middleware: SigV4 (not verified) or ``Bearer sagemaker-api-key-<base64
+presigned URL>``; a missing or garbled ``Authorization`` is 403. With a shared ``secret``
+(required by the CLI for non-loopback binds) every request must also carry it, either as header
+``X-Agent-Kit-Secret`` or as the AWS access key id of its SigV4 credential / bearer token (so
+SDK agents need no code change: set ``AWS_ACCESS_KEY_ID`` to the secret).
 
 With a ``path_prefix`` (the driver's per-run token behind ``agent-kit run --advertise-url``) every
-route but ``GET /health`` is served only under ``/<prefix>/…``: the root paths answer 404
+route but ``GET /health`` is mounted under ``/<prefix>/…``: the root paths answer 404
 ResourceNotFoundException, so a tunnel exposes nothing to whoever lacks the prefix.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, TypeVar
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, Final
 
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent_kit.contract import (
-    CompleteRolloutBody,
-    UpdateRewardBody,
-    format_validation_error,
-)
+from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
+from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.schemas import MintRolloutBody, parse_body
 from agent_kit.emulator.sse import chunks_from_completion, dumps, eventstream_body, sse_body
 from agent_kit.errors import (
     AccessDeniedError,
@@ -62,23 +68,23 @@ from agent_kit.errors import (
     ValidationError,
 )
 
-__all__ = ["SECRET_HEADER", "AuthMode", "create_app", "error_response"]
+__all__ = ["SECRET_HEADER", "AuthMode", "create_app", "error_response", "openai_error_response"]
 
 logger = logging.getLogger("agent_kit.emulator")
 
-#: Header carrying the shared secret when the emulator is bound beyond loopback.
-SECRET_HEADER: Final = "x-agent-kit-secret"  # noqa: S105 - a header name, not a secret
-AuthMode = Literal["sigv4-or-bearer", "none"]
-_BEARER_PREFIX: Final = "sagemaker-api-key-"
 _EVENTSTREAM: Final = "application/vnd.amazon.eventstream"
 _EMPTY: Final = b"{}"
 _ROUTE_SAMPLE: Final = "/sample"
 _ROUTE_STREAM: Final = "/sample-with-response-stream"
 _ROUTE_CHAT: Final = "/v1/chat/completions"
-_TOKEN_CACHE_MAX: Final = 4096
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
+#: A JSON ``\uXXXX`` escape of a UTF-16 surrogate (the only way a JSON text can hold a lone one).
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+#: OpenAI's error ``type`` for a status (anything else: ``invalid_request_error``).
+_OPENAI_TYPES: Final = {402: "insufficient_quota", 429: "rate_limit_error"}
 
-Handler = Callable[[Request], Awaitable[Response]]
+
+# -- error shapes ----------------------------------------------------------------------------
 
 
 def error_response(exc: JobRuntimeError) -> Response:
@@ -91,78 +97,103 @@ def error_response(exc: JobRuntimeError) -> Response:
     )
 
 
-_BodyModel = TypeVar("_BodyModel", bound=BaseModel)
+def openai_error_response(exc: JobRuntimeError) -> Response:
+    """OpenAI's error shape for the same error: ``{"error": {"message", "type", "param",
+    "code"}}`` with ``code`` = the ``x-amzn-ErrorType`` name (also kept as the header)."""
+    kind = "server_error" if exc.status >= 500 else _OPENAI_TYPES.get(exc.status)
+    body = {
+        "error": {
+            "message": exc.message,
+            "type": kind or "invalid_request_error",
+            "param": getattr(exc, "param", None),
+            "code": exc.error_type,
+        }
+    }
+    return Response(
+        dumps(body),
+        status_code=exc.status,
+        headers={"x-amzn-ErrorType": exc.error_type},
+        media_type="application/json",
+    )
 
 
-def _validated(model: type[_BodyModel], body: dict[str, Any]) -> _BodyModel:
-    """``body`` as ``model``; a pydantic error becomes a 400 ValidationException naming fields."""
-    try:
-        return model.model_validate(body)
-    except PydanticValidationError as exc:
-        raise ValidationError(format_validation_error(exc)) from None
+class _Shapes:
+    """The app's exception handlers and its last-resort guard, sharing how paths are shown."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def shown(self, path: str) -> str:
+        """``path`` for logs and messages, with the (secret) prefix hidden."""
+        if self.prefix and path.startswith(self.prefix + "/"):
+            return "/<prefix>" + path[len(self.prefix) :]
+        return path
+
+    def respond(self, path: str, exc: JobRuntimeError) -> Response:
+        """``exc`` in the shape of the route at ``path``."""
+        if path.endswith(_ROUTE_CHAT):
+            return openai_error_response(exc)
+        return error_response(exc)
+
+    async def service_error(self, request: Request, exc: Exception) -> Response:
+        """Handler of every JobRuntimeError raised by a route or its middleware."""
+        if not isinstance(exc, JobRuntimeError):  # registered for JobRuntimeError only
+            exc = InternalServiceError("Internal error in the emulator")
+        path = request.url.path
+        if exc.status < 500:
+            logger.info(
+                "%s %s -> %d %s: %s",
+                request.method,
+                self.shown(path),
+                exc.status,
+                exc.error_type,
+                exc.message[:300],
+            )
+        return self.respond(path, exc)
+
+    async def unrouted(self, request: Request, exc: Exception) -> Response:
+        """Handler of Starlette's 404 / 405: the contract's ResourceNotFound / Validation
+        (in the contract's shape on every path: no route took the request)."""
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        path = self.shown(request.url.path)
+        err: JobRuntimeError
+        if status == 405:
+            err = ValidationError(f"Method {request.method} not allowed on {path}")
+        else:
+            err = NotFoundError(f"Unknown route {request.method} {path[:200]}")
+        return error_response(err)  # no route answered, so the service's own shape
 
 
-def _access_key_from_sigv4(value: str) -> str:
-    # AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/sagemaker/aws4_request, SignedHeaders=..
-    for part in value[len("AWS4-HMAC-SHA256") :].split(","):
-        key, _, val = part.strip().partition("=")
-        if key == "Credential" and "/" in val:
-            return val.split("/", 1)[0]
-    raise AccessDeniedError("Malformed SigV4 Authorization header (no Credential)")
+class _Guard:
+    """Outermost middleware: a bug of ours (any exception no handler took) becomes one logged
+    traceback and a 500 in the route's shape, never a crashed connection."""
 
+    def __init__(self, app: ASGIApp, shapes: _Shapes) -> None:
+        self.app = app
+        self.shapes = shapes
 
-def _access_key_from_bearer(token: str) -> str:
-    if not token.startswith(_BEARER_PREFIX):
-        raise AccessDeniedError("Bearer token is not a SageMaker API key (sagemaker-api-key-...)")
-    encoded = token[len(_BEARER_PREFIX) :]
-    try:
-        text = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("ascii")
-    except (binascii.Error, ValueError):
-        raise AccessDeniedError("Bearer token is not valid base64") from None
-    url = urlsplit(text if "://" in text else "https://" + text)
-    credential = parse_qs(url.query).get("X-Amz-Credential", [""])[0]
-    if not url.netloc or "/" not in credential:
-        raise AccessDeniedError("Bearer token does not encode a SigV4-presigned URL")
-    return credential.split("/", 1)[0]
-
-
-class _Auth:
-    """Authorization checks with a small cache of already-parsed bearer tokens."""
-
-    def __init__(self, mode: AuthMode, secret: str | None) -> None:
-        self.mode = mode
-        self.secret = secret
-        self._tokens: dict[str, str] = {}
-
-    def check(self, request: Request) -> None:
-        headers = request.headers
-        access_key = ""
-        if self.mode != "none":
-            value = headers.get("authorization")
-            if not value:
-                raise AccessDeniedError("Missing Authentication Token")
-            if value.startswith("AWS4-HMAC-SHA256 "):
-                access_key = _access_key_from_sigv4(value)
-            elif value[:7].lower() == "bearer ":
-                token = value[7:].strip()
-                cached = self._tokens.get(token)
-                if cached is None:
-                    cached = _access_key_from_bearer(token)
-                    if len(self._tokens) >= _TOKEN_CACHE_MAX:
-                        self._tokens.clear()
-                    self._tokens[token] = cached
-                access_key = cached
-            else:
-                raise AccessDeniedError("Unsupported Authorization scheme")
-        if self.secret is not None:
-            self.check_secret(request, access_key)
-
-    def check_secret(self, request: Request, access_key: str = "") -> None:
-        if self.secret is None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app; answer 500 if it raised before starting its response."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
-        given = request.headers.get(SECRET_HEADER) or access_key
-        if not hmac.compare_digest(given.encode(), self.secret.encode()):
-            raise AccessDeniedError("Missing or wrong emulator secret")
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            logger.exception("emulator error on %s", self.shapes.shown(scope["path"]))
+            if not started:
+                err = InternalServiceError("Internal error in the emulator")
+                await self.shapes.respond(scope["path"], err)(scope, receive, send)
+
+
+# -- bodies ----------------------------------------------------------------------------------
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -190,18 +221,162 @@ def _reject_constant(name: str) -> Any:
 
 
 def _parse_json(raw: bytes) -> Any:
-    """Strict JSON (no NaN/Infinity); anything else is a 400 ValidationException."""
+    """Strict JSON (no NaN/Infinity, no lone surrogate); anything else is a 400."""
     if not raw:
         raise ValidationError("Request body is empty; expected JSON")
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        value = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise ValidationError("Request body is not valid JSON") from None
+    if _SURROGATE_ESCAPE.search(raw):
+        # Paired surrogates decode to one character; a lone one stays and is not Unicode text.
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(
+                "Request body holds an invalid UTF-16 surrogate (a lone \\ud800-\\udfff escape)"
+            ) from None
+    return value
 
 
 def _wants_eventstream(request: Request) -> bool:
     accept = request.headers.get("accept", "")
     return _EVENTSTREAM in accept and "text/event-stream" not in accept
+
+
+def _job_arn(request: Request, in_body: str | None) -> str | None:
+    header = request.headers.get("x-amzn-sagemaker-job-arn")
+    if header and in_body and header != in_body:
+        raise ValidationError("JobArn in the header and in the body differ")
+    return header or in_body
+
+
+def _same_trajectory(request: Request, trajectory_id: str) -> None:
+    """403 when the request's session names another trajectory than its body (module doc)."""
+    scoped = request.headers.get("x-amzn-sagemaker-trajectory-id")
+    if scoped and scoped != trajectory_id:
+        raise AccessDeniedError(
+            f"This request's session is for trajectory {scoped[:256]}; it may not act on "
+            f"trajectory {trajectory_id}"
+        )
+
+
+# -- the routes ------------------------------------------------------------------------------
+
+
+class _Routes:
+    """The endpoints of one app over one emulator (auth is done before they run)."""
+
+    def __init__(self, emu: Emulator, endpoint: str | None, prefix: str) -> None:
+        self.emu = emu
+        self.limit = emu.max_body_bytes
+        self.endpoint = endpoint
+        self.prefix = prefix
+
+    async def _json(self, request: Request) -> tuple[bytes, Any]:
+        raw = await _read_body(request, self.limit)
+        return raw, _parse_json(raw)
+
+    async def _turn(self, request: Request, route: str) -> Response:
+        raw, body = await self._json(request)
+        chat = parse_chat(body)
+        stream = chat.stream if route == _ROUTE_CHAT else route == _ROUTE_STREAM
+        headers = request.headers
+        outcome = await self.emu.turn(
+            headers.get("x-amzn-sagemaker-job-arn"),
+            headers.get("x-amzn-sagemaker-trajectory-id"),
+            body,
+            route=route,
+            stream=stream,
+            raw=raw,
+            parsed=chat,
+        )
+        if not stream:
+            return Response(outcome.response_json, media_type="application/json")
+        chunks = outcome.chunks
+        if chunks is None:
+            chunks = chunks_from_completion(outcome.response, include_usage=chat.include_usage)
+        elif not chat.include_usage:
+            chunks = [c for c in chunks if c.get("choices") or c.get("usage") is None]
+        if route == _ROUTE_STREAM and _wants_eventstream(request):
+            return Response(eventstream_body(chunks), media_type=_EVENTSTREAM)
+        return Response(
+            sse_body(chunks),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache"},
+        )
+
+    async def sample(self, request: Request) -> Response:
+        """``POST /sample``."""
+        return await self._turn(request, _ROUTE_SAMPLE)
+
+    async def sample_stream(self, request: Request) -> Response:
+        """``POST /sample-with-response-stream``."""
+        return await self._turn(request, _ROUTE_STREAM)
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``."""
+        return await self._turn(request, _ROUTE_CHAT)
+
+    async def complete_rollout(self, request: Request) -> Response:
+        """``POST /complete-rollout``."""
+        body = parse_body(CompleteRolloutBody, (await self._json(request))[1])
+        _same_trajectory(request, body.trajectory_id)
+        self.emu.complete_rollout(_job_arn(request, body.job_arn), body)
+        return Response(_EMPTY, media_type="application/json")
+
+    async def update_reward(self, request: Request) -> Response:
+        """``POST /update-reward``."""
+        body = parse_body(UpdateRewardBody, (await self._json(request))[1])
+        _same_trajectory(request, body.trajectory_id)
+        self.emu.update_reward(_job_arn(request, body.job_arn), body)
+        return Response(_EMPTY, media_type="application/json")
+
+    async def mint_rollout(self, request: Request) -> Response:
+        """``POST /_emulator/rollouts``: an OPEN trajectory and its ready-to-send payload."""
+        raw = await _read_body(request, self.limit)
+        body = parse_body(MintRolloutBody, _parse_json(raw) if raw.strip() else {})
+        arn = body.job_arn or self.emu.default_job_arn
+        if arn is None:
+            raise ValidationError("No job: pass jobArn or start the emulator with a job")
+        arn = self.emu.check_job(arn)
+        tid = body.rollout_id
+        if tid is not None and self.emu.state(tid) is not None:
+            raise ValidationError(f"Trajectory {tid} already exists")
+        traj = self.emu.open_trajectory(arn, body.prompt_text, trajectory_id=tid)
+        url = self.endpoint or str(request.base_url).rstrip("/") + self.prefix
+        payload = self.emu.rollout_payload(traj, url, body.inference_params)
+        return Response(dumps(payload), media_type="application/json")
+
+    async def show_trajectory(self, request: Request) -> Response:
+        """``GET /_emulator/trajectories/{trajectory_id}``."""
+        tid = request.path_params["trajectory_id"]
+        row = self.emu.store.get_trajectory(tid)
+        if row is None:
+            raise NotFoundError(f"Trajectory {tid} not found")
+        reward = self.emu.store.get_reward(tid)
+        info = {
+            "trajectoryId": row.id,
+            "jobArn": row.job_arn,
+            "state": getattr(self.emu.state(tid), "value", row.state),
+            "turns": self.emu.turn_count(tid),
+            "reason": row.reason,
+            "rewards": None if reward is None else reward.rewards,
+        }
+        return Response(dumps(info), media_type="application/json")
+
+
+async def _health(request: Request) -> Response:
+    return Response(b'{"status":"healthy"}', media_type="application/json")
+
+
+def _prefix(path_prefix: str | None) -> str:
+    if path_prefix is None:
+        return ""
+    stripped = path_prefix.strip("/")
+    if not _PREFIX_RE.match(stripped):
+        raise UsageError("path_prefix must be URL path segments of unreserved characters")
+    return "/" + stripped
 
 
 def create_app(
@@ -217,182 +392,39 @@ def create_app(
     ``auth="none"`` skips the Authorization check (benchmarks, in-process tests); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
     minted payloads (default: the URL the admin request came in on, prefix included);
-    ``path_prefix`` (unreserved URL characters, segments separated by ``/``) moves every route
+    ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
     but ``/health`` under ``/<path_prefix>``. A bad prefix is a :class:`UsageError`.
     """
-    checker = _Auth(auth, secret)
-    limit = emu.max_body_bytes
-    prefix = ""
-    if path_prefix is not None:
-        stripped = path_prefix.strip("/")
-        if not _PREFIX_RE.match(stripped):
-            raise UsageError("path_prefix must be URL path segments of unreserved characters")
-        prefix = "/" + stripped
-
-    def shown(path: str) -> str:
-        """``path`` for logs and messages, with the (secret) prefix hidden."""
-        if prefix and path.startswith(prefix + "/"):
-            return "/<prefix>" + path[len(prefix) :]
-        return path
-
-    def guarded(handler: Handler) -> Handler:
-        async def endpoint_fn(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except JobRuntimeError as exc:
-                return error_response(exc)
-            except Exception:  # a bug of ours: contract-shaped 500, logged once
-                logger.exception("emulator error on %s", shown(request.url.path))
-                return error_response(InternalServiceError("Internal error in the emulator"))
-
-        return endpoint_fn
-
-    async def _turn(request: Request, route: str, mode: str) -> Response:
-        checker.check(request)
-        headers = request.headers
-        raw = await _read_body(request, limit)
-        body = _parse_json(raw)
-        if mode == "chat":
-            stream_flag = body.get("stream", False) if isinstance(body, dict) else False
-            if not isinstance(stream_flag, bool):
-                raise ValidationError("stream must be a boolean")
-            stream = stream_flag
-        else:
-            stream = mode == "stream"
-        outcome = await emu.turn(
-            headers.get("x-amzn-sagemaker-job-arn"),
-            headers.get("x-amzn-sagemaker-trajectory-id"),
-            body,
-            route=route,
-            stream=stream,
-            raw=raw,
-        )
-        if not stream:
-            return Response(outcome.response_json, media_type="application/json")
-        options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        chunks = outcome.chunks
-        if chunks is None:
-            chunks = chunks_from_completion(outcome.response, include_usage=include_usage)
-        elif not include_usage:
-            chunks = [c for c in chunks if c.get("choices") or c.get("usage") is None]
-        if route == _ROUTE_STREAM and _wants_eventstream(request):
-            return Response(eventstream_body(chunks), media_type=_EVENTSTREAM)
-        return Response(
-            sse_body(chunks),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache"},
-        )
-
-    async def sample(request: Request) -> Response:
-        return await _turn(request, _ROUTE_SAMPLE, "json")
-
-    async def sample_stream(request: Request) -> Response:
-        return await _turn(request, _ROUTE_STREAM, "stream")
-
-    async def chat(request: Request) -> Response:
-        return await _turn(request, _ROUTE_CHAT, "chat")
-
-    def _job_arn(request: Request, body: dict[str, Any]) -> str | None:
-        header = request.headers.get("x-amzn-sagemaker-job-arn")
-        in_body = body.get("JobArn", body.get("job_arn"))
-        if in_body is not None and not isinstance(in_body, str):
-            raise ValidationError("JobArn must be a string")
-        if header and in_body and header != in_body:
-            raise ValidationError("JobArn in the header and in the body differ")
-        return header or in_body
-
-    async def _control_body(request: Request) -> dict[str, Any]:
-        checker.check(request)
-        body = _parse_json(await _read_body(request, limit))
-        if not isinstance(body, dict):
-            raise ValidationError("Request body must be a JSON object")
-        return body
-
-    async def complete_rollout(request: Request) -> Response:
-        body = await _control_body(request)
-        arn = _job_arn(request, body)
-        emu.complete_rollout(arn, _validated(CompleteRolloutBody, body))
-        return Response(_EMPTY, media_type="application/json")
-
-    async def update_reward(request: Request) -> Response:
-        body = await _control_body(request)
-        arn = _job_arn(request, body)
-        emu.update_reward(arn, _validated(UpdateRewardBody, body))
-        return Response(_EMPTY, media_type="application/json")
-
-    async def health(request: Request) -> Response:
-        return Response(b'{"status":"healthy"}', media_type="application/json")
-
-    async def mint_rollout(request: Request) -> Response:
-        checker.check_secret(request)
-        raw = await _read_body(request, limit)
-        body = _parse_json(raw) if raw.strip() else {}
-        if not isinstance(body, dict):
-            raise ValidationError("Request body must be a JSON object")
-        arn = body.get("jobArn", body.get("job_arn")) or emu.default_job_arn
-        if not isinstance(arn, str):
-            raise ValidationError("No job: pass jobArn or start the emulator with a job")
-        arn = emu.check_job(arn)
-        prompt = body.get("prompt", "")
-        if not isinstance(prompt, str):
-            prompt = json.dumps(prompt)
-        params = body.get("inferenceParams", body.get("inference_params"))
-        if params is not None and not isinstance(params, dict):
-            raise ValidationError("inferenceParams must be an object")
-        tid = body.get("rolloutId", body.get("trajectoryId"))
-        if tid is not None and not (isinstance(tid, str) and 1 <= len(tid) <= 256):
-            raise ValidationError("rolloutId must be a string of 1..256 characters")
-        if tid is not None and emu.state(tid) is not None:
-            raise ValidationError(f"Trajectory {tid} already exists")
-        traj = emu.open_trajectory(arn, prompt, trajectory_id=tid)
-        url = endpoint or str(request.base_url).rstrip("/") + prefix
-        return Response(
-            dumps(emu.rollout_payload(traj, url, params)), media_type="application/json"
-        )
-
-    async def show_trajectory(request: Request) -> Response:
-        checker.check_secret(request)
-        tid = request.path_params["trajectory_id"]
-        row = emu.store.get_trajectory(tid)
-        if row is None:
-            raise NotFoundError(f"Trajectory {tid} not found")
-        reward = emu.store.get_reward(tid)
-        info = {
-            "trajectoryId": row.id,
-            "jobArn": row.job_arn,
-            "state": getattr(emu.state(tid), "value", row.state),
-            "turns": emu.turn_count(tid),
-            "reason": row.reason,
-            "rewards": None if reward is None else reward.rewards,
-        }
-        return Response(dumps(info), media_type="application/json")
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 404
-        if status == 405:
-            err: JobRuntimeError = ValidationError(
-                f"Method {request.method} not allowed on {shown(request.url.path)}"
-            )
-        else:
-            err = NotFoundError(f"Unknown route {request.method} {shown(request.url.path)[:200]}")
-        return error_response(err)
-
-    routes = [
-        Route(prefix + _ROUTE_SAMPLE, guarded(sample), methods=["POST"]),
-        Route(prefix + _ROUTE_STREAM, guarded(sample_stream), methods=["POST"]),
-        Route(prefix + _ROUTE_CHAT, guarded(chat), methods=["POST"]),
-        Route(prefix + "/complete-rollout", guarded(complete_rollout), methods=["POST"]),
-        Route(prefix + "/update-reward", guarded(update_reward), methods=["POST"]),
-        Route("/health", health, methods=["GET"]),
-        Route(prefix + "/_emulator/rollouts", guarded(mint_rollout), methods=["POST"]),
+    prefix = _prefix(path_prefix)
+    checker = Auth(auth, secret)
+    shapes = _Shapes(prefix)
+    r = _Routes(emu, endpoint, prefix)
+    service = [Middleware(AuthGate, check=checker.check)]
+    admin = [Middleware(AuthGate, check=checker.check_secret)]
+    post = ["POST"]
+    routes: list[BaseRoute] = [
+        Route(_ROUTE_SAMPLE, r.sample, methods=post, middleware=service),
+        Route(_ROUTE_STREAM, r.sample_stream, methods=post, middleware=service),
+        Route(_ROUTE_CHAT, r.chat, methods=post, middleware=service),
+        Route("/complete-rollout", r.complete_rollout, methods=post, middleware=service),
+        Route("/update-reward", r.update_reward, methods=post, middleware=service),
+        Route("/_emulator/rollouts", r.mint_rollout, methods=post, middleware=admin),
         Route(
-            prefix + "/_emulator/trajectories/{trajectory_id}",
-            guarded(show_trajectory),
+            "/_emulator/trajectories/{trajectory_id}",
+            r.show_trajectory,
             methods=["GET"],
+            middleware=admin,
         ),
     ]
     return Starlette(
-        routes=routes,
-        exception_handlers={404: not_found, 405: not_found},
+        routes=[
+            Route("/health", _health, methods=["GET"]),
+            *([Mount(prefix, routes=routes)] if prefix else routes),
+        ],
+        middleware=[Middleware(_Guard, shapes=shapes)],
+        exception_handlers={
+            JobRuntimeError: shapes.service_error,
+            404: shapes.unrouted,
+            405: shapes.unrouted,
+        },
     )

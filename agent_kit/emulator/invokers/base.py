@@ -11,6 +11,7 @@ from typing import Any, Final, Protocol
 
 import httpx
 
+from agent_kit._sse import DONE, decode_sse
 from agent_kit.contract import ENDPOINT_ENV, HEADER_SESSION_ID
 
 __all__ = [
@@ -85,14 +86,13 @@ def agent_env(endpoint: str, region: str, base: Mapping[str, str] | None = None)
 
 
 def parse_response_body(content_type: str | None, data: bytes) -> Any:
-    """Decode an agent's answer: JSON → value; SSE (``data: …`` lines) → list of event values."""
+    """Decode an agent's answer: JSON → value; SSE → the list of its events' values (each
+    event's data, multi-line data joined by newlines, as JSON if it parses, else the text)."""
     if content_type and "text/event-stream" in content_type:
         events: list[Any] = []
-        for line in data.decode("utf-8", "replace").splitlines():
-            if not line.startswith("data:"):
-                continue
-            text = line[5:].strip()
-            if not text or text == "[DONE]":
+        for event in decode_sse(data):
+            text = event.data.strip()
+            if not text or text == DONE:
                 continue
             try:
                 events.append(json.loads(text))
@@ -128,7 +128,7 @@ async def post_invocation(
             json=payload,
             headers={
                 HEADER_SESSION_ID: session_id,
-                "Accept": "application/json, text/event-stream",
+                "Accept": _ACCEPT,
             },
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
         )

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from agent_kit._sse import DONE, aiter_sse
 from agent_kit.emulator.policies.base import PolicyResult, Usage, chunks_to_completion
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
@@ -97,7 +98,11 @@ def _usage(raw: Any) -> tuple[int, int] | None:
 
 
 class OpenAIProxyBackend:
-    """Forwards each turn to an OpenAI-compatible ``/chat/completions`` (one shared client)."""
+    """Forwards each turn to an OpenAI-compatible ``/chat/completions`` (one shared client).
+
+    ``transport`` (default: httpx's network transport) lets a test serve the upstream in
+    process, e.g. ``httpx.ASGITransport(app)``.
+    """
 
     def __init__(
         self,
@@ -106,6 +111,7 @@ class OpenAIProxyBackend:
         model: str | None = None,
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         base = url.strip()
         try:
@@ -123,6 +129,7 @@ class OpenAIProxyBackend:
         self.model = model or None
         self.timeout = timeout
         self._api_key = api_key
+        self._transport = transport
         shown = parsed.copy_with(username=None, password=None, query=None)
         self.name = f"openai:{shown}" + (f"#{model}" if model else "")
         self._client: httpx.AsyncClient | None = None
@@ -150,6 +157,7 @@ class OpenAIProxyBackend:
                 timeout=httpx.Timeout(self.timeout),
                 headers=headers,
                 limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+                transport=self._transport,
             )
         return self._client
 
@@ -217,11 +225,9 @@ class OpenAIProxyBackend:
                         f"upstream policy {self.name} answered neither SSE nor JSON"
                     ) from None
                 return self._result(request, completion, None)
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
+            async for event in aiter_sse(response.aiter_bytes()):
+                data = event.data.strip()
+                if data == DONE:
                     break
                 try:
                     chunk = json.loads(data)

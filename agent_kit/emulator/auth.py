@@ -1,0 +1,116 @@
+"""Who may call the emulator: the Authorization check and the shared secret, as route middleware.
+
+The emulator does not verify signatures (it has no AWS keys to verify them with); it checks that
+a request *carries* credentials of a shape the service accepts — SigV4 (``AWS4-HMAC-SHA256
+Credential=AKID/…``) or ``Bearer sagemaker-api-key-<base64 of a SigV4-presigned URL>`` — and
+answers 403 AccessDeniedException for a missing or garbled one (docs/contract.md §3). With a
+shared secret every request must also carry it, as header ``X-Agent-Kit-Secret`` or as the
+access key id of its credential. :class:`AuthGate` runs the check for one route, after routing
+(so an unknown path is still a 404 and a wrong method a 405), and raises into the app's
+exception handlers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+from collections.abc import Callable
+from typing import Final, Literal
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from agent_kit.errors import AccessDeniedError
+
+__all__ = ["SECRET_HEADER", "Auth", "AuthGate", "AuthMode"]
+
+#: Header carrying the shared secret when the emulator is bound beyond loopback.
+SECRET_HEADER: Final = "x-agent-kit-secret"  # noqa: S105 - a header name, not a secret
+AuthMode = Literal["sigv4-or-bearer", "none"]
+_BEARER_PREFIX: Final = "sagemaker-api-key-"
+_TOKEN_CACHE_MAX: Final = 4096
+
+
+def _access_key_from_sigv4(value: str) -> str:
+    # AWS4-HMAC-SHA256 Credential=AKID/20260101/us-west-2/sagemaker/aws4_request, SignedHeaders=..
+    for part in value[len("AWS4-HMAC-SHA256") :].split(","):
+        key, _, val = part.strip().partition("=")
+        if key == "Credential" and "/" in val:
+            return val.split("/", 1)[0]
+    raise AccessDeniedError("Malformed SigV4 Authorization header (no Credential)")
+
+
+def _access_key_from_bearer(token: str) -> str:
+    if not token.startswith(_BEARER_PREFIX):
+        raise AccessDeniedError("Bearer token is not a SageMaker API key (sagemaker-api-key-...)")
+    encoded = token[len(_BEARER_PREFIX) :]
+    try:
+        text = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        raise AccessDeniedError("Bearer token is not valid base64") from None
+    url = urlsplit(text if "://" in text else "https://" + text)
+    credential = parse_qs(url.query).get("X-Amz-Credential", [""])[0]
+    if not url.netloc or "/" not in credential:
+        raise AccessDeniedError("Bearer token does not encode a SigV4-presigned URL")
+    return credential.split("/", 1)[0]
+
+
+class Auth:
+    """The checks of one app: ``mode`` for the Authorization header, ``secret`` if any; keeps a
+    small cache of already-parsed bearer tokens (an agent sends the same one for hours)."""
+
+    def __init__(self, mode: AuthMode, secret: str | None) -> None:
+        self.mode = mode
+        self.secret = secret
+        self._tokens: dict[str, str] = {}
+
+    def check(self, request: Request) -> None:
+        """The service routes' check: credentials of a known shape (unless ``mode`` is
+        ``"none"``), then the shared secret; AccessDeniedError otherwise."""
+        access_key = ""
+        if self.mode != "none":
+            value = request.headers.get("authorization")
+            if not value:
+                raise AccessDeniedError("Missing Authentication Token")
+            if value.startswith("AWS4-HMAC-SHA256 "):
+                access_key = _access_key_from_sigv4(value)
+            elif value[:7].lower() == "bearer ":
+                access_key = self._bearer(value[7:].strip())
+            else:
+                raise AccessDeniedError("Unsupported Authorization scheme")
+        self.check_secret(request, access_key)
+
+    def _bearer(self, token: str) -> str:
+        cached = self._tokens.get(token)
+        if cached is None:
+            cached = _access_key_from_bearer(token)
+            if len(self._tokens) >= _TOKEN_CACHE_MAX:
+                self._tokens.clear()
+            self._tokens[token] = cached
+        return cached
+
+    def check_secret(self, request: Request, access_key: str = "") -> None:
+        """The admin routes' check (and the second half of :meth:`check`): the shared secret,
+        from its header or the credential's access key id; nothing when there is no secret."""
+        if self.secret is None:
+            return
+        given = request.headers.get(SECRET_HEADER) or access_key
+        if not hmac.compare_digest(given.encode(), self.secret.encode()):
+            raise AccessDeniedError("Missing or wrong emulator secret")
+
+
+class AuthGate:
+    """Route middleware: run ``check`` on the request before the endpoint (raises into the
+    app's exception handlers, so the error has the route's shape)."""
+
+    def __init__(self, app: ASGIApp, check: Callable[[Request], None]) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check, then pass the request on."""
+        if scope["type"] == "http":
+            self.check(Request(scope))
+        await self.app(scope, receive, send)
