@@ -22,6 +22,7 @@ internals. The pieces that are their own concern live beside it: body parsing
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -37,6 +38,13 @@ from agent_kit.contract import (
     TrajectoryState,
     UpdateRewardBody,
 )
+from agent_kit.emulator.chaos import (
+    CHAOS_EVENT,
+    REPORT_FAULTS,
+    Chaos,
+    as_text_tool_calls,
+    with_malformed_arguments,
+)
 from agent_kit.emulator.chat_request import flatten_content, parse_chat, policy_request
 from agent_kit.emulator.schemas import ChatCompletionBody, PolicyRequest
 from agent_kit.emulator.sse import dumps
@@ -48,6 +56,7 @@ from agent_kit.errors import (
     InternalServiceError,
     JobRuntimeError,
     NotFoundError,
+    ThrottlingError,
     UsageError,
     ValidationError,
 )
@@ -105,6 +114,8 @@ class TurnOutcome:
     usage_estimated: bool
     #: ``response`` as compact JSON bytes (what the non-stream routes send).
     response_json: bytes = b""
+    #: Chaos ``truncated_sse``: the server cuts the answer short.
+    truncated: bool = False
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:
@@ -133,6 +144,7 @@ class Emulator:
         max_turns_per_trajectory: int = 256,
         lenient: bool = False,
         seed: int | None = None,
+        chaos: Chaos | None = None,
     ) -> None:
         if not (len(account_id) == 12 and account_id.isdigit()):
             raise UsageError(f"account id must be 12 digits, got {account_id!r}")
@@ -147,6 +159,10 @@ class Emulator:
         self.lenient = lenient
         self.seed = int(seed if seed is not None else getattr(policy, "seed", 0) or 0)
         self.default_job_arn: str | None = None
+        #: Fault injection (``--chaos``); None answers every call as the contract says.
+        self.chaos = chaos
+        self._policy_calls: dict[str, int] = {}
+        self._report_calls: dict[str, int] = {}
         self._jobs: set[str] = set()
         self._table = TrajectoryTable(store)
         #: One lock serialises every state change (the table's, re-entrant).
@@ -356,6 +372,7 @@ class Emulator:
             context=traj.context,
             parsed=chat,
         )
+        fault = await self._policy_chaos(trajectory_id, turn) if self.chaos else None
         try:
             result: _ResultLike = await self.policy.complete(request)
             response = result.response
@@ -382,6 +399,16 @@ class Emulator:
             raise InternalServiceError(
                 f"The policy {self.policy.name!r} failed: {type(exc).__name__}: {str(exc)[:500]}"
             ) from None
+        chunks = result.chunks
+        if fault in ("text_tool_calls", "malformed_tool_calls"):
+            rewrite = as_text_tool_calls if fault == "text_tool_calls" else with_malformed_arguments
+            rewritten = rewrite(response)
+            if rewritten is not None:
+                response, chunks = rewritten, None
+            else:  # nothing to rewrite: the fault did not apply to this answer
+                fault = None
+            if fault:
+                self._record_chaos(trajectory_id, fault, turn)
         usage = result.usage
         prompt_tokens = int(usage.prompt_tokens)
         completion_tokens = int(usage.completion_tokens)
@@ -437,13 +464,66 @@ class Emulator:
             traj.turns += 1
         return TurnOutcome(
             response,
-            result.chunks,
+            chunks,
             idx,
             prompt_tokens,
             completion_tokens,
             bool(usage.estimated),
             response_json,
+            truncated=fault == "truncated_sse",
         )
+
+    # -- chaos -------------------------------------------------------------------------------
+
+    def _record_chaos(self, trajectory_id: str, fault: str, index: int) -> None:
+        key = "call" if fault in REPORT_FAULTS else "turn"
+        self.store.add_event(CHAOS_EVENT, {"fault": fault, key: index}, trajectory_id)
+
+    async def _policy_chaos(self, trajectory_id: str, turn: int) -> str | None:
+        """Apply this call's policy-route fault (raise, or wait); return the fault left for the
+        answer (truncation or a tool-call rewrite), if any."""
+        chaos = self.chaos
+        if chaos is None:
+            return None
+        with self._lock:
+            call = self._policy_calls.get(trajectory_id, 0)
+            self._policy_calls[trajectory_id] = call + 1
+        fault = chaos.policy_fault(trajectory_id, call)
+        if fault is None:
+            return None
+        if fault in ("text_tool_calls", "malformed_tool_calls"):
+            return fault  # recorded once the answer is known to have tool calls
+        self._record_chaos(trajectory_id, fault, turn)
+        if fault == "policy_5xx":
+            raise InternalServiceError("chaos: injected policy failure")
+        if fault == "policy_429":
+            raise ThrottlingError("chaos: injected throttling, slow down")
+        if fault == "policy_403":
+            raise AccessDeniedError("chaos: injected 403, the request signature expired")
+        await asyncio.sleep(chaos.delay(fault))  # the injected delay itself
+        if fault == "timeout":
+            raise InternalServiceError("chaos: injected timeout, the policy did not answer")
+        return fault if fault == "truncated_sse" else None
+
+    def _report_chaos(self, trajectory_id: str) -> str | None:
+        """The report fault for this CompleteRollout/UpdateReward call; a throttle raises."""
+        if self.chaos is None:
+            return None
+        with self._lock:
+            call = self._report_calls.get(trajectory_id, 0)
+            self._report_calls[trajectory_id] = call + 1
+        fault = self.chaos.report_fault(trajectory_id, call)
+        if fault is None:
+            return None
+        self._record_chaos(trajectory_id, fault, call)
+        if fault == "report_throttle":
+            raise ThrottlingError("chaos: injected throttling of the report, retry")
+        return fault
+
+    @staticmethod
+    def _lost(fault: str | None) -> None:
+        if fault == "report_lost":
+            raise InternalServiceError("chaos: the report was applied but its answer was lost")
 
     # -- CompleteRollout / UpdateReward ------------------------------------------------------
 
@@ -460,6 +540,7 @@ class Emulator:
     def complete_rollout(self, job_arn: str | None, body: CompleteRolloutBody) -> None:
         """CompleteRollout per the §4 table (idempotent on ClientToken and on the same status)."""
         job_arn = self.check_job(job_arn)
+        fault = self._report_chaos(body.trajectory_id)
         target = (
             TrajectoryState.READY if body.status is RolloutStatus.READY else TrajectoryState.FAILED
         )
@@ -482,10 +563,12 @@ class Emulator:
                 )
             if body.client_token:
                 self.store.remember_token(body.client_token, "CompleteRollout", digest)
+        self._lost(fault)
 
     def update_reward(self, job_arn: str | None, body: UpdateRewardBody) -> None:
         """UpdateReward per the §4 table: READY → REWARDED with length-checked finite rewards."""
         job_arn = self.check_job(job_arn)
+        fault = self._report_chaos(body.trajectory_id)
         rewards = [float(r) for r in body.rewards]
         digest = body_hash(
             "UpdateReward", {"job": job_arn, "tid": body.trajectory_id, "rewards": rewards}
@@ -514,6 +597,7 @@ class Emulator:
             if body.client_token:
                 self.store.remember_token(body.client_token, "UpdateReward", digest)
             self._table.settle(body.trajectory_id, traj, TrajectoryState.REWARDED)
+        self._lost(fault)
 
     async def aclose(self) -> None:
         """Close the policy backend (the store is the caller's to close)."""

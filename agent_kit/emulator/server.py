@@ -292,19 +292,22 @@ class _Routes:
             parsed=chat,
         )
         if not stream:
-            return Response(outcome.response_json, media_type="application/json")
+            body_bytes = outcome.response_json
+            if outcome.truncated:  # chaos: a JSON body that stops mid-way
+                body_bytes = body_bytes[: max(1, len(body_bytes) // 2)]
+            return Response(body_bytes, media_type="application/json")
         chunks = outcome.chunks
         if chunks is None:
             chunks = chunks_from_completion(outcome.response, include_usage=chat.include_usage)
         elif not chat.include_usage:
             chunks = [c for c in chunks if c.get("choices") or c.get("usage") is None]
         if route == _ROUTE_STREAM and _wants_eventstream(request):
-            return Response(eventstream_body(chunks), media_type=_EVENTSTREAM)
-        return Response(
-            sse_body(chunks),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache"},
-        )
+            frames = eventstream_body(chunks[:1] if outcome.truncated else chunks)
+            return Response(frames, media_type=_EVENTSTREAM)
+        sse = sse_body(chunks)
+        if outcome.truncated:  # chaos: the stream stops after its first event, no [DONE]
+            sse = sse[: sse.index(b"\n\n") + 2]
+        return Response(sse, media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     async def sample(self, request: Request) -> Response:
         """``POST /sample``."""
