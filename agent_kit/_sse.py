@@ -356,20 +356,32 @@ class _Chat:
 class OpenAIChat:
     """``chat.completions.create`` over one AsyncOpenAI, with failures mapped to PolicyError."""
 
-    def __init__(self, client: openai.AsyncOpenAI, where: str) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, where: str, garbage_retries: int = 2) -> None:
         self.openai = client
         self.where = where
+        #: A non-stream 200 whose body does not parse (cut short on the way, a proxy's page) is
+        #: asked again this many times (``build_model`` passes the policy's ``max_retries``); the
+        #: OpenAI client retries only 408/429/5xx and transport errors itself.
+        self.garbage_retries = garbage_retries
         self.chat = _Chat(self)
 
     async def create(self, **request: Any) -> Any:
         """Send one chat-completions request; PolicyError on any failure."""
-        try:
-            response = await self.openai.chat.completions.create(**request)
-        except Exception as exc:
-            raise policy_error(exc, self.where) from exc
-        if request.get("stream"):
-            return guard_stream(response, self.where)
-        return check_completion(response)
+        attempt = 0
+        while True:
+            try:
+                response = await self.openai.chat.completions.create(**request)
+                if request.get("stream"):
+                    return guard_stream(response, self.where)
+                return check_completion(response)
+            except Exception as exc:
+                garbage = isinstance(exc, ValueError) or (
+                    isinstance(exc, PolicyError) and "garbage" in str(exc)
+                )
+                if not garbage or attempt >= self.garbage_retries:
+                    raise policy_error(exc, self.where) from exc
+            attempt += 1
+            await asyncio.sleep(0.05 * 2**attempt)  # back off before asking again
 
 
 class SampleChat:

@@ -437,7 +437,7 @@ def build_model(
             )
         base_url = config.base_url.rstrip("/")
         client = _openai_client(config, base_url, config.api_key or _UNUSED_KEY)
-        chat = OpenAIChat(client, base_url)
+        chat = OpenAIChat(client, base_url, garbage_retries=config.max_retries)
         model = OpenAIModel(
             client=chat,
             model_id=config.model_id or POLICY_MODEL_ID,
@@ -470,6 +470,6 @@ def build_model(
         auth=_BearerAuth(provider, meta.resolved_region()),
         headers={HEADER_JOB_ARN: meta.job_arn, HEADER_TRAJECTORY_ID: meta.trajectory_id},
     )
-    chat = OpenAIChat(client, base_url)
+    chat = OpenAIChat(client, base_url, garbage_retries=config.max_retries)
     model = OpenAIModel(client=chat, model_id=POLICY_MODEL_ID, params=params, stream=config.stream)
     return PolicyHandle(model, "openai", base_url, chat, client.close)

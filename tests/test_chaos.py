@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
-from test_emulator_server import CHAT, SIGV4, Harness, _harness
+from test_emulator_server import CHAT, SIGV4, Harness, _harness, bearer
 
 from agent_kit.emulator.chaos import (
     CHAOS_EVENT,
@@ -284,3 +285,49 @@ async def test_report_lost_is_applied_and_the_retry_is_a_duplicate(h: Harness) -
     assert again.status_code == 200
     assert h.emu.store.get_reward(tid) == reward
     assert [e["fault"] for e in _events(h, tid)] == ["report_lost", "report_lost"]
+
+
+class _FirstCallCut(Chaos):
+    """Truncates the first policy call of each trajectory only."""
+
+    def policy_fault(self, trajectory_id: str, turn: int) -> str | None:
+        return "truncated_sse" if turn == 0 else None
+
+
+@pytest.mark.parametrize("cut_calls", [1, 5])
+async def test_agent_kit_client_asks_again_after_a_cut_body(
+    emulator: Emulator, cut_calls: int
+) -> None:
+    """The runtime's OpenAI transport (agent_kit._sse.OpenAIChat) asks again when a 200's body
+    does not parse: one cut body is absorbed; when every answer is cut it gives up with a
+    PolicyError naming the garbage (after its 2 extra tries)."""
+    from agent_kit._sse import OpenAIChat
+    from agent_kit.emulator.server import create_app
+    from agent_kit.errors import PolicyError
+
+    emulator.chaos = _FirstCallCut({}) if cut_calls == 1 else parse_chaos("truncated_sse=1")
+    assert emulator.default_job_arn is not None
+    tid = emulator.open_trajectory(emulator.default_job_arn, '{"prompt": "p"}').id
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(emulator)))
+    client = openai.AsyncOpenAI(
+        api_key=bearer().removeprefix("Bearer "),
+        base_url="http://emu.test/v1",
+        http_client=http,
+        max_retries=0,
+        default_headers={
+            "x-amzn-sagemaker-job-arn": emulator.default_job_arn,
+            "x-amzn-sagemaker-trajectory-id": tid,
+        },
+    )
+    chat = OpenAIChat(client, "emu")
+    try:
+        if cut_calls == 1:
+            answer = await chat.create(**CHAT)
+            assert answer.choices[0].message.content == "final answer"
+            assert len(emulator.store.list_turns(tid)) == 2  # the cut one and the retry
+        else:
+            with pytest.raises(PolicyError, match="garbage"):
+                await chat.create(**CHAT)
+            assert len(emulator.store.list_turns(tid)) == 3
+    finally:
+        await client.close()

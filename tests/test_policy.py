@@ -423,6 +423,20 @@ async def test_retries_of_the_openai_client_absorb_a_transient_500(
     assert len(fake.requests_to(CHAT)) == 2
 
 
+async def test_a_garbage_answer_is_asked_again_within_the_retries(
+    fake: FakeJobRuntime, provider: TokenProvider
+) -> None:
+    """A 200 whose body is not JSON (cut short, a proxy's page) is asked again when retries are
+    allowed (the OpenAI client itself retries only statuses and transport errors)."""
+    fake.raw(CHAT, b"<html>oops</html>")
+    fake.reply("fine")
+    result = await play(
+        build_model(payload(fake.url), PolicyConfig(max_retries=1), token_provider=provider)
+    )
+    assert str(result).strip() == "fine"
+    assert len(fake.requests_to(CHAT)) == 2
+
+
 async def test_unreachable_endpoint_is_a_policy_error(provider: TokenProvider) -> None:
     """A closed port gives a PolicyError saying the endpoint cannot be reached."""
     with socket.socket() as sock:

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.core import FAILED_REASON, Emulator
 from agent_kit.emulator.invokers import Invoker, agent_env, make_invoker
 from agent_kit.emulator.job_setup import (
@@ -259,7 +260,14 @@ async def _run_opened(
         stack.callback(run.store.close)
         policy = load_policy(run.config.policy, seed=run.config.seed, base_dir=Path.cwd())
         stack.push_async_callback(close_policy, policy, run.job_name)
-        emu = Emulator(run.store, policy, region=run.config.region, seed=run.config.seed)
+        chaos = run.config.chaos
+        emu = Emulator(
+            run.store,
+            policy,
+            region=run.config.region,
+            seed=run.config.seed,
+            chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+        )
         token = new_route_token() if run.advertise_url is not None else None
         server = EmbeddedServer(create_app(emu, path_prefix=token), port=run.emulator_port or 0)
         stack.push_async_callback(server.stop)  # releases the bound port

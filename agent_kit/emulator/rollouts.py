@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
+from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.core import FAILED_REASON, Emulator
 from agent_kit.emulator.dataset import Dataset
 from agent_kit.emulator.invokers import Invoker, InvokeResult
@@ -88,6 +89,8 @@ class JobConfig:
     seed: int = 0
     report_grace: float = 30.0
     region: str = "us-west-2"
+    #: ``--chaos SPEC``: faults the emulator injects (agent_kit.emulator.chaos); None for none.
+    chaos: str | None = None
 
     def validated(self, n_prompts: int) -> JobConfig:
         """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
@@ -116,6 +119,8 @@ class JobConfig:
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+        if self.chaos is not None:
+            parse_chaos(self.chaos, seed=self.seed)  # UsageError naming the bad item
         if self.name is not None and not _NAME_RE.match(self.name):
             raise UsageError(
                 f"job name {self.name!r} is not valid: 1..63 letters, digits and hyphens, "
