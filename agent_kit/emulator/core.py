@@ -27,6 +27,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -61,7 +62,13 @@ from agent_kit.errors import (
     ValidationError,
 )
 
+#: Store event of a policy call that came on another connection than the trajectory's last.
+CONNECTION_EVENT: Final = "policy_connection"
+#: Trajectories whose last connection is remembered (far more than can be in flight).
+_PEER_MEMORY: Final = 8192
+
 __all__ = [
+    "CONNECTION_EVENT",
     "DEFAULT_ACCOUNT",
     "FAILED_REASON",
     "Emulator",
@@ -162,6 +169,8 @@ class Emulator:
         #: Fault injection (``--chaos``); None answers every call as the contract says.
         self.chaos = chaos
         self._policy_calls: dict[str, int] = {}
+        #: The connection of each trajectory's last policy call (bounded, oldest dropped).
+        self._last_peer: OrderedDict[str, str] = OrderedDict()
         self._report_calls: dict[str, int] = {}
         self._jobs: set[str] = set()
         self._table = TrajectoryTable(store)
@@ -349,18 +358,24 @@ class Emulator:
         stream: bool = False,
         raw: bytes | None = None,
         parsed: ChatCompletionBody | None = None,
+        peer: str | None = None,
     ) -> TurnOutcome:
         """One policy call: check the state machine, ask the policy, check again, record the turn.
 
         ``body`` is the parsed OpenAI chat-completions request (``parsed``, if given, its
         validated :class:`ChatCompletionBody`); ``raw``, if given, is its strict JSON text
         (stored verbatim, saving a re-encode). A trajectory sealed while the policy answered
-        gets the 400 of docs/contract.md §4 and no turn is recorded. Policy failures are recorded
+        gets the 400 of docs/contract.md §4 and no turn is recorded. ``peer`` is the caller's
+        address (host:port of its TCP connection): a call from another connection than the
+        trajectory's previous one is recorded as a ``policy_connection`` event, so the summary
+        can tell an agent that opens a new client per call. Policy failures are recorded
         as ``policy_error`` events and raised as 5xx InternalServiceError (or the backend's own
         JobRuntimeError); nothing is recorded as a turn then.
         """
         started = time.perf_counter()
         job_arn, trajectory_id, traj = self._admit_turn(job_arn, trajectory_id)
+        if peer is not None:
+            self._note_peer(trajectory_id, peer, traj.turns)
         chat = parsed if parsed is not None else parse_chat(body)
         turn = traj.turns
         request = policy_request(
@@ -472,6 +487,16 @@ class Emulator:
             response_json,
             truncated=fault == "truncated_sse",
         )
+
+    def _note_peer(self, trajectory_id: str, peer: str, turn: int) -> None:
+        with self._lock:
+            if self._last_peer.get(trajectory_id) == peer:
+                return
+            self._last_peer[trajectory_id] = peer
+            self._last_peer.move_to_end(trajectory_id)
+            while len(self._last_peer) > _PEER_MEMORY:
+                self._last_peer.popitem(last=False)
+        self.store.add_event(CONNECTION_EVENT, {"turn": turn}, trajectory_id)
 
     # -- chaos -------------------------------------------------------------------------------
 

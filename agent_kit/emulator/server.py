@@ -290,6 +290,7 @@ class _Routes:
             stream=stream,
             raw=raw,
             parsed=chat,
+            peer=f"{request.client.host}:{request.client.port}" if request.client else None,
         )
         if not stream:
             body_bytes = outcome.response_json

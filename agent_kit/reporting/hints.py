@@ -1,0 +1,49 @@
+"""One-line hints for what only the agent can fix, found in the run's store.
+
+:func:`connection_hint`: the emulator records a ``policy_connection`` event when a
+trajectory's policy call comes on another TCP connection than its previous call
+(agent_kit.emulator.core). An agent that reuses one HTTP client per episode opens about one
+connection per episode; one that builds a new client per call (Strands ``OpenAIModel`` with
+``client_args``, as the AWS samples write it) opens one per call, and pays for a new client and
+TLS context each time (the ``foreign_agent`` rows of bench/results.md show what it costs).
+Strands' ``OpenAIModel`` with ``stream=True`` also stops reading a stream at its finish chunk
+without closing it, so even a shared client cannot reuse that connection for the next call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final
+
+from agent_kit.emulator.core import CONNECTION_EVENT
+from agent_kit.emulator.store import RunStore
+from agent_kit.reporting.metrics import RolloutRecord
+
+__all__ = ["NEW_CONNECTION_SHARE", "connection_hint", "connection_stats"]
+
+#: Above this share of policy calls on a new connection, the hint fires.
+NEW_CONNECTION_SHARE: Final = 0.5
+
+
+def connection_stats(store: RunStore, records: Sequence[RolloutRecord]) -> tuple[int, int]:
+    """(policy calls on a new connection, policy calls) over rollouts with two or more turns."""
+    many = {r.id: r.turns for r in records if r.turns >= 2}
+    if not many:
+        return 0, 0
+    opened = Counter(
+        e.trajectory_id for e in store.list_events(kind=CONNECTION_EVENT) if e.trajectory_id in many
+    )
+    return sum(opened.values()), sum(many.values())
+
+
+def connection_hint(store: RunStore, records: Sequence[RolloutRecord]) -> str | None:
+    """The hint line when most policy calls of multi-turn rollouts opened a new connection."""
+    opened, calls = connection_stats(store, records)
+    if calls == 0 or opened / calls <= NEW_CONNECTION_SHARE:
+        return None
+    return (
+        f"{opened} of {calls} policy calls opened a new connection: the agent builds a new "
+        "OpenAI client per call (OpenAIModel(client_args=…)) or leaves streamed answers "
+        "unclosed; reuse one client per episode and read streams to the end (docs/policy.md)"
+    )
