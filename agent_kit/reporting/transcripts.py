@@ -429,9 +429,23 @@ def _turns_html(turns: Sequence[TurnRow], body: Mapping[str, Any] | None) -> str
         # Show what is new since the previous request (usually tool results), else everything
         # (the agent rewrote its history); skip the echo of the previous reply.
         new = messages[len(previous) :] if messages[: len(previous)] == previous else messages
+        echo: dict[str, Any] | None = None
         if previous and new and isinstance(new[0], dict) and new[0].get("role") == "assistant":
-            new = new[1:]
+            echo, new = new[0], new[1:]
         previous = messages
+        if echo is not None and reply is not None and _calls(echo) and not _calls(reply):
+            # The policy answered in text; the agent sent it back as tool calls: it recovered
+            # them from the text (inferred from this request, not reported by the agent).
+            recovered_calls = "".join(
+                f'<pre class="call">→ {_e(str((c.get("function") or {}).get("name", "?")))}'
+                f"({_e(_clip(str((c.get('function') or {}).get('arguments', ''))))})</pre>"
+                for c in _calls(echo)
+            )
+            parts.append(
+                '<div class="msg m-assistant inferred"><span class="role">tool call(s) the '
+                "agent recovered from the reply's text (inferred from its next request)"
+                f"</span>{recovered_calls}</div>"
+            )
         parts.append(
             f'<div class="turn"><div class="turn-head">turn {turn.idx} · {_e(turn.route)} · '
             f"{fmt(turn.prompt_tokens)} prefill + {fmt(turn.completion_tokens)} sample tokens · "
