@@ -92,3 +92,20 @@ def test_slow_body_is_dropped_but_a_prompt_client_is_served(url: str) -> None:
         for _ in range(3):  # kept-alive requests each get a fresh read window
             assert client.post("/echo", content=b"x" * 1000).json() == {"bytes": 1000}
             time.sleep(0.6)  # idle longer than the read timeout between requests (not a wait)
+
+
+def test_idle_kept_alive_connection_is_not_dropped_as_a_slow_client(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Between requests an agent's pooled connection may idle longer than the read timeout:
+    the same socket is then still served, and no 'dropped a connection' line is logged."""
+    request = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+    with caplog.at_level(logging.WARNING, logger="agent_kit.emulator"), _connect(url) as sock:
+        sock.sendall(request)
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        time.sleep(1.0)  # idle for twice the read timeout (the condition under test, not a wait)
+        sock.sendall(request)
+        second = sock.recv(65536)
+    assert second.startswith(b"HTTP/1.1 200 ")
+    assert not [r for r in caplog.records if "dropped a connection" in r.getMessage()]

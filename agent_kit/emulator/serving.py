@@ -3,8 +3,9 @@
 Every server here speaks HTTP/1.1 through :class:`GuardedH11Protocol`, uvicorn's h11 protocol
 with two guards the emulator needs once it is reachable from outside (``--allow-remote``, a
 tunnel): a client that has not sent a complete request (headers and body) within
-:data:`REQUEST_READ_TIMEOUT_S` seconds of connecting — or of its previous response — is
-dropped with one log line; and a request with malformed framing (bad chunked encoding, a
+:data:`REQUEST_READ_TIMEOUT_S` seconds of connecting — or of the first byte of its next request
+on a kept-alive connection — is dropped with one log line (an idle kept-alive connection is
+closed quietly by uvicorn's keep-alive timeout instead); and a request with malformed framing (bad chunked encoding, a
 truncated body, oversized headers) gets uvicorn's 400 and one log line, never a traceback
 (the application's late answer to a request the server has already refused is discarded).
 
@@ -84,6 +85,9 @@ class GuardedH11Protocol(H11Protocol):
             cycle.message_event.set()
 
     def data_received(self, data: bytes) -> None:  # uvicorn's hook
+        idle = self.cycle is None or self.cycle.response_complete
+        if idle and getattr(self, "_read_timer", None) is None:
+            self._arm()  # the first bytes of a new request on a kept-alive connection
         super().data_received(data)
         cycle = self.cycle
         if cycle is not None and not cycle.more_body:
@@ -91,8 +95,9 @@ class GuardedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:  # uvicorn's hook
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request on a kept-alive connection gets the same limit
+        # An idle kept-alive connection is not a slow client: uvicorn's keep-alive timeout
+        # closes it quietly. The read window starts again with the next request's first byte.
+        self._disarm()
 
     def send_400_response(self, msg: str) -> None:  # uvicorn's hook
         super().send_400_response(msg)
