@@ -13,6 +13,7 @@ feedback rule check each other in the tests.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -61,24 +62,39 @@ def game_over(messages: Sequence[dict[str, Any]]) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def pattern(guess: str, answer: str) -> str:
-    """G/Y/- feedback (greens first, then yellows while unmatched copies remain)."""
+    """G/Y/- feedback (greens first, then yellows while unmatched copies remain).
+
+    Cached: a run asks for the same (guess, answer) pairs over and over (every candidate
+    filter re-checks the whole answer list), and the scripted policy is on the emulator's path.
+    """
     out = ["-"] * len(guess)
-    left = Counter(a for g, a in zip(guess, answer, strict=True) if g != a)
+    left: dict[str, int] = {}
     for i, (g, a) in enumerate(zip(guess, answer, strict=True)):
         if g == a:
             out[i] = "G"
+        else:
+            left[a] = left.get(a, 0) + 1
     for i, g in enumerate(guess):
-        if out[i] == "-" and left[g] > 0:
+        if out[i] == "-" and left.get(g, 0) > 0:
             out[i] = "Y"
             left[g] -= 1
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
+def _consistent(feedback: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    if not feedback:
+        return ANSWERS
+    *earlier, (guess, seen) = feedback
+    return tuple(w for w in _consistent(tuple(earlier)) if pattern(guess, w) == seen)
+
+
 def candidates(feedback: Sequence[tuple[str, str]]) -> list[str]:
     """Answer-list words consistent with all feedback (all answers when nothing fits)."""
-    fits = [w for w in ANSWERS if all(pattern(g, w) == p for g, p in feedback)]
-    return fits or list(ANSWERS)
+    fits = _consistent(tuple(feedback))
+    return list(fits or ANSWERS)
 
 
 def scores(words: Sequence[str]) -> list[float]:
@@ -87,19 +103,24 @@ def scores(words: Sequence[str]) -> list[float]:
     Exact expected information (entropy of the feedback split) for small sets; for large sets a
     cheap positional letter-frequency score, scaled to a comparable range.
     """
+    return list(_scores(tuple(words)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _scores(words: tuple[str, ...]) -> tuple[float, ...]:
     if len(words) <= 150:
         out = []
         for g in words:
             split = Counter(pattern(g, w) for w in words)
             out.append(-sum(n / len(words) * math.log2(n / len(words)) for n in split.values()))
-        return out
+        return tuple(out)
     pos = [Counter(w[i] for w in words) for i in range(5)]
     anywhere = Counter(c for w in words for c in set(w))
     raw = [
         sum(pos[i][c] for i, c in enumerate(w)) + sum(anywhere[c] for c in set(w)) for w in words
     ]
     top = max(raw)
-    return [6.0 * r / top for r in raw]  # ~ bits: a good opener splits ≈ 6 bits
+    return tuple(6.0 * r / top for r in raw)  # ~ bits: a good opener splits ≈ 6 bits
 
 
 def choose(words: Sequence[str], temperature: float, rng: Any) -> str:
