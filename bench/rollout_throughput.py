@@ -9,7 +9,11 @@ checks, no store), driven by a plain asyncio loop with the same concurrency.
 Both play the same 7-call Wordle-like episode: six ``guess`` tool calls, then a text answer.
 Also measured: peak RSS (driver + agent processes) of the full pipeline at concurrency 96.
 
-Usage: ``python bench/rollout_throughput.py [--rollouts 256] [--concurrency 32] [--workers 1]``.
+Also the scale: the full pipeline's rollouts/s at concurrency 1, 16 and 96 (``--scale``).
+``--workers`` defaults to what ``agent-kit run`` uses (one agent process per usable core, at
+most the concurrency).
+
+Usage: ``python bench/rollout_throughput.py [--rollouts 256] [--concurrency 32] [--workers N]``.
 Prints rates and the ratio (budget ≥ 1.0×, stretch 1.5×); never asserts.
 """
 
@@ -36,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_kit.emulator.driver import JobConfig, Progress
+from agent_kit.emulator.driver import JobConfig, Progress, default_workers
 from agent_kit.runs.local import run_local
 
 GUESSES = 6
@@ -365,9 +369,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=256)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--scale", default="1,16,96", help="concurrencies of the scale rows")
     parser.add_argument("--rss-rollouts", type=int, default=192)
     args = parser.parse_args()
+    if args.workers is None:
+        args.workers = default_workers(args.concurrency)
+    scale_at = [int(c) for c in args.scale.split(",") if c.strip()]
     with tempfile.TemporaryDirectory(prefix="agent-kit-bench-") as tmp:
         work = Path(tmp)
         (work / "bench_agent.py").write_text(textwrap.dedent(BENCH_AGENT))
@@ -377,7 +385,13 @@ async def main() -> None:
         full = await full_pipeline(
             work, args.rollouts, args.concurrency, args.workers, "bench-full"
         )
-        peak = await full_pipeline(work, args.rss_rollouts, 96, args.workers, "bench-rss", rss=True)
+        peak = await full_pipeline(
+            work, args.rss_rollouts, 96, default_workers(96), "bench-rss", rss=True
+        )
+        scale = {}
+        for c in scale_at:
+            n = 32 if c == 1 else max(128, 2 * c)
+            scale[c] = await full_pipeline(work, n, c, default_workers(c), f"bench-scale-{c}")
     ratio = full["rate"] / ref["rate"]
     print(f"episodes: {GUESSES} tool calls + 1 answer = {GUESSES + 1} model calls")
     print(f"agent worker processes: {args.workers}; concurrency {args.concurrency}")
@@ -394,9 +408,14 @@ async def main() -> None:
     print(f"turns per rollout (full): {full['turns_per_rollout']:.2f}")
     print(f"ratio full / tuned reference: {ratio:.2f}x (budget >= 1.0x, stretch 1.5x)")
     print(f"ratio full / naive reference: {full['rate'] / naive['rate']:.2f}x")
+    for c, r in scale.items():
+        print(
+            f"scale: concurrency {c:>3}, {default_workers(c)} agent process(es): {r['rate']:.2f}/s"
+        )
     print(
         f"peak RSS at concurrency 96 ({peak['rollouts']} rollouts, driver + emulator + "
-        f"{args.workers} agent process(es)): {peak['peak_rss_mib']:.0f} MiB (budget < 1024 MiB); "
+        f"{default_workers(96)} agent process(es)): {peak['peak_rss_mib']:.0f} MiB "
+        "(budget < 1024 MiB); "
         f"{peak['rate']:.2f} rollouts/s"
     )
     results.record(
@@ -414,12 +433,25 @@ async def main() -> None:
                 "budget": "≥ 1.0×, stretch 1.5×",
             },
             {
-                "benchmark (script)": "memory at 96 rollouts in flight (driver + emulator + agent)",
+                "benchmark (script)": "memory at 96 rollouts in flight (driver + emulator + "
+                f"{default_workers(96)} agent processes)",
                 "agent_kit": f"{peak['peak_rss_mib']:.0f} MiB peak RSS",
                 "reference, same run": "—",
                 "ratio": "—",
                 "budget": "< 1 GiB",
             },
+            *(
+                {
+                    "benchmark (script)": f"full pipeline at concurrency {c} "
+                    f"({r['rollouts']} rollouts, {default_workers(c)} agent process(es))",
+                    "agent_kit": f"{r['rate']:.1f} rollouts/s",
+                    "reference, same run": "—",
+                    "ratio": f"{r['rate'] / scale[scale_at[0]]['rate']:.1f}× concurrency "
+                    f"{scale_at[0]}",
+                    "budget": "—",
+                }
+                for c, r in scale.items()
+            ),
         ],
     )
 
