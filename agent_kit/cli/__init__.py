@@ -25,7 +25,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from agent_kit import __version__
-from agent_kit.cli import deploy, emulate, replay, report, run, scaffold
+from agent_kit.cli import deploy, doctor, emulate, replay, report, run, scaffold
 from agent_kit.errors import AgentKitError
 
 __all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
@@ -149,7 +149,7 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, report, replay, scaffold, deploy):
+for _commands in (emulate, run, report, replay, scaffold, deploy, doctor):
     _commands.register(app)
 del _commands
 

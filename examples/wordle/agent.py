@@ -384,6 +384,27 @@ def wordle_reward(env: WordleEnv, episode: Episode | None = None) -> Reward:
     )
 
 
+def _game(ep: Any) -> tuple[bool, int]:
+    """(solved, valid guesses) of a recorded episode: the game's own result when the doctor
+    re-played it, else the reward's record (``outcome`` ≥ 1.05 only for a solve; the weight-0
+    ``points_valid`` term is 15 per valid guess)."""
+    if isinstance(ep.result, dict):
+        return bool(ep.result.get("solved")), int(ep.result.get("guesses", 0))
+    solved = ep.components.get("outcome", 0.0) >= 1.0
+    return solved, round(ep.components.get("points_valid", 0.0) / POINTS["valid"])
+
+
+def wordle_rank(ep: Any) -> tuple[int, int]:
+    """Lower is better: a win in n guesses ranks (0, n), a loss (1, 0), no valid guess (2, 0)."""
+    solved, guesses = _game(ep)
+    if solved:
+        return (0, guesses)
+    return (1, 0) if guesses else (2, 0)
+
+
+#: Checked by ``agent-kit doctor reward`` on every pair of recorded episodes (docs/doctor.md).
+REWARD_ORDERINGS = [("fast win > slow win > loss > no play", wordle_rank)]
+
 # -- the AgentCore entrypoint ----------------------------------------------------------------
 
 app = RolloutApp(

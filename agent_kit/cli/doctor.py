@@ -1,0 +1,166 @@
+"""``agent-kit doctor reward RUN_DIR`` and ``agent-kit doctor endpoint URL``: pre-flight checks.
+
+Both print a table (or ``--json``) and exit :data:`~agent_kit.doctor.findings.EXIT_FINDINGS`
+(13) when any finding is an error / any probe failed, 0 otherwise, so they gate CI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from agent_kit.doctor.endpoint import EndpointReport, probe_endpoint
+from agent_kit.doctor.findings import EXIT_FINDINGS, count_by_severity
+from agent_kit.doctor.reward import RewardAudit, audit_reward
+from agent_kit.errors import UsageError
+from agent_kit.reporting.pricing import load_pricing
+
+__all__ = ["doctor_app", "register"]
+
+doctor_app = typer.Typer(
+    name="doctor",
+    help="Check a recorded run's reward or a policy endpoint before a job pays for them.",
+    no_args_is_help=True,
+)
+
+_STYLE = {"error": "bold red", "fail": "bold red", "warn": "yellow", "info": "dim", "pass": "green"}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``doctor`` group (``reward``, ``endpoint``) to the CLI."""
+    app.add_typer(doctor_app, name="doctor")
+
+
+@doctor_app.command("reward")
+def reward_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    entrypoint: Annotated[
+        Path | None,
+        typer.Option(
+            help="Re-score every episode with this entrypoint's reward and check its "
+            "REWARD_ORDERINGS (default: the run's entrypoint, recorded rewards).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+    budget: Annotated[
+        float | None,
+        typer.Option(help="Error when the projected job costs more than this (USD).", min=0.0),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps of the planned job (default 100).")
+    ] = None,
+    pricing: Annotated[
+        Path | None,
+        typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
+    ] = None,
+) -> None:
+    """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost."""
+    if not run_dir.is_dir():
+        raise UsageError(f"run directory not found: {run_dir}")
+    prices = load_pricing(pricing) if pricing is not None else None
+    audit = audit_reward(run_dir, entrypoint=entrypoint, budget=budget, steps=steps, pricing=prices)
+    if as_json:
+        typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
+    else:
+        _print_audit(audit)
+    if not audit.ok:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _print_audit(audit: RewardAudit) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    source = "re-scored with " if audit.rescored else "recorded rewards; orderings from "
+    console.print(
+        Text(
+            f"doctor reward: {audit.run_dir} (job {audit.job_name}, {audit.scored} scored of "
+            f"{audit.episodes} trajectories; {source}{audit.entrypoint or 'no entrypoint'})",
+            style="bold",
+        )
+    )
+    pad = " " * 22
+    for f in audit.findings:
+        line = Text(f"{f.severity:<6} ", style=_STYLE[f.severity])
+        line.append(f"{f.check:<14} ")
+        line.append(f.title)
+        console.print(line)
+        if f.hint:
+            console.print(Text(f"{pad}fix: {f.hint}", style="cyan"))
+        if f.trajectory_ids:
+            console.print(Text(f"{pad}see: {', '.join(f.trajectory_ids[:3])}", style="dim"))
+    counts = count_by_severity(audit.findings)
+    console.print(
+        Text(
+            f"{_plural(counts['error'], 'error')}, {_plural(counts['warn'], 'warning')}, "
+            f"{_plural(counts['info'], 'note')}",
+            style="bold green" if audit.ok else "bold red",
+        )
+    )
+
+
+@doctor_app.command("endpoint")
+def endpoint_cmd(
+    url: Annotated[str, typer.Argument(help="Server base URL, …/v1 or …/v1/chat/completions.")],
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model to probe (default: the first the server lists, else default)."),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="OPENAI_API_KEY", help="Sent as a Bearer token.", show_default=False),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", "-H", help="Extra request header NAME=VALUE (repeatable)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the probes as JSON.")] = False,
+    burst: Annotated[
+        int, typer.Option(min=1, max=256, help="Concurrent requests of the latency burst.")
+    ] = 8,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per request.")] = 60.0,
+) -> None:
+    """Probe an OpenAI-compatible policy server the way MTRL's policy calls it."""
+    headers: dict[str, str] = {}
+    for item in header or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--header must be NAME=VALUE, got {item!r}")
+        headers[name.strip()] = value
+    report = probe_endpoint(
+        url, model=model, api_key=api_key, headers=headers, burst=burst, timeout=timeout
+    )
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, default=str))
+    else:
+        _print_endpoint(report)
+    if not report.ok:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _print_endpoint(report: EndpointReport) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(Text(f"doctor endpoint: {report.url} (model {report.model})", style="bold"))
+    for p in report.probes:
+        line = Text(f"{p.status:<5} ", style=_STYLE[p.status])
+        line.append(f"{p.name:<15} ")
+        line.append(p.detail)
+        console.print(line)
+        if p.hint and p.status != "pass":
+            console.print(Text(f"{' ' * 22}fix: {p.hint}", style="cyan"))
+    failed = sum(p.status == "fail" for p in report.probes)
+    warned = sum(p.status == "warn" for p in report.probes)
+    console.print(
+        Text(
+            f"{len(report.probes)} checks: {failed} failed, {_plural(warned, 'warning')}",
+            style="bold green" if report.ok else "bold red",
+        )
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

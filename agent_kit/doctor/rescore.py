@@ -1,0 +1,111 @@
+"""Re-score recorded episodes with an entrypoint's reward function, in this process.
+
+Each finished episode of the run is played again through the entrypoint's
+:class:`~agent_kit.app.RolloutApp` episode runner with a scripted model that answers every policy
+call with the recorded response (as ``agent-kit replay --in-process`` does, without comparing
+requests): the environment sees the same tool calls, the entrypoint's *current* reward function
+scores the result, and the environment's ``finish()`` result is kept for ordering predicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
+from agent_kit.errors import AgentKitError
+from agent_kit.replay.cassette import RecordedEpisode, open_recording
+from agent_kit.replay.policy import reply_from_completion
+
+__all__ = ["Rescored", "rescore_run"]
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """One episode re-scored: the new reward and breakdown, the environment's result, and the
+    agent-side failure if any (``error``; ``reward`` is None when the episode could not be
+    played at all, and the recorded reward is then kept)."""
+
+    trajectory_id: str
+    reward: float | None
+    breakdown: dict[str, dict[str, Any]] | None
+    result: Any
+    floor: bool
+    error: str | None = None
+
+
+class _Recorded:
+    """A scripted policy answering each turn with the recorded response."""
+
+    def __init__(self, episode: RecordedEpisode) -> None:
+        self.episode = episode
+
+    def __call__(self, request: PolicyRequest) -> PolicyReply:
+        if request.turn >= len(self.episode.turns):
+            return PolicyReply(content="(end of the recording)")
+        return reply_from_completion(self.episode.turns[request.turn].response)
+
+
+def rescore_run(
+    run_dir: str | Path, entrypoint: str | Path, *, concurrency: int = 8
+) -> dict[str, Rescored]:
+    """Trajectory id → :class:`Rescored` for every finished episode of the run's latest job.
+
+    ``entrypoint`` must define a RolloutApp ``app`` (else UsageError). Not usable from inside a
+    running event loop.
+    """
+    from agent_kit.harness.inprocess import load_app
+
+    recording = open_recording(Path(run_dir))
+    app = load_app(entrypoint)
+    return asyncio.run(_rescore(app, recording.episodes, concurrency))
+
+
+async def _rescore(
+    app: Any, episodes: Sequence[RecordedEpisode], concurrency: int
+) -> dict[str, Rescored]:
+    from agent_kit.contract import parse_payload
+    from agent_kit.harness.inprocess import scripted_model_factory
+    from agent_kit.runner import run_episode
+
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(episode: RecordedEpisode) -> Rescored:
+        envs: list[Any] = []
+
+        def environment() -> Any:
+            env = app.environment()
+            envs.append(env)
+            return env
+
+        payload = parse_payload(
+            {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
+        )
+        async with sem:
+            try:
+                outcome = await run_episode(
+                    payload,
+                    environment=environment,
+                    reward=app.reward_fn,
+                    settings=app.settings,
+                    model_factory=scripted_model_factory(_Recorded(episode)),
+                )
+            except AgentKitError as exc:  # a task the entrypoint now refuses (ContractError)
+                return Rescored(episode.trajectory_id, None, None, None, False, exc.message)
+        body = outcome.body()
+        failure = body.get("failure")
+        breakdown = body.get("reward_breakdown")
+        return Rescored(
+            trajectory_id=episode.trajectory_id,
+            reward=float(outcome.reward.total),
+            breakdown=breakdown if isinstance(breakdown, dict) and breakdown else None,
+            result=envs[-1].result if envs else None,
+            floor=bool(outcome.reward.floor),
+            error=str(failure.get("reason")) if isinstance(failure, dict) else None,
+        )
+
+    results = await asyncio.gather(*(one(e) for e in episodes if e.reward_total is not None))
+    return {r.trajectory_id: r for r in results}
