@@ -5,9 +5,10 @@ with two guards the emulator needs once it is reachable from outside (``--allow-
 tunnel): a client that has not sent a complete request (headers and body) within
 :data:`REQUEST_READ_TIMEOUT_S` seconds of connecting — or of the first byte of its next request
 on a kept-alive connection — is dropped with one log line (an idle kept-alive connection is
-closed quietly by uvicorn's keep-alive timeout instead); and a request with malformed framing (bad chunked encoding, a
-truncated body, oversized headers) gets uvicorn's 400 and one log line, never a traceback
-(the application's late answer to a request the server has already refused is discarded).
+closed quietly by uvicorn's keep-alive timeout instead); and a request with malformed framing
+(bad chunked encoding, a truncated body, oversized headers) gets uvicorn's 400 and one log
+line, never a traceback (the application's late answer to a request the server has already
+refused is discarded).
 
 The job driver and the replay runner both run the emulator in their own process, as a task of
 their event loop, on ``127.0.0.1`` and a port bound up front — ephemeral by default, or a fixed one
