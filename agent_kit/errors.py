@@ -24,7 +24,10 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── JobFailed                       exit 9   the emulated job failed (service semantics)
     ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
     ├── DeployError                     exit 11  packaging or deployment refused or failed
-    └── RunInUse                        exit 12  another live driver owns the run directory
+    ├── RunInUse                        exit 12  another live driver owns the run directory
+    └── RunStoreError                   exit 14  the run directory cannot be written, or vanished
+
+(Exit 13 is ``agent-kit doctor``'s "an error finding": a verdict, not an exception.)
 
 An episode's own failures are data, not exceptions: the agent still reports a floor reward and
 names the failure in its answer. ``agent-kit invoke`` (one rollout, the debugging view) turns
@@ -58,6 +61,7 @@ __all__ = [
     "ReportingError",
     "RewardError",
     "RunInUse",
+    "RunStoreError",
     "TemplateError",
     "ThrottlingError",
     "UsageError",
@@ -229,3 +233,12 @@ class RunInUse(AgentKitError):
     """Another live ``agent-kit run``/``--resume`` holds the run directory's lock."""
 
     exit_code = 12
+
+
+class RunStoreError(AgentKitError):
+    """The run directory cannot be written, or it vanished (was deleted or replaced) mid-run.
+
+    What the store had recorded stays; a deleted directory's store is gone with it.
+    """
+
+    exit_code = 14

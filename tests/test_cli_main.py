@@ -185,8 +185,9 @@ ERROR_CLASSES = _error_classes()
 
 
 def test_exit_codes_are_the_documented_ones() -> None:
-    """agent_kit.errors defines exactly the exit codes 1..12 (keep README's list in step)."""
-    assert {cls.exit_code for cls in ERROR_CLASSES} == set(range(1, 13))
+    """agent_kit.errors defines exactly the exit codes 1..12 and 14 (13 is doctor's verdict,
+    not an exception; keep README's list in step)."""
+    assert {cls.exit_code for cls in ERROR_CLASSES} == {*range(1, 13), 14}
 
 
 @pytest.fixture

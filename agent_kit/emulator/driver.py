@@ -276,6 +276,7 @@ async def _run_opened(
 
         async def finalize() -> None:
             await server.stop()  # no turn lands while the figures are taken
+            run.store.check_file()  # a deleted or replaced run directory: RunStoreError
             elapsed = time.monotonic() - started
             failure = outcome.failure
             stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)

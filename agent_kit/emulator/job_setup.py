@@ -137,9 +137,13 @@ def open_new(
     created = not run_dir.exists()
     lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
     try:
-        if (run_dir / RUN_FILE).exists():
-            raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
+        existed = (run_dir / RUN_FILE).exists()
         store = RunStore.open(run_dir)
+        if existed and store.list_jobs():
+            store.close()
+            raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
+        # A store with no job is what a driver killed before it recorded its job leaves: there
+        # is nothing to resume, so the new run takes it over (we hold the lock).
     except BaseException:
         lock.release()
         raise

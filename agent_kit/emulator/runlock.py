@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.errors import RunInUse
+from agent_kit.errors import RunInUse, RunStoreError
 
 __all__ = ["LOCK_FILE", "RunLock"]
 
@@ -38,10 +38,16 @@ class RunLock:
 
     @classmethod
     def acquire(cls, run_dir: Path) -> RunLock:
-        """Take the lock of ``run_dir`` (created if needed); RunInUse when a live driver has it."""
-        run_dir.mkdir(parents=True, exist_ok=True)
+        """Take the lock of ``run_dir`` (created if needed); RunInUse when a live driver has it,
+        RunStoreError when the directory or its lock file cannot be created or opened."""
         path = run_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunStoreError(
+                f"run directory {run_dir} cannot be written: {exc.strerror or exc}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -35,8 +35,10 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -58,7 +60,7 @@ from agent_kit.emulator.store_rows import (
     turn_from_row,
 )
 from agent_kit.emulator.store_schema import SCHEMA_VERSION, check_version, migrate, user_version
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 
 __all__ = [
     "INVOCATION_EVENT",
@@ -102,6 +104,12 @@ class RunStore:
         self._lock = threading.RLock()
         self.path = path
         self.readonly = readonly
+        #: (device, inode) of the file when opened: :meth:`check_file` tells a vanished one.
+        self._identity: tuple[int, int] | None = None
+        if path != ":memory:":
+            with contextlib.suppress(OSError):
+                info = os.stat(path)
+                self._identity = (info.st_dev, info.st_ino)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -148,6 +156,24 @@ class RunStore:
                 raise UsageError(f"cannot open run store {file}: {exc}") from None
             raise
         return store
+
+    def check_file(self) -> None:
+        """Raise :class:`~agent_kit.errors.RunStoreError` when the store's file is no longer the
+        one this store opened (the run directory was deleted or replaced while the run went
+        on: SQLite keeps writing to the unlinked file, and everything would be lost silently)."""
+        if self._identity is None:
+            return
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            raise RunStoreError(
+                f"the run store {self.path} vanished while the run went on (its directory was "
+                "deleted or moved): what it recorded is lost"
+            ) from None
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise RunStoreError(
+                f"the run store {self.path} was replaced by another file while the run went on"
+            )
 
     def close(self) -> None:
         """Close the connection; later calls raise ``sqlite3.ProgrammingError``."""
