@@ -93,6 +93,7 @@ from agent_kit.emulator.rollouts import (
 )
 from agent_kit.emulator.serving import EmbeddedServer
 from agent_kit.emulator.store import RunStore
+from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.emulator.tunnel import (
     advertised_endpoint,
     new_route_token,
@@ -366,7 +367,13 @@ async def _play(
     loop.stats.done = counts["done"]
     loop.stats.succeeded = counts["succeeded"]
     loop.stats.failed = counts["failed"]
-    await invoker.start()
+    # The token counter (a real tokenizer takes ~1 s to load) warms in a thread while the
+    # agents start, instead of blocking the emulator's loop on the first policy call.
+    warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
+    try:
+        await invoker.start()
+    finally:
+        await warm
     store.add_event("agents_ready", {"workers": settings.workers})  # the cold start ends here
     outcome.playing = True
     loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
