@@ -10,6 +10,7 @@ from typing import Any
 from agent_kit.emulator.driver import JobResult, redact_summary, run_job
 from agent_kit.emulator.store import RunStore
 from agent_kit.emulator.tunnel import redact
+from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import summarize
 
@@ -33,6 +34,11 @@ def write_run_outputs(
     summary = redact_summary(summarize(store, job_arn), token)
     try:
         paths: tuple[Path, ...] = write_reports(run_dir, summary, store)
+    except OSError as exc:  # the directory cannot be written: no file of ours can land there
+        raise RunStoreError(
+            f"cannot write the summary into {run_dir}: {exc.strerror or exc} (run.sqlite keeps "
+            "what was recorded; `agent-kit report RUN_DIR --html` writes it later)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run's summary
         error = f"{type(exc).__name__}: {exc}"
         store.add_event(REPORT_ERROR_EVENT, {"error": error})
