@@ -424,3 +424,107 @@ def test_ctrl_c_real_process_exits_130(tmp_path: Path) -> None:
     while any(_alive(pid) for pid in agent_pids):
         assert time.monotonic() < deadline, "the agent process outlived the interrupted run"
         time.sleep(0.05)  # polling process liveness, with a deadline
+
+
+AGENT_KIT = str(Path(sys.executable).parent / "agent-kit")
+
+
+def _start_hanging_run(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
+    """`.venv/bin/agent-kit run --json` on two prompts (one hangs in the agent on its first
+    attempt), returned once both of its rollouts have made a policy call."""
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
+    run_dir = tmp_path / "runs" / "sig"
+    argv = [AGENT_KIT, "run", str(AGENTS / "hang_agent.py"), "--dataset", str(data)]
+    argv += ["--group-size", "2", "--concurrency", "4", "--workers", "1", "--out", "runs"]
+    argv += ["--name", "sig", "--rollout-timeout", "300", "--json", *extra]
+    proc = _popen_interruptible(
+        argv, cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while _sampled(run_dir) < 2:  # the bad task's two rollouts now hang in the agent
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"the run did not reach its rollouts (exit {proc.returncode}): {err}")
+        time.sleep(0.05)  # polling the store of another process, with a deadline
+    return proc, run_dir
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        return proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+def _assert_resume_completes(tmp_path: Path, run_dir: Path) -> None:
+    """`--resume` plays every remaining slot: each of the 4 slots rewarded exactly once."""
+    done = subprocess.run(
+        [AGENT_KIT, "run", "--resume", str(run_dir), "--json"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["job"]["status"] == "completed"
+    with RunStore.open(run_dir, readonly=True) as store:
+        rewarded = [
+            (t.step, t.prompt_index, t.sample_index)
+            for t in store.list_trajectories()
+            if t.state == "REWARDED"
+        ]
+    assert sorted(rewarded) == [(0, p, g) for p in range(2) for g in range(2)]
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_gracefully_then_resume_completes(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """First Ctrl-C / SIGTERM on `run --json`: the graceful stop (grace 0.5 s for the hanging
+    rollouts), summary.json with status interrupted, the JSON line on stdout, exit 130 / 143;
+    the cut rollouts count as pending (not failed); `--resume` then rewards every slot once."""
+    proc, run_dir = _start_hanging_run(tmp_path, "--grace", "0.5")
+    proc.send_signal(sig)
+    out, err = _finish(proc)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "interrupted"
+    assert f"{sig.name}: stopping" in err
+    line = json.loads(out.strip().splitlines()[-1])
+    assert line["job"]["status"] == "interrupted"
+    assert line["counts"]["lost"] == 0
+    assert line["counts"]["pending"] == 2
+    assert line["counts"]["by_state"].get("INTERRUPTED") == 2
+    assert line["failures"] == []
+    assert json.loads((run_dir / "summary.json").read_text())["job"]["status"] == "interrupted"
+    _assert_resume_completes(tmp_path, run_dir)
+
+
+def test_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+    """A second Ctrl-C during a long grace aborts at once (the 600 s grace is not waited for):
+    exit 130, a consistent store (the summary written, status interrupted), then `--resume`
+    finishes every slot."""
+    proc, run_dir = _start_hanging_run(tmp_path, "--grace", "600")
+    proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + 30
+    while True:  # wait for the driver to enter its graceful stop
+        with RunStore.open(run_dir, readonly=True) as store:
+            if store.list_events(kind="job_interrupt"):
+                break
+        assert proc.poll() is None, "the run ended before the second Ctrl-C"
+        assert time.monotonic() < deadline, "the graceful stop did not begin"
+        time.sleep(0.05)  # polling the store of another process, with a deadline
+    proc.send_signal(signal.SIGINT)
+    _, err = _finish(proc)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "aborted" in err
+    assert err.strip().splitlines()[-1] == "interrupted"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["job"]["status"] == "interrupted"
+    _assert_resume_completes(tmp_path, run_dir)

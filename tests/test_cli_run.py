@@ -62,21 +62,30 @@ def test_run_json_prints_summary_last(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Without --json (and no TTY) the run prints a summary table naming the run directory."""
+    """Without --json (and no TTY) the run prints one end summary: the headline, the metrics
+    and the next steps (report link, replay of the lowest-scoring rollout, reward audit)."""
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
     assert main([*argv, "--name", "table"]) == 0
     out = capsys.readouterr().out
-    assert "2 rewarded / 2" in out
-    assert str(tmp_path / "table") in out
+    run_dir = tmp_path / "table"
+    lines = out.splitlines()
+    assert "2 / 2 rewarded · 0 failed (no reward) · 0 pending · 0 retries" in out
+    assert out.count("rollout/reward/mean") == 1  # one summary, not two tables
+    assert f"    {(run_dir / 'report.html').resolve().as_uri()}" in lines
+    summary = json.loads((run_dir / "summary.json").read_text())
+    lowest = summary["lowest"][0]["id"]
+    assert f"    agent-kit replay {run_dir} --trajectory {lowest}" in lines
+    assert f"    agent-kit doctor reward {run_dir}" in lines
 
 
 def test_run_metrics_render_error_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A metrics table that fails to render is one stderr line naming summary.json; exit 0."""
+    """An end summary that fails to render is one stderr line naming summary.json, and a
+    one-line digest; exit 0."""
 
-    def broken(summary: Any) -> Any:
+    def broken(*args: Any) -> Any:
         raise KeyError("metrics")
 
     monkeypatch.setattr("agent_kit.cli.run.render_terminal", broken)
@@ -86,10 +95,10 @@ def test_run_metrics_render_error_is_one_line(
     captured = capsys.readouterr()
     summary = tmp_path / "norender" / "summary.json"
     assert captured.err.splitlines() == [
-        "warning: the metrics table could not be rendered (KeyError: 'metrics'); "
+        "warning: the end summary could not be rendered (KeyError: 'metrics'); "
         f"the summary is in {summary}"
     ]
-    assert "2 rewarded / 2" in captured.out
+    assert "completed: 2 rewarded / 2 slots, 0 failed (no reward)" in captured.out
     assert json.loads(summary.read_text())["run"]["status"] == "completed"
 
 
@@ -121,7 +130,7 @@ def test_live_progress_renders_snapshots() -> None:
     assert "step 1/2" in text
     assert "3/8 rollouts" in text
     assert "1.50/s  ETA 1m15s" in text
-    assert "ok 2  failed 1  retried 1  in flight 2  reward mean 0.500  job failures: 1" in text
+    assert "rewarded 2  failed 1  retried 1  in flight 2  reward mean 0.5  job failures: 1" in text
 
 
 def _outcome(state: str, body: Any, *, reason: str | None = None) -> InvokeOutcome:
@@ -341,3 +350,123 @@ def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             assert row is not None
             assert row.state == "REWARDED"
             assert store.count_turns(tid) == 3
+
+
+# -- --out, --workers, --max-floor-rate ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["file", "under-a-file"])
+def test_unusable_out_is_one_line_exit_2(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out` naming a file, or a path that cannot be created: one `error:` line, exit 2, and
+    no run directory anywhere."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    out = blocker if kind == "file" else blocker / "runs"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["run", GOOD, "--dataset", str(data), "--out", str(out), "--name", "nope"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"error: --out {out} ")
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert blocker.read_text() == "a file, not a folder"
+
+
+def test_workers_default_is_the_drivers(tmp_path: Path) -> None:
+    """Without --workers the run uses the driver's default (one agent process per usable core,
+    at most --concurrency), as recorded in the run's config."""
+    from agent_kit.emulator.driver import default_workers
+
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
+    assert main([*argv, "--concurrency", "2", "--name", "w", "--json"]) == 0
+    summary = json.loads((tmp_path / "w" / "summary.json").read_text())
+    assert summary["config"]["workers"] == default_workers(2)
+
+
+FLOOR_AGENT = '''
+from agent_kit import Environment, Reward, RolloutApp, tool
+
+
+class Env(Environment):
+    def reset(self, task):
+        self.task = task
+        return "say something"
+
+    @tool
+    def say(self, n: int) -> str:
+        """Say a number.
+
+        Args:
+            n: the number
+        """
+        self.finish()
+        return "ok"
+
+
+def reward(env, episode):
+    if env.task.get("bad"):
+        raise ValueError("the reward function broke on purpose")
+    return Reward.weighted(outcome=(1.0, 1.0))
+
+
+app = RolloutApp(Env, reward=reward, max_turns=4)
+if __name__ == "__main__":
+    app.run()
+'''
+
+FLOOR_POLICY = """
+def policy(request):
+    if not request.tool_results():
+        return {"tool_calls": [{"name": "say", "arguments": {"n": 1}}]}
+    return "done"
+"""
+
+
+@pytest.mark.parametrize(("rate", "code"), [("0.25", 6), ("0.5", 0), (None, 0)])
+def test_max_floor_rate(
+    rate: str | None, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Half the rollouts' reward raises (floor reward): `--max-floor-rate 0.25` exits 6 with a
+    one-line reason after the summary; 0.5 (not exceeded) and the default (off) exit 0."""
+    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
+    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"ok": 1}])
+    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv += ["--name", "floor", "--json", "--workers", "1"]
+    if rate is not None:
+        argv += ["--max-floor-rate", rate]
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    summary = _last_json_line(captured.out)  # the summary line is printed either way
+    assert summary["floor_rewards"] == 2
+    if code:
+        assert captured.err.strip().splitlines() == [
+            "error: 2 of 4 finished rollouts got the floor reward (50.0% > --max-floor-rate "
+            "0.25); most often: reward: ValueError: the reward function broke on purpose"
+        ]
+    else:
+        assert "error" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--max-floor-rate", "1.5"], "--max-floor-rate must be 0..1, got 1.5"),
+        (["--grace", "-1"], "--grace must be ≥ 0, got -1"),
+    ],
+)
+def test_bad_stop_options(
+    option: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Out-of-range --max-floor-rate / --grace: one line, exit 2, nothing written."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    out = tmp_path / "runs"
+    assert main(["run", GOOD, "--dataset", str(data), "--out", str(out), *option]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert not out.exists()

@@ -9,7 +9,8 @@ outcome into an exit code, and users never see a traceback for a deliberate erro
 - a click usage error (unknown command or option, bad value, missing argument) prints one
   ``error: <message>`` line, click's hint included ("Did you mean 'run'?"), and exits 2;
 - a bare ``agent-kit`` (or a bare command group) prints the help and exits 2, as click does;
-- ``--version`` prints the version and exits 0; Ctrl-C exits 130.
+- ``--version`` prints the version and exits 0; Ctrl-C exits 130 (``run`` stops gracefully
+  first, and exits 143 after a SIGTERM: see :mod:`agent_kit.cli.run`).
 """
 
 from __future__ import annotations

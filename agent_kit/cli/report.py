@@ -95,7 +95,7 @@ def report(
     if as_json:
         typer.echo(render_json(summary))
     else:
-        out.print(render_terminal(summary))
+        out.print(render_terminal(summary, run_dir), soft_wrap=False, crop=False)
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
 

@@ -1,32 +1,39 @@
 """``agent-kit run`` (a local job against the emulator) and ``agent-kit invoke`` (one rollout).
 
 ``run`` shows a ``rich.progress`` display on a terminal (not with ``--json`` or when stdout is
-not a TTY), then the summary table; ``--json`` prints the summary JSON as the last line of
-stdout. A job that fails with one of the service's job-killing reasons exits with code 9 after
-the summary is written. ``invoke`` plays one rollout and prints its turn-by-turn transcript,
-read back from the run store, then exits 7 if the rollout was not reported and 6 if the agent's
-answer names an environment or reward-function failure (see :func:`_outcome_error`).
+not a TTY), then the end summary (:func:`~agent_kit.reporting.report.render_terminal`);
+``--json`` prints the summary JSON as the last line of stdout. A job that fails with one of the
+service's job-killing reasons exits with code 9 after the summary is written; the first Ctrl-C
+or SIGTERM stops the job gracefully (``--grace``) and exits 130 / 143 after the summary, a second
+one aborts at once (:class:`_Signals`); ``--max-floor-rate`` turns too many floor rewards into
+exit 6 (:func:`_check_floor_rate`).
+
+``invoke`` plays one rollout and prints its turn-by-turn transcript, read back from the run
+store, then exits 7 if the rollout was not reported and 6 if the agent's answer names an
+environment or reward-function failure (see :func:`_outcome_error`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, NoReturn
 
 import typer
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as RichProgress
-from rich.table import Table
 from rich.text import Text
 
 from agent_kit.emulator.dataset import load_dataset
 from agent_kit.emulator.driver import (
+    DEFAULT_STOP_GRACE_S,
     NO_REWARD_REASON,
     InvokeOutcome,
     JobConfig,
@@ -43,7 +50,7 @@ from agent_kit.errors import (
     RewardError,
     UsageError,
 )
-from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
+from agent_kit.reporting.report import SUMMARY_FILE, num, render_terminal
 from agent_kit.runs.local import run_local
 
 __all__ = ["register"]
@@ -81,10 +88,9 @@ class _LiveProgress(RichProgress):
 
     def show(self, p: Progress) -> None:
         """The driver's progress hook: show one snapshot."""
-        reward = "–" if p.reward_mean is None else f"{p.reward_mean:.3f}"
         counts = Text(
-            f"ok {p.succeeded}  failed {p.failed}  retried {p.retried}  in flight {p.in_flight}"
-            f"  reward mean {reward}"
+            f"rewarded {p.succeeded}  failed {p.failed}  retried {p.retried}  "
+            f"in flight {p.in_flight}  reward mean {num(p.reward_mean)}"
         )
         if p.job_failures:
             counts.append(f"  job failures: {p.job_failures}", style="bold red")
@@ -104,40 +110,21 @@ class _LiveProgress(RichProgress):
             yield self.counts
 
 
-def _summary_table(result: JobResult) -> Table:
-    run = result.summary.get("run", {})
-    table = Table(title="agent-kit run", show_header=False, title_justify="left")
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    rows = [
-        ("job", result.job_arn),
-        ("status", result.status + (f" — {result.failure}" if result.failure else "")),
-        ("rollouts", f"{result.succeeded} rewarded / {result.total} ({result.failed} failed)"),
-        ("retries", str(run.get("retries"))),
-        ("reward mean", "–" if run.get("reward_mean") is None else f"{run['reward_mean']:.4f}"),
-        ("turns", str(run.get("turns"))),
-        (
-            "tokens",
-            f"prompt {run.get('prompt_tokens')} · completion {run.get('completion_tokens')}",
-        ),
-        ("rollouts/s", str(run.get("rollouts_per_s"))),
-    ]
-    for key, value in rows:
-        table.add_row(key, value)
-    return table
-
-
-def _render_metrics(result: JobResult, err: Console) -> RenderableType | None:
-    """The metrics table of the run's summary; a rendering error is one line on stderr."""
+def _render_summary(result: JobResult, err: Console) -> RenderableType:
+    """The end summary (:func:`~agent_kit.reporting.report.render_terminal`); when it cannot be
+    rendered, one warning line on stderr and a one-line digest of the driver's figures."""
     try:
-        return render_terminal(result.summary)
-    except Exception as exc:  # noqa: BLE001 - the driver's own table still shows the essentials
+        return render_terminal(result.summary, result.run_dir)
+    except Exception as exc:  # noqa: BLE001 - the digest below still shows the essentials
         err.print(
-            f"warning: the metrics table could not be rendered ({type(exc).__name__}: {exc}); "
+            f"warning: the end summary could not be rendered ({type(exc).__name__}: {exc}); "
             f"the summary is in {result.run_dir / SUMMARY_FILE}",
             markup=False,
         )
-        return None
+        return Text(
+            f"{result.status}: {result.succeeded} rewarded / {result.total} slots, "
+            f"{result.failed} failed (no reward); run directory {result.run_dir}"
+        )
 
 
 @dataclass(frozen=True)
@@ -148,7 +135,7 @@ class _RunTarget:
     dataset: Path | None
     out: Path
     resume: Path | None
-    workers: int
+    workers: int | None
     rate: float | None
     endpoint_url: str | None
     advertise_url: str | None
@@ -163,13 +150,111 @@ class _RunTarget:
                 "--advertise-url needs --emulator-port N: the fixed local port your tunnel "
                 "forwards to (e.g. ssh -R 443:127.0.0.1:N, cloudflared --url http://127.0.0.1:N)"
             )
+        if self.resume is None:
+            _check_out(self.out)
 
 
-def _play(target: _RunTarget, config: JobConfig | None, live: _LiveProgress | None) -> JobResult:
-    """Run the job to its end, with the live display when there is one."""
+def _check_out(out: Path) -> None:
+    """``--out`` must be a directory this process can create and write run directories in."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out} cannot be created: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {out} is not writable")
+
+
+#: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
+_SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class _Aborted(Exception):
+    """A second Ctrl-C/SIGTERM cut the graceful stop short."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGINT/SIGTERM during a job: the first sets ``stop`` (the driver's graceful stop), the
+    second cancels the job at once (the driver still closes the store and writes the summary)."""
+
+    def __init__(self, err: Console, grace: float) -> None:
+        self.stop = asyncio.Event()
+        self.received: list[int] = []
+        self._err = err
+        self._grace = grace
+        self._task: asyncio.Task[Any] | None = None
+        self._installed: list[tuple[int, Any]] = []
+
+    def install(self) -> None:
+        """Take SIGINT and SIGTERM in the running loop (not possible off the main thread: then
+        Ctrl-C stays a KeyboardInterrupt)."""
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        for signum in _SIGNAL_EXIT:
+            previous = signal.getsignal(signum)
+            if previous is signal.SIG_IGN:  # e.g. a shell's background job: leave it ignored
+                continue
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+            except (ValueError, RuntimeError, NotImplementedError):
+                continue
+            self._installed.append((signum, previous))
+
+    def remove(self) -> None:
+        """Give the signals back to the handlers they had before :meth:`install`."""
+        loop = asyncio.get_running_loop()
+        for signum, previous in self._installed:
+            loop.remove_signal_handler(signum)
+            if previous is not None:  # None: a handler not set from Python, left as is
+                signal.signal(signum, previous)
+        self._installed.clear()
+
+    def _on_signal(self, signum: int) -> None:
+        self.received.append(signum)
+        if len(self.received) == 1:
+            self.stop.set()
+            self._err.print(
+                f"{signal.Signals(signum).name}: stopping — no new rollouts, {self._grace:g}s "
+                "for the ones in flight (Ctrl-C again to abort now)",
+                markup=False,
+            )
+        elif len(self.received) == 2 and self._task is not None:
+            self._task.cancel()
+
+    @property
+    def exit_code(self) -> int | None:
+        """130 (SIGINT) or 143 (SIGTERM) after a signal, by the first one received."""
+        return _SIGNAL_EXIT[signal.Signals(self.received[0])] if self.received else None
+
+
+def _play(
+    target: _RunTarget,
+    config: JobConfig | None,
+    live: _LiveProgress | None,
+    signals: _Signals,
+    grace: float,
+) -> JobResult:
+    """Run the job to its end (or its graceful stop), with the live display when there is one.
+    Raises :class:`_Aborted` when a second signal cut it short."""
     progress: ProgressHook | None = live.show if live is not None else None
 
     async def job() -> JobResult:
+        signals.install()
+        try:
+            return await _job()
+        except asyncio.CancelledError:
+            if len(signals.received) > 1:
+                raise _Aborted(signals.received[0]) from None
+            raise
+        finally:
+            signals.remove()
+
+    async def _job() -> JobResult:
         return await run_local(
             target.entrypoint,
             target.dataset,
@@ -182,6 +267,8 @@ def _play(target: _RunTarget, config: JobConfig | None, live: _LiveProgress | No
             endpoint_url=target.endpoint_url,
             advertise_url=target.advertise_url,
             emulator_port=target.emulator_port,
+            stop=signals.stop,
+            stop_grace=grace,
         )
 
     if live is None:
@@ -191,18 +278,40 @@ def _play(target: _RunTarget, config: JobConfig | None, live: _LiveProgress | No
 
 
 def _print_result(result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
-    """The summary JSON (``--json``) or the metrics and summary tables; then, for a failed job,
-    where its summary is and :class:`~agent_kit.errors.JobFailed` (exit 9)."""
+    """The summary JSON (``--json``) or the end summary; then, for a failed job, where its
+    summary is and :class:`~agent_kit.errors.JobFailed` (exit 9)."""
     if as_json:
         typer.echo(json.dumps(result.summary, ensure_ascii=False, default=str))
     else:
-        metrics = _render_metrics(result, err)
-        parts = [metrics] if metrics is not None else []
-        console.print(Group(*parts, _summary_table(result)))
-        console.print(f"run directory: {result.run_dir}", markup=False)
+        console.print(_render_summary(result, err), soft_wrap=False, crop=False)
     if result.status == "failed":
         err.print(f"summary written to {result.run_dir / SUMMARY_FILE}", markup=False)
         result.raise_for_status()
+
+
+def _check_floor_rate(summary: dict[str, Any], max_rate: float | None) -> None:
+    """:class:`RewardError` (exit 6) when more than ``max_rate`` of the finished rollouts got
+    the agent's floor reward (an agent-side failure)."""
+    if max_rate is None:
+        return
+    counts = summary.get("counts") or {}
+    finished = int(counts.get("rewarded", 0)) + int(counts.get("lost", 0))
+    floors = int(summary.get("floor_rewards", 0))
+    if finished and floors / finished > max_rate:
+        reasons = summary.get("agent_failures") or [{}]
+        top = f"; most often: {reasons[0]['reason']}" if reasons[0].get("reason") else ""
+        raise RewardError(
+            f"{floors} of {finished} finished rollouts got the floor reward "
+            f"({floors / finished:.1%} > --max-floor-rate {max_rate:g}){top}"
+        )
+
+
+def _exit_interrupted(signals: _Signals, err: Console) -> NoReturn:
+    """Exit 130 (SIGINT) or 143 (SIGTERM) after a signal stopped the run."""
+    code = signals.exit_code or _SIGNAL_EXIT[signal.SIGINT]
+    if code != _SIGNAL_EXIT[signal.SIGINT]:  # the root command says "interrupted" for a 130
+        err.print("interrupted", markup=False)
+    raise typer.Exit(code)
 
 
 def run(
@@ -255,7 +364,13 @@ def run(
         Path | None,
         typer.Option(help="Continue the run in this directory (its recorded settings are used)."),
     ] = None,
-    workers: Annotated[int, typer.Option(help="Agent processes for a .py entrypoint.")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Agent processes for a .py entrypoint (default: one per usable CPU core, "
+            "at most --concurrency)."
+        ),
+    ] = None,
     rate: Annotated[
         float | None, typer.Option(help="Invocations per second cap (AgentCore default 25).")
     ] = None,
@@ -276,11 +391,34 @@ def run(
             "default: ephemeral, or the one recorded by --resume)."
         ),
     ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            help="Seconds in-flight rollouts get to finish after the first Ctrl-C or SIGTERM "
+            "(a second one aborts at once)."
+        ),
+    ] = DEFAULT_STOP_GRACE_S,
+    max_floor_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="Exit 6 when more than this fraction (0..1) of the finished rollouts got the "
+            "agent's floor reward (default: off)."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="No live display; summary JSON as the last stdout line.")
     ] = False,
 ) -> None:
-    """Play a dataset against an agent the way a SageMaker MTRL job does, locally."""
+    """Play a dataset against an agent the way a SageMaker MTRL job does, locally.
+
+    The first Ctrl-C (or SIGTERM) stops starting rollouts, gives the ones in flight --grace
+    seconds, writes the summary (status interrupted) and exits 130 (143 for SIGTERM); a second
+    one aborts at once. ``--resume RUN_DIR`` then plays the remaining slots.
+    """
+    if grace < 0:
+        raise UsageError(f"--grace must be ≥ 0, got {grace:g}")
+    if max_floor_rate is not None and not 0 <= max_floor_rate <= 1:
+        raise UsageError(f"--max-floor-rate must be 0..1, got {max_floor_rate:g}")
     target = _RunTarget(
         entrypoint=entrypoint,
         dataset=dataset,
@@ -292,7 +430,6 @@ def run(
         advertise_url=advertise_url,
         emulator_port=emulator_port,
     )
-    target.check()
     config: JobConfig | None = None  # a resumed run plays with the settings it recorded
     if resume is None:
         config = JobConfig(
@@ -312,11 +449,20 @@ def run(
             seed=seed,
             report_grace=report_grace,
         )
+    target.check()  # after the settings' own checks: nothing is created for a bad setting
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     live = _LiveProgress(console) if console.is_terminal and not as_json else None
-    result = _play(target, config, live)
+    signals = _Signals(err, grace)
+    try:
+        result = _play(target, config, live, signals, grace)
+    except _Aborted:
+        err.print("aborted: the run directory can be resumed with --resume", markup=False)
+        _exit_interrupted(signals, err)
     _print_result(result, console, err, as_json=as_json)
+    if result.status == "interrupted":
+        _exit_interrupted(signals, err)
+    _check_floor_rate(result.summary, max_floor_rate)
 
 
 # -- invoke ------------------------------------------------------------------------------------

@@ -17,11 +17,13 @@ rollouts yet) are ``null``, never NaN.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agent_kit.emulator.rollouts import STOPPED_REASON
 from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore
 from agent_kit.errors import UsageError
 from agent_kit.reporting.metrics import (
@@ -53,6 +55,7 @@ from agent_kit.reporting.summary_schema import (
 )
 
 __all__ = [
+    "INTERRUPTED_STATE",
     "SUMMARY_SCHEMA",
     "AgentFailure",
     "CostInfo",
@@ -79,6 +82,11 @@ DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
 _FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
 _FINISHED_STATES: Final = frozenset({"REWARDED", "FAILED", "TIMED_OUT"})
+#: The summary's state of an attempt cut short by Ctrl-C/SIGTERM. The store keeps the service's
+#: state (TIMED_OUT, reason "job stopped: interrupted"); the summary counts its slot as pending,
+#: not lost, since ``--resume`` plays it again without counting a retry.
+INTERRUPTED_STATE: Final = "INTERRUPTED"
+_CUT_REASONS: Final = frozenset({f"{STOPPED_REASON}: interrupted", f"{STOPPED_REASON}: cancelled"})
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -133,7 +141,7 @@ def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
                 step=traj.step,
                 prompt_index=traj.prompt_index,
                 sample_index=traj.sample_index,
-                state=traj.state,
+                state=INTERRUPTED_STATE if traj.reason in _CUT_REASONS else traj.state,
                 reward=None if reward is None else reward.total,
                 attempt=traj.attempt,
                 turns=len(turns),
@@ -328,6 +336,13 @@ def _agent_failures(records: Sequence[RolloutRecord]) -> list[AgentFailure]:
     ]
 
 
+def _lowest(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+    """Rewarded rollouts with a finite reward, lowest first (ties: by id), at most 10."""
+    scored = [(r.reward, r.id, r) for r in records if r.reward is not None]
+    finite = [item for item in scored if math.isfinite(item[0])]
+    return [r for _, _, r in sorted(finite, key=lambda item: item[:2])[:_LIST_LIMIT]]
+
+
 def _failures(records: Sequence[RolloutRecord]) -> list[Failure]:
     """Failure reasons (the state when none was recorded), most frequent first."""
     reasons = Counter(r.reason or r.state for r in records if r.state in _FAILED_STATES)
@@ -437,6 +452,7 @@ def summarize_records(
         timing=_timing(records),
         slowest=[_brief(r) for r in sorted(records, key=lambda r: -r.duration_s)[:_LIST_LIMIT]],
         failed=[_brief(r) for r in failed[: _LIST_LIMIT * 5]],
+        lowest=[_brief(r) for r in _lowest(records)],
     )
     return summary.model_dump(mode="json", by_alias=True)
 

@@ -155,7 +155,7 @@ class StepRow(_Strict):
 
 
 class RolloutBrief(_Strict):
-    """One trajectory as listed among the slowest or failed rollouts."""
+    """One trajectory as listed among the slowest, lowest-scoring or failed rollouts."""
 
     id: str
     step: int
@@ -202,5 +202,7 @@ class Summary(_Strict):
     timing: Timing
     slowest: list[RolloutBrief]
     failed: list[RolloutBrief]
+    #: Rewarded rollouts, lowest reward first (ties: the earliest id), at most 10.
+    lowest: list[RolloutBrief] = Field(default_factory=list)
     #: Figures the job driver adds about its own run (progress counters, elapsed time).
     run: dict[str, Any] | None = None
