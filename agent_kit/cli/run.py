@@ -42,6 +42,7 @@ from agent_kit.emulator.driver import (
     ProgressHook,
     invoke_once,
 )
+from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.emulator.store import RunStore, TurnRow
 from agent_kit.errors import (
     AgentKitError,
@@ -325,9 +326,7 @@ def run(
     dataset: Annotated[
         Path | None, typer.Option(help="Prompts: .jsonl, .json, .csv or .parquet.")
     ] = None,
-    policy: Annotated[
-        str, typer.Option(help="Policy spec: random[:seed] | scripted:F:NAME | openai:URL[#model]")
-    ] = "random",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
     group_size: Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")] = 8,
     batch_size: Annotated[
         int | None, typer.Option(help="Prompts per step (default: all, at most 128).")
@@ -553,9 +552,7 @@ def invoke(
     ] = None,
     dataset: Annotated[Path | None, typer.Option(help="Take the prompt from this dataset.")] = None,
     row: Annotated[int, typer.Option(help="Row of --dataset (0-based).")] = 0,
-    policy: Annotated[
-        str, typer.Option(help="Policy spec: random[:seed] | scripted:F:NAME | openai:URL[#model]")
-    ] = "random",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
     temperature: Annotated[float, typer.Option(help="inferenceParams.temperature")] = 1.0,
     timeout: Annotated[float, typer.Option(help="Rollout timeout in seconds.")] = 120.0,
     seed: Annotated[int, typer.Option(help="Policy seed.")] = 0,

@@ -11,6 +11,8 @@ spec string shared by every CLI command (``--policy SPEC``) and :func:`load_poli
                                    taking the PolicyRequest, sync or async
 ``openai:URL[#MODEL]``             proxy to an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
                                    Bedrock's OpenAI endpoint); streams for real when asked
+``local[:MODEL]``                   a small GGUF model run on the CPU by llama.cpp
+                                   (``agent_kit[local-llm]``; default SmolLM2-135M-Instruct)
 ``replay:...`` and others          added with :func:`register_policy_scheme`
 =================================  ===========================================================
 

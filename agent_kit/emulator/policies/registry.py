@@ -16,10 +16,23 @@ from typing import Final
 from agent_kit.emulator.policies.base import PolicyBackend, PolicyFactory
 from agent_kit.errors import UsageError
 
-__all__ = ["BUILTIN_SCHEMES", "load_policy", "policy_schemes", "register_policy_scheme"]
+__all__ = [
+    "BUILTIN_SCHEMES",
+    "POLICY_HELP",
+    "load_policy",
+    "policy_schemes",
+    "register_policy_scheme",
+]
+
+#: The ``--policy`` option's help, one line for every CLI command that takes it.
+POLICY_HELP: Final = (
+    "Policy spec: random[:SEED] | scripted:FILE.py:NAME | openai:URL[#MODEL] | "
+    "local[:MODEL.gguf] (a small model on the CPU, the local-llm extra) | replay:RUN_DIR"
+)
 
 #: Built-in scheme → module offering ``from_spec(rest, *, seed, base_dir)``.
 BUILTIN_SCHEMES: Final = {
+    "local": "agent_kit.emulator.policies.local_llm",
     "openai": "agent_kit.emulator.policies.upstream",
     "random": "agent_kit.emulator.policies.randomized",
     "replay": "agent_kit.replay.policy",

