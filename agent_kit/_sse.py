@@ -22,16 +22,18 @@ import base64
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
-import openai
 from botocore.eventstream import EventStreamBuffer, ParserError
 from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agent_kit.contract import RolloutMetadata
 from agent_kit.errors import PolicyError
+
+if TYPE_CHECKING:  # openai is imported where it is used: the CLI starts without it (~0.5 s)
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 __all__ = [
     "DONE",
@@ -272,6 +274,8 @@ def parse_chunk(data: str) -> ChatCompletionChunk:
     fixed = [{"index": i, "delta": {}, **c} for i, c in enumerate(choices)]
     value = {"id": "", "created": 0, "model": "", "object": "chat.completion.chunk", **value}
     value["choices"] = fixed
+    from openai.types.chat import ChatCompletionChunk
+
     return ChatCompletionChunk.construct(**value)
 
 
@@ -292,6 +296,8 @@ def parse_completion(body: bytes | str) -> ChatCompletion:
     ]
     value = {"id": "", "created": 0, "model": "", "object": "chat.completion", **value}
     value["choices"] = fixed
+    from openai.types.chat import ChatCompletion
+
     return ChatCompletion.construct(**value)
 
 
@@ -310,6 +316,8 @@ def policy_error(exc: BaseException, where: str) -> PolicyError:
     """A readable PolicyError for any failure of a policy call."""
     if isinstance(exc, PolicyError):
         return exc
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         return PolicyError(
             f"policy endpoint {where} answered HTTP {exc.status_code}: {exc.message}"

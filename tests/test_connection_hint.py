@@ -10,6 +10,7 @@ own Wordle agent, do not trigger it.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 from pathlib import Path
 
@@ -47,9 +48,16 @@ def _run(tmp: Path, agent: Path, dataset: Path, policy: str, name: str) -> Path:
 
 
 def _hint(run_dir: Path) -> tuple[str | None, tuple[int, int]]:
+    """The hint and its figures, checked to be what summary.json and report.html say."""
     with RunStore.open(run_dir, readonly=True) as store:
         records = load_records(store, resolve_job(store, None).arn)
-        return connection_hint(store, records), connection_stats(store, records)
+        hint = connection_hint(store, records)
+        stats = connection_stats(store, records)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["hints"] == ([hint] if hint else [])
+    page = (run_dir / "report.html").read_text()
+    assert (html.escape(hint) in page) if hint else ('class="warn hint"' not in page)
+    return hint, stats
 
 
 @pytest.mark.parametrize(

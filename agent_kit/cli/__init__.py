@@ -26,7 +26,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from agent_kit import __version__
-from agent_kit.cli import deploy, doctor, emulate, replay, report, run, scaffold
+from agent_kit.cli import deploy, doctor, emulate, export, replay, report, run, scaffold
 from agent_kit.errors import AgentKitError
 
 __all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
@@ -150,7 +150,7 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, report, replay, scaffold, deploy, doctor):
+for _commands in (emulate, run, report, replay, export, scaffold, deploy, doctor):
     _commands.register(app)
 del _commands
 

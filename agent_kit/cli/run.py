@@ -31,6 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as RichProgress
 from rich.text import Text
 
+from agent_kit.cli.export import print_export
 from agent_kit.emulator.dataset import load_dataset
 from agent_kit.emulator.driver import (
     DEFAULT_STOP_GRACE_S,
@@ -51,6 +52,7 @@ from agent_kit.errors import (
     RewardError,
     UsageError,
 )
+from agent_kit.export.mlflow import export_run, require_mlflow
 from agent_kit.reporting.report import SUMMARY_FILE, num, render_terminal
 from agent_kit.runs.local import run_local
 
@@ -278,13 +280,54 @@ def _play(
         return asyncio.run(job())
 
 
-def _print_result(result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
-    """The summary JSON (``--json``) or the end summary; then, for a failed job, where its
-    summary is and :class:`~agent_kit.errors.JobFailed` (exit 9)."""
+@dataclass(frozen=True)
+class _MlflowTarget:
+    """Where ``--mlflow`` logs the run once it ends (None: the run's default store)."""
+
+    tracking_uri: str | None
+    experiment: str | None
+
+    def check(self) -> None:
+        """The mlflow extra is installed: checked before the run, not after it."""
+        require_mlflow()
+
+    def export(self, result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
+        """Log the run (also an interrupted or failed one); a failed export is one warning
+        line, the run's own outcome and exit code stand."""
+        try:
+            exported = export_run(
+                result.run_dir,
+                tracking_uri=self.tracking_uri,
+                experiment=self.experiment,
+                job=result.job_arn,
+            )
+        except Exception as exc:  # noqa: BLE001 - the run is recorded; export it again later
+            err.print(
+                f"warning: the MLflow export failed ({type(exc).__name__}: {exc}); retry with "
+                f"agent-kit export mlflow {result.run_dir}",
+                markup=False,
+            )
+            return
+        print_export(exported, err if as_json else console)
+
+
+def _print_result(
+    result: JobResult,
+    console: Console,
+    err: Console,
+    *,
+    as_json: bool,
+    mlflow: _MlflowTarget | None = None,
+) -> None:
+    """The summary JSON (``--json``) or the end summary, the MLflow export (``--mlflow``);
+    then, for a failed job, where its summary is and :class:`~agent_kit.errors.JobFailed`
+    (exit 9)."""
     if as_json:
         typer.echo(json.dumps(result.summary, ensure_ascii=False, default=str))
     else:
         console.print(_render_summary(result, err), soft_wrap=False, crop=False)
+    if mlflow is not None:
+        mlflow.export(result, console, err, as_json=as_json)
     if result.status == "failed":
         err.print(f"summary written to {result.run_dir / SUMMARY_FILE}", markup=False)
         result.raise_for_status()
@@ -404,6 +447,39 @@ def run(
             "agent's floor reward (default: off)."
         ),
     ] = None,
+    chaos: Annotated[
+        str | None,
+        typer.Option(
+            "--chaos",
+            help="Inject faults, reproducibly by --seed: a preset (service, heavy) or "
+            "FAULT=RATE[@SECONDS],… e.g. policy_5xx=0.05,latency=0.1@2 (docs/emulator.md).",
+            show_default=False,
+        ),
+    ] = None,
+    mlflow: Annotated[
+        bool,
+        typer.Option(
+            "--mlflow",
+            help="Log the run to MLflow when it ends, as the real job does (the mlflow extra; "
+            "default store sqlite:///<--out>/mlflow.db).",
+        ),
+    ] = False,
+    mlflow_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow-uri",
+            help="MLflow tracking URI for --mlflow (implies it).",
+            show_default=False,
+        ),
+    ] = None,
+    mlflow_experiment: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow-experiment",
+            help="MLflow experiment for --mlflow (default agent-kit; implies --mlflow).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="No live display; summary JSON as the last stdout line.")
     ] = False,
@@ -447,7 +523,14 @@ def run(
             fail_fast=fail_fast,
             seed=seed,
             report_grace=report_grace,
+            chaos=chaos,
         )
+    elif chaos is not None:
+        raise UsageError("--chaos cannot change a resumed run (it keeps its recorded settings)")
+    export_to = None
+    if mlflow or mlflow_uri is not None or mlflow_experiment is not None:
+        export_to = _MlflowTarget(mlflow_uri, mlflow_experiment)
+        export_to.check()
     target.check()  # after the settings' own checks: nothing is created for a bad setting
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -458,7 +541,7 @@ def run(
     except _Aborted:
         err.print("aborted: the run directory can be resumed with --resume", markup=False)
         _exit_interrupted(signals, err)
-    _print_result(result, console, err, as_json=as_json)
+    _print_result(result, console, err, as_json=as_json, mlflow=export_to)
     if result.status == "interrupted":
         _exit_interrupted(signals, err)
     _check_floor_rate(result.summary, max_floor_rate)

@@ -18,6 +18,7 @@ from agent_kit.reporting.transcripts import fmt, value_attr
 
 __all__ = [
     "CSS",
+    "REPORT_FILE",
     "SCRIPT",
     "cell",
     "csp_meta",
@@ -28,6 +29,9 @@ __all__ = [
     "table",
     "value_attr",
 ]
+
+#: The report's file name in a run directory.
+REPORT_FILE: Final = "report.html"
 
 #: The pages' stylesheet (inline).
 CSS: Final = """

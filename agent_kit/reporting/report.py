@@ -19,14 +19,9 @@ Nothing here prints; ``agent_kit.cli`` prints the renderables this module return
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
-
-from rich.columns import Columns
-from rich.console import Group, RenderableType
-from rich.text import Text
 
 from agent_kit.emulator.store import RunStore
 from agent_kit.reporting import svg as plots
@@ -39,6 +34,7 @@ from agent_kit.reporting.breakdown import (
     prompt_rows,
 )
 from agent_kit.reporting.page import (
+    REPORT_FILE,
     cell,
     document,
     esc,
@@ -47,6 +43,8 @@ from agent_kit.reporting.page import (
     table,
     value_attr,
 )
+from agent_kit.reporting.summary import SUMMARY_FILE
+from agent_kit.reporting.terminal import num, render_json, render_terminal
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
 
 __all__ = [
@@ -60,244 +58,7 @@ __all__ = [
     "write_reports",
 ]
 
-SUMMARY_FILE: Final = "summary.json"
-REPORT_FILE: Final = "report.html"
 _MAX_STRIP_GROUPS: Final = 120
-
-
-# -- terminal ----------------------------------------------------------------------------------
-
-#: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
-_NOISE: Final = 1e-12
-#: Metric groups in the order the end summary lists them (others follow, sorted).
-_GROUP_ORDER: Final = (
-    "rollout/reward",
-    "rollout/turns",
-    "rollout/tokens",
-    "rollout/advantage",
-    "eval/reward",
-    "timing_s",
-)
-
-
-def num(value: Any) -> str:
-    """The terminal's one rounding rule: integers (and integral floats) exact with thousands
-    separators, other numbers to 3 significant digits, exact zero and float noise (|x| < 1e-12)
-    as ``0``, ``–`` for a missing value."""
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if not isinstance(value, int | float):
-        return str(value)
-    x = float(value)
-    if not math.isfinite(x):
-        return str(x)
-    if abs(x) < _NOISE:
-        return "0"
-    if x.is_integer() and abs(x) < 1e15:
-        return f"{int(x):,}"
-    rounded = float(f"{x:.3g}")
-    if abs(rounded) >= 1000:
-        return f"{rounded:,.0f}"
-    return f"{x:.3g}"
-
-
-def _id(text: str, style: str = "") -> Text:
-    """An identifier (ARN, path, command): never wrapped or folded, so it can be copied."""
-    return Text(text, style=style, no_wrap=True, overflow="ignore")
-
-
-def _line(label: str, *parts: Text | str) -> Text:
-    line = Text("  ")
-    line.append(f"{label:<10}", style="bold")
-    for part in parts:
-        line.append(part if isinstance(part, Text) else Text(part))
-    return line
-
-
-def _metric_groups(metrics: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """Metrics grouped as the service names them: ``rollout/reward/*``, ``eval/reward/*``,
-    ``timing_s/*`` … (a group is the name without its last part), in :data:`_GROUP_ORDER`."""
-    groups: dict[str, list[tuple[str, Any]]] = {}
-    for name, value in metrics.items():
-        group = name.rsplit("/", 1)[0] if "/" in name else name
-        groups.setdefault(group, []).append((name, value))
-    known = [g for g in _GROUP_ORDER if g in groups]
-    rest = sorted(g for g in groups if g not in _GROUP_ORDER)
-    return [(g, groups[g]) for g in (*known, *rest)]
-
-
-def _retries(n: int) -> str:
-    return f"{num(n)} retr{'y' if n == 1 else 'ies'}"
-
-
-def _headline(summary: Mapping[str, Any]) -> list[Text]:
-    job, counts, metrics = summary["job"], summary["counts"], summary["metrics"]
-    timing, cost = summary["timing"], summary["cost"]
-    threshold = summary["settings"]["success_threshold"]
-    title = Text()
-    title.append(f"agent-kit run {job['name']}", style="bold")
-    title.append(f"  {job['status']}", style=_STATUS_STYLE.get(job["status"], "bold"))
-    steps = len(summary["steps"])
-    title.append(f"  ({job['mode']}, {steps} step{'' if steps == 1 else 's'})")
-    rewarded, lost, pending = counts["rewarded"], counts["lost"], counts["pending"]
-    succeeded = metrics.get("eval/reward/succeeded_rollouts")
-    finished = rewarded + lost
-    lines = [title, _id(f"  {'job':<10}{job['arn']}")]
-    lines.append(
-        _line(
-            "rollouts",
-            f"{num(rewarded)} / {num(counts['slots'])} rewarded · {num(lost)} failed "
-            f"(no reward) · {num(pending)} pending · {_retries(counts['retries'])}",
-        )
-    )
-    if succeeded is not None and finished:
-        unsolved = max(0, rewarded - int(succeeded))
-        lines.append(
-            _line(
-                "success",
-                f"{num(100 * succeeded / finished)}% at reward ≥ {num(threshold)}: "
-                f"{num(succeeded)} succeeded, {num(unsolved)} unsolved",
-            )
-        )
-    mean, std = metrics.get("rollout/reward/mean"), metrics.get("rollout/reward/std")
-    lines.append(
-        _line(
-            "reward",
-            f"{num(mean)} ± {num(std)} (min {num(metrics.get('rollout/reward/min'))}, "
-            f"max {num(metrics.get('rollout/reward/max'))})",
-        )
-    )
-    lines.append(
-        _line(
-            "speed",
-            f"{num(timing['rollouts_per_s'])} rollouts/s · wall {num(timing['wall_s'])} s · "
-            f"{num(counts['turns'])} turns",
-        )
-    )
-    est = ", estimated token usage" if summary["tokens"]["estimated"] else ""
-    lines.append(
-        _line(
-            "cost",
-            f"≈ {num(cost['total'])} {cost['currency']} · {num(summary['tokens']['total'])} "
-            f"tokens{est} · {cost['label']}",
-        )
-    )
-    return lines
-
-
-_STATUS_STYLE: Final = {
-    "completed": "bold green",
-    "failed": "bold red",
-    "interrupted": "bold yellow",
-    "stopped": "bold yellow",
-}
-
-
-def _problems(summary: Mapping[str, Any]) -> list[Text]:
-    """One line for the failed rollouts by reason, one for the agent-side failures."""
-    lines: list[Text] = []
-    run = summary.get("run") or {}
-    reason = run.get("failure_reason")
-    if summary["job"]["status"] == "failed" and reason:
-        lines.append(_line("failure", Text(str(reason), style="red")))
-    if summary["job"]["status"] == "interrupted":
-        pending = summary["counts"]["pending"]
-        lines.append(
-            _line(
-                "stopped",
-                Text(
-                    f"interrupted (Ctrl-C or SIGTERM): {num(pending)} slots not played or cut "
-                    "short; --resume plays them",
-                    style="yellow",
-                ),
-            )
-        )
-    if summary["failures"]:
-        parts = "; ".join(f"{item['reason']} ×{item['count']}" for item in summary["failures"])
-        lines.append(_line("failed", Text(f"rollouts without a reward: {parts}", style="red")))
-    if summary.get("agent_failures"):
-        floors = summary.get("floor_rewards", 0)
-        parts = "; ".join(f"{f['reason']} ×{f['count']}" for f in summary["agent_failures"])
-        lines.append(
-            _line(
-                "agent",
-                Text(f"agent-side failures ({num(floors)} floor rewards): {parts}", style="red"),
-            )
-        )
-    return lines
-
-
-def _metrics_block(summary: Mapping[str, Any]) -> list[RenderableType]:
-    """The metrics, one block per service group, full names (as the service spells them) in
-    as many columns as the width allows."""
-    groups = _metric_groups(summary["metrics"])
-    width = max((len(name) for _, group in groups for name, _ in group), default=0) + 10
-    parts: list[RenderableType] = [Text("MTRL metrics", style="bold")]
-    for _, group in groups:
-        cells = []
-        for name, value in group:
-            cell = Text("  " + name.ljust(width - 10), no_wrap=True, overflow="ignore")
-            cell.append(num(value).rjust(8))
-            cells.append(cell)
-        parts.append(Columns(cells, width=width, padding=(0, 1)))
-    return parts
-
-
-def _next_block(summary: Mapping[str, Any], run_dir: Path | None) -> list[Text]:
-    if run_dir is None:
-        return []
-    where = str(run_dir)
-    lines = [Text("next", style="bold")]
-
-    def step(what: str, command: str) -> None:
-        lines.append(Text(f"  {what}", style="dim"))
-        lines.append(_id(f"    {command}"))
-
-    report = run_dir / REPORT_FILE
-    if report.exists():
-        step("open the report:", report.resolve().as_uri())
-    lowest = summary.get("lowest") or []
-    if lowest:
-        worst = lowest[0]
-        step(
-            f"replay the lowest-scoring rollout (reward {num(worst['reward'])}):",
-            f"agent-kit replay {where} --trajectory {worst['id']}",
-        )
-    step("audit the reward function:", f"agent-kit doctor reward {where}")
-    if summary["job"]["status"] in ("interrupted", "stopped") or summary["counts"]["pending"]:
-        step("play the remaining slots:", f"agent-kit run --resume {where}")
-    return lines
-
-
-def render_terminal(summary: Mapping[str, Any], run_dir: Path | None = None) -> RenderableType:
-    """The end summary of a run, from its ``summary.json`` content: a headline (rollouts
-    rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
-    cost estimate), the failed rollouts and agent-side failures by reason, the MTRL metrics
-    grouped as the service names them, the projection, and — given the run's directory — what
-    to do next (the report's ``file://`` link, the replay command of the lowest-scoring
-    rollout, the reward audit, the resume command of an unfinished run).
-
-    Words: a rollout *failed* when it got no reward (the job's meaning); a rewarded episode
-    below the success threshold is *unsolved*. Metric names stay as the service spells them
-    (its ``eval/reward/failed_rollouts`` counts the unsolved ones). Numbers follow :func:`num`.
-    Identifiers (the job ARN, paths, commands) are never wrapped: print with ``crop=False`` so
-    one longer than the width is not cut either.
-    """
-    parts: list[RenderableType] = [*_headline(summary), *_problems(summary)]
-    parts += [Text(""), *_metrics_block(summary)]
-    if summary.get("projection"):
-        parts += [Text(""), Text("projection: " + summary["projection"]["text"])]
-    next_lines = _next_block(summary, run_dir)
-    if next_lines:
-        parts += [Text(""), *next_lines]
-    return Group(*parts)
-
-
-def render_json(summary: Mapping[str, Any]) -> str:
-    """The summary as one line of strict JSON (no NaN), key order preserved."""
-    return json.dumps(summary, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 # -- HTML --------------------------------------------------------------------------------------
@@ -325,6 +86,7 @@ _METRIC_NOTES: Final = {
 
 _NAV: Final = (
     ("failures", "Failures"),
+    ("chaos", "Chaos"),
     ("breakdown", "Reward breakdown"),
     ("prompts", "Per prompt"),
     ("plots", "Plots"),
@@ -461,6 +223,43 @@ def _failures_section(summary: Mapping[str, Any], data: RunData | None) -> str:
         )
         out.append(_briefs(summary["failed"]))
     return section("failures", "Failures", "".join(out))
+
+
+def _hints_html(summary: Mapping[str, Any]) -> str:
+    """The run's hints (e.g. a new connection per policy call), one warning line each."""
+    hints = summary.get("hints") or []
+    return "".join(f'<p class="warn hint">{esc(h)}</p>' for h in hints)
+
+
+def _chaos_section(summary: Mapping[str, Any]) -> str:
+    """Per injected fault of a ``--chaos`` run: calls, rollouts hit, how they ended, examples."""
+    chaos = summary.get("chaos")
+    if not chaos:
+        return ""
+    fate = "the job failed" if chaos["job_failed"] else "the job survived"
+    intro = (
+        f"<p>Spec <code>{esc(chaos['spec'] or '(faults recorded)')}</code> · {fate}. A rollout "
+        "hit by a fault is <b>recovered</b> (rewarded normally), <b>floor</b> (the agent's floor "
+        "reward), <b>retried</b> (failed, a retry was rewarded), <b>lost</b> (no reward) or "
+        "<b>open</b> (not finished).</p>"
+    )
+    outcomes = ("recovered", "floor", "retried", "lost", "open")
+    rows = [
+        [
+            row["fault"],
+            row["calls"],
+            row["rollouts"],
+            *(row["outcomes"].get(o, 0) for o in outcomes),
+            "; ".join(f"{o}: {', '.join(ids)}" for o, ids in row["examples"].items()) or "—",
+        ]
+        for row in chaos["faults"]
+    ]
+    body = (
+        table(["fault", "calls", "rollouts", *outcomes, "examples"], rows, "chaos")
+        if rows
+        else "<p>No fault was injected at these rates.</p>"
+    )
+    return section("chaos", "Chaos", intro + body)
 
 
 def _briefs(items: Sequence[Mapping[str, Any]]) -> str:
@@ -789,10 +588,11 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
 def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> str:
     """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
 
-    Sections, in order: the cost banner; failures (agent-side, floor and non-finite rewards,
-    job failures, failed rollouts); reward breakdown; per-prompt table (sortable); plots
-    (distributions for one step, curves for several); metrics; tokens and cost; per-step
-    table; transcripts with prompt and outcome filters; slowest rollouts; configuration.
+    Sections, in order: the cost banner; hints; failures (agent-side, floor and non-finite
+    rewards, job failures, failed rollouts); chaos (a ``--chaos`` run only); reward breakdown;
+    per-prompt table (sortable); plots (distributions for one step, curves for several);
+    metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
+    slowest rollouts; configuration.
     Without ``store`` the sections that need it say so. All run text is HTML-escaped, and a
     Content-Security-Policy allows only the page's own script (by hash) and no fetch at all.
     """
@@ -832,7 +632,8 @@ def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> st
             )
         else:
             card_html.append(f'<div class="card">{esc(label)}<b>{esc(key)}</b></div>')
-    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in _NAV)
+    shown = [(a, t) for a, t in _NAV if a != "chaos" or summary.get("chaos")]
+    nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown)
     parts = [
         f"<h1>agent_kit run report: {esc(job['name'])}</h1>",
         f"<div class=muted>{esc(job['arn'])} · {esc(job['mode'])} · status {esc(job['status'])}"
@@ -843,7 +644,9 @@ def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> st
         *card_html,
         "</div>",
         _cost_banner(summary),
+        _hints_html(summary),
         _failures_section(summary, data),
+        _chaos_section(summary),
         _breakdown_section(data),
         _prompts_section(data),
         _plots_section(summary, data),

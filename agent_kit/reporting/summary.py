@@ -26,6 +26,8 @@ from typing import Any, Final
 from agent_kit.emulator.rollouts import STOPPED_REASON
 from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore
 from agent_kit.errors import UsageError
+from agent_kit.reporting.chaos import chaos_report
+from agent_kit.reporting.hints import connection_hint
 from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     GroupResult,
@@ -40,6 +42,7 @@ from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, e
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
     AgentFailure,
+    Chaos,
     CostInfo,
     Counts,
     Failure,
@@ -56,6 +59,7 @@ from agent_kit.reporting.summary_schema import (
 
 __all__ = [
     "INTERRUPTED_STATE",
+    "SUMMARY_FILE",
     "SUMMARY_SCHEMA",
     "AgentFailure",
     "CostInfo",
@@ -78,6 +82,8 @@ __all__ = [
 ]
 
 #: Steps of the projection when the caller gives none: the published reference run's 100.
+#: The summary's file name in a run directory.
+SUMMARY_FILE: Final = "summary.json"
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
 _FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
@@ -485,6 +491,13 @@ def summarize(
         projection_steps=projection_steps,
         pass_k=pass_k,
     )
+    spec = _settings(dict(job.config)).get("chaos")
+    chaos = chaos_report(
+        store, records, spec=spec if isinstance(spec, str) else "", job_status=job.status
+    )
+    summary["chaos"] = None if chaos is None else Chaos.model_validate(chaos.to_dict()).model_dump()
+    hint = connection_hint(store, records)
+    summary["hints"] = [hint] if hint else []
     previous = (job.summary or {}).get("run")
     if isinstance(previous, dict):
         summary["run"] = previous  # the driver's figures survive a re-render

@@ -180,6 +180,26 @@ class Timing(_Strict):
     rollouts_per_s: Number
 
 
+class ChaosFault(_Strict):
+    """One injected fault of a chaos run: calls and rollouts it hit, how those ended."""
+
+    fault: str
+    calls: int
+    rollouts: int
+    #: Rollouts by outcome: recovered, floor, retried, lost, open (agent_kit.reporting.chaos).
+    outcomes: dict[str, int]
+    #: Up to five trajectory ids per outcome other than recovered.
+    examples: dict[str, list[str]]
+
+
+class Chaos(_Strict):
+    """The chaos section: the ``--chaos`` spec, one row per fault that hit, the job's fate."""
+
+    spec: str
+    job_failed: bool
+    faults: list[ChaosFault]
+
+
 class Summary(_Strict):
     """The ``summary.json`` document, version ``agent_kit.summary/1``."""
 
@@ -204,5 +224,9 @@ class Summary(_Strict):
     failed: list[RolloutBrief]
     #: Rewarded rollouts, lowest reward first (ties: the earliest id), at most 10.
     lowest: list[RolloutBrief] = Field(default_factory=list)
+    #: What ``--chaos`` injected and how the rollouts it hit ended (None without chaos).
+    chaos: Chaos | None = None
+    #: One-line advice the run's records call for (e.g. a new connection per policy call).
+    hints: list[str] = Field(default_factory=list)
     #: Figures the job driver adds about its own run (progress counters, elapsed time).
     run: dict[str, Any] | None = None

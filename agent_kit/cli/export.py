@@ -1,0 +1,102 @@
+"""``agent-kit export mlflow RUN_DIR [--tracking-uri URI] [--experiment NAME] [--otlp URL]``:
+log a local run to MLflow as the real job does (params, per-step metrics, artifacts, one trace
+per rollout), optionally also sending the spans to an OTLP/HTTP collector."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run
+
+__all__ = ["export_app", "mlflow_command", "print_export", "register"]
+
+export_app = typer.Typer(
+    name="export",
+    help="Export a local run to where the real job's results go (MLflow, OTLP).",
+    no_args_is_help=True,
+)
+
+
+@export_app.command("mlflow")
+def mlflow_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow tracking URI (default: sqlite:///<RUN_DIR's parent>/mlflow.db).",
+            show_default=False,
+        ),
+    ] = None,
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="MLflow experiment name.")
+    ] = DEFAULT_EXPERIMENT,
+    job: Annotated[
+        str | None, typer.Option(help="Job name or ARN (default: the run's latest job).")
+    ] = None,
+    otlp: Annotated[
+        str | None,
+        typer.Option(
+            "--otlp",
+            help="Also send the spans to this OTLP/HTTP traces endpoint "
+            "(e.g. http://127.0.0.1:4318/v1/traces).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print what was written as one JSON line.")
+    ] = False,
+) -> None:
+    """Log RUN_DIR to MLflow: job config as params, per-step rollout/* eval/* timing_s/* metrics,
+    summary.json and report.html as artifacts, one trace per rollout. Re-exporting replaces the
+    earlier export of the same job. Needs the mlflow extra (see docs/mlflow.md)."""
+    result = export_run(
+        run_dir, tracking_uri=tracking_uri, experiment=experiment, job=job, otlp_endpoint=otlp
+    )
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "tracking_uri": result.tracking_uri,
+                    "experiment_id": result.experiment_id,
+                    "experiment": result.experiment_name,
+                    "run_id": result.run_id,
+                    "job_arn": result.job_arn,
+                    "steps": result.steps,
+                    "metric_points": result.metric_points,
+                    "artifacts": list(result.artifacts),
+                    "traces": result.traces,
+                    "spans": result.spans,
+                    "replaced": result.replaced,
+                    "otlp_spans": result.otlp_spans,
+                }
+            )
+        )
+        return
+    print_export(result, Console(highlight=False, soft_wrap=True), otlp)
+
+
+def print_export(result: ExportResult, out: Console, otlp: str | None = None) -> None:
+    """What an export wrote, where the store is and how to view it, in three or four lines."""
+    replaced = f", replacing {result.replaced} earlier export" if result.replaced else ""
+    out.print(
+        f"logged {result.job_arn} to MLflow run {result.run_id} "
+        f"(experiment {result.experiment_name!r}{replaced}): {result.steps} step{'' if result.steps == 1 else 's'}, "
+        f"{result.metric_points} metric points, {len(result.artifacts)} artifacts, "
+        f"{result.traces} traces ({result.spans} spans)",
+        markup=False,
+    )
+    if result.otlp_spans is not None:
+        out.print(f"sent {result.otlp_spans} spans to {otlp}", markup=False)
+    out.print(f"store: {result.tracking_uri}", markup=False)
+    out.print(f"view:  {result.ui_command}  (needs the full mlflow package)", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``export`` command group to the ``agent-kit`` Typer app."""
+    app.add_typer(export_app, name="export")

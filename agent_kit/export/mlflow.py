@@ -1,0 +1,423 @@
+"""Log a local run to MLflow the way the real MTRL job does: params, metrics, artifacts, traces.
+
+:func:`export_run` reads ``RUN_DIR/run.sqlite`` (read-only) and writes one MLflow run into an
+experiment (default ``agent-kit``) of a tracking store (default
+``sqlite:///<RUN_DIR's parent>/mlflow.db``, artifacts in ``<parent>/mlartifacts``):
+
+- params: the job config, nested keys joined with ``.`` (``job.group_size``, ``entrypoint``);
+- metrics: every step's ``rollout/*``, ``eval/reward/*`` and ``timing_s/*`` under the service's
+  names, with ``step`` and the step's end time (:mod:`agent_kit.export.steps`);
+- artifacts: ``summary.json`` and ``report.html`` (written first when the run has none);
+- one trace per trajectory (:mod:`agent_kit.export.spans`), linked to the run, with the store's
+  timestamps (``start_span_no_context(start_time_ns=…)`` / ``span.end(end_time_ns=…)``);
+- tags ``agent_kit.job_arn``, ``agent_kit.export_key`` (ARN + the job's creation time, which
+  survives a resume), ``agent_kit.run_dir``, ``agent_kit.job_status``.
+
+Re-exporting replaces: the new run is written completely first, then every earlier run with the
+same ``agent_kit.export_key`` is deleted (MLflow's soft delete: it leaves the experiment's
+list; ``mlflow gc`` purges it) together with its traces. If the export fails half-way, the new
+run and its traces are deleted and the earlier one is kept.
+
+MLflow is an optional dependency (the ``mlflow`` extra: mlflow-skinny, sqlalchemy, alembic):
+:func:`require_mlflow` imports it, or raises a :class:`UsageError` naming the extra. Two
+warnings MLflow 3.17 raises from its own code are silenced around the calls (so an export
+works under ``-W error``): SQLAlchemy 2.1's deprecation of the ``noload`` loader strategy
+(MLflow's store models use it) and MLflow's "Any type hint is inferred as AnyType" UserWarning
+(raised while MLflow imports its own response schemas).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+
+from agent_kit.emulator.store import RunStore, resolve_path
+from agent_kit.errors import UsageError
+from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
+from agent_kit.export.steps import StepMetrics, step_metrics
+from agent_kit.reporting.breakdown import RunData, load_run_data
+from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
+from agent_kit.reporting.summary import summarize
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import LiveSpan
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "MLFLOW_DB",
+    "MLFLOW_EXTRA_HINT",
+    "ExportResult",
+    "default_tracking_uri",
+    "export_key",
+    "export_run",
+    "require_mlflow",
+]
+
+#: The experiment local runs go to when none is named.
+DEFAULT_EXPERIMENT: Final = "agent-kit"
+#: File name of the default SQLite tracking store, in the run directory's parent.
+MLFLOW_DB: Final = "mlflow.db"
+#: What to install when MLflow is missing.
+MLFLOW_EXTRA_HINT: Final = "pip install 'agent_kit[mlflow]'"
+#: Known warnings MLflow's own code raises (see the module docstring), silenced around it.
+_MLFLOW_WARNINGS: Final = (
+    (r"The ``noload`` loader strategy is deprecated", DeprecationWarning),
+    (r"(\x1b\[[0-9;]*m)?Any type hint is inferred as AnyType", UserWarning),
+)
+#: Loggers whose INFO lines (database creation and migration) would clutter the CLI.
+_QUIET_LOGGERS: Final = ("mlflow", "alembic")
+_RUN_STATUS: Final = {
+    "completed": "FINISHED",
+    "failed": "FAILED",
+    "interrupted": "KILLED",
+    "running": "RUNNING",
+}
+_PARAM_CHARS: Final = 6000
+_BATCH: Final = 1000
+_SPAN_TYPES: Final = {"agent": "AGENT", "chat": "CHAT_MODEL", "tool": "TOOL"}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_run` wrote, and how to look at it."""
+
+    tracking_uri: str
+    experiment_id: str
+    experiment_name: str
+    run_id: str
+    job_arn: str
+    params: int
+    metric_points: int
+    steps: int
+    artifacts: tuple[str, ...]
+    traces: int
+    spans: int
+    #: Earlier runs of the same job this export replaced (deleted, with their traces).
+    replaced: int
+    #: Spans sent to the OTLP collector (None without ``otlp_endpoint``).
+    otlp_spans: int | None = None
+
+    @property
+    def ui_command(self) -> str:
+        """The ``mlflow ui`` command that shows this store (needs the full ``mlflow``)."""
+        return f"mlflow ui --backend-store-uri {self.tracking_uri}"
+
+
+@contextlib.contextmanager
+def _mlflow_quiet() -> Iterator[None]:
+    """Silence MLflow's known warnings and its INFO logging for the duration."""
+    levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    with warnings.catch_warnings():
+        for message, category in _MLFLOW_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
+
+
+def require_mlflow() -> ModuleType:
+    """Import and return ``mlflow``, or raise :class:`UsageError` naming the extra to install.
+
+    Needs the SQL store too (sqlalchemy, alembic), which the ``mlflow`` extra brings.
+    """
+    try:
+        with _mlflow_quiet():
+            import mlflow
+            import mlflow.store.tracking.sqlalchemy_store  # needs sqlalchemy
+            import mlflow.types.responses  # raises its AnyType warning once, here
+    except ImportError as exc:
+        raise UsageError(
+            f"MLflow export needs the mlflow extra ({exc.name or 'mlflow'} is not installed): "
+            f"{MLFLOW_EXTRA_HINT}"
+        ) from exc
+    return mlflow
+
+
+def default_tracking_uri(run_dir: str | Path) -> str:
+    """``sqlite:///<absolute parent of run_dir>/mlflow.db``: one store for sibling runs."""
+    return f"sqlite:///{Path(run_dir).resolve().parent / MLFLOW_DB}"
+
+
+def export_key(job_arn: str, created_at: float) -> str:
+    """The identity of a local job across exports and resumes: ARN and creation time."""
+    return f"{job_arn}@{created_at:.6f}"
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///") :])
+    return None
+
+
+def _flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat_params(value, f"{name}."))
+        else:
+            text = "" if value is None else str(value)
+            out[name] = text[:_PARAM_CHARS]
+    return out
+
+
+def _experiment(client: MlflowClient, name: str, uri: str) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        if found.lifecycle_stage == "deleted":
+            client.restore_experiment(found.experiment_id)
+        return str(found.experiment_id)
+    db = _sqlite_path(uri)
+    location = (db.parent / "mlartifacts").as_uri() if db is not None else None
+    return str(client.create_experiment(name, artifact_location=location))
+
+
+def _trace_ids(client: MlflowClient, experiment_id: str, **query: Any) -> list[str]:
+    ids: list[str] = []
+    token: str | None = None
+    while True:
+        page = client.search_traces(
+            locations=[experiment_id],
+            include_spans=False,
+            max_results=500,
+            page_token=token,
+            **query,
+        )
+        ids.extend(t.info.trace_id for t in page)
+        token = page.token
+        if not token:
+            return ids
+
+
+def _delete_traces(client: MlflowClient, experiment_id: str, ids: Sequence[str]) -> None:
+    for start in range(0, len(ids), 100):
+        client.delete_traces(experiment_id, trace_ids=list(ids[start : start + 100]))
+
+
+def _log_metrics(client: MlflowClient, run_id: str, steps: Sequence[StepMetrics]) -> int:
+    from mlflow.entities import Metric
+
+    points = [
+        Metric(key, value, s.timestamp_ms, s.step)
+        for s in steps
+        for key, value in sorted(s.values.items())
+    ]
+    for start in range(0, len(points), _BATCH):
+        client.log_batch(run_id, metrics=points[start : start + _BATCH])
+    return len(points)
+
+
+def _log_params(client: MlflowClient, run_id: str, params: Mapping[str, str]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(k, v) for k, v in sorted(params.items())]
+    for start in range(0, len(items), 100):
+        client.log_batch(run_id, params=items[start : start + 100])
+
+
+def _write_span(mlflow: ModuleType, span: SpanData, parent: LiveSpan | None, **extra: Any) -> None:
+    live = mlflow.start_span_no_context(
+        span.name,
+        span_type=_SPAN_TYPES[span.kind],
+        parent_span=parent,
+        inputs=span.inputs,
+        attributes=dict(span.attributes),
+        start_time_ns=span.start_ns,
+        **extra,
+    )
+    for child in span.children:
+        _write_span(mlflow, child, live)
+    if span.error is not None:
+        live.set_status("ERROR")
+    live.end(outputs=span.outputs, end_time_ns=span.end_ns)
+
+
+def _write_traces(
+    mlflow: ModuleType, uri: str, run_id: str, experiment_id: str, traces: Sequence[RolloutTrace]
+) -> None:
+    """Write the traces under ``run_id`` (the fluent tracing API needs the global tracking URI
+    and an active run; both are restored afterwards)."""
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        with mlflow.start_run(run_id=run_id, experiment_id=experiment_id, log_system_metrics=False):
+            for trace in traces:
+                _write_span(mlflow, trace.root, None, tags=trace.tags, experiment_id=experiment_id)
+            mlflow.flush_trace_async_logging()
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _artifacts(folder: Path, summary: Mapping[str, Any], store: RunStore) -> list[Path]:
+    """summary.json and report.html of the run, written first when either is missing or is
+    another job's."""
+    paths = [folder / SUMMARY_FILE, folder / REPORT_FILE]
+    current = False
+    if all(p.is_file() for p in paths):
+        import json
+
+        try:
+            on_disk = json.loads(paths[0].read_text(encoding="utf-8"))
+            current = (on_disk.get("job") or {}).get("arn") == summary["job"]["arn"]
+        except (OSError, ValueError, AttributeError):
+            current = False
+    if not current:
+        return list(write_reports(folder, summary, store))
+    return paths
+
+
+def _write_run(
+    mlflow: ModuleType,
+    uri: str,
+    name: str,
+    data: RunData,
+    key: str,
+    tags: Mapping[str, str],
+    folder: Path,
+    params: Mapping[str, str],
+    steps: Sequence[StepMetrics],
+    artifacts: Sequence[Path],
+    traces: Sequence[RolloutTrace],
+) -> tuple[str, str, int, int]:
+    """Write the MLflow run, then delete the earlier exports of ``key``; return (run id,
+    experiment id, metric points, runs replaced)."""
+    with _mlflow_quiet():
+        client = mlflow.MlflowClient(uri)
+        experiment_id = _experiment(client, name, uri)
+        old_runs = [
+            r.info.run_id
+            for r in client.search_runs(
+                [experiment_id], filter_string=f"tags.`agent_kit.export_key` = '{key}'"
+            )
+        ]
+        old_traces = _trace_ids(
+            client, experiment_id, filter_string=f"tags.`agent_kit.export_key` = '{key}'"
+        )
+        ended = max(
+            [data.job.created_at, *(r.ended_at for r in data.records)],
+        )
+        run = client.create_run(
+            experiment_id,
+            start_time=round(data.job.created_at * 1000),
+            run_name=data.job.name,
+            tags={
+                **tags,
+                "agent_kit.run_dir": str(folder.resolve()),
+                "agent_kit.job_status": data.job.status,
+                "agent_kit.exported_at": str(time.time()),
+            },
+        )
+        run_id = run.info.run_id
+        try:
+            _log_params(client, run_id, params)
+            points = _log_metrics(client, run_id, steps)
+            for path in artifacts:
+                client.log_artifact(run_id, str(path))
+            _write_traces(mlflow, uri, run_id, experiment_id, traces)
+            client.set_terminated(
+                run_id,
+                status=_RUN_STATUS.get(data.job.status, "FINISHED"),
+                end_time=round(ended * 1000) if math.isfinite(ended) else None,
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _delete_traces(
+                    client, experiment_id, _trace_ids(client, experiment_id, run_id=run_id)
+                )
+                client.delete_run(run_id)
+            raise
+        _delete_traces(client, experiment_id, list(old_traces))
+        for old in old_runs:
+            client.delete_run(old)
+    return run_id, experiment_id, points, len(old_runs)
+
+
+def export_run(
+    run_dir: str | Path,
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    job: str | None = None,
+    otlp_endpoint: str | None = None,
+) -> ExportResult:
+    """Log the run in ``run_dir`` to MLflow (see the module docstring); return what was written.
+
+    ``tracking_uri`` defaults to :func:`default_tracking_uri`, ``experiment`` to
+    :data:`DEFAULT_EXPERIMENT`, ``job`` (a name or ARN) to the run's latest job. With
+    ``otlp_endpoint`` the same spans also go to that OTLP/HTTP collector
+    (:func:`agent_kit.export.otlp.send_otlp`). Works on interrupted and resumed runs (every
+    trajectory the store holds gets its trace). Raises :class:`UsageError` for a missing run
+    directory or store, a missing MLflow extra, or a refused OTLP export.
+    """
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise UsageError(f"run directory not found: {folder}")
+    if not resolve_path(folder).exists():
+        raise UsageError(f"no run store in {folder} (expected {resolve_path(folder)})")
+    mlflow = require_mlflow()
+    uri = tracking_uri or default_tracking_uri(folder)
+    db = _sqlite_path(uri)
+    if db is not None and not db.parent.is_dir():
+        raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
+    with RunStore.open(folder, readonly=True) as store:
+        summary = summarize(store, job)
+        data = load_run_data(
+            store,
+            summary["job"]["arn"],
+            threshold=summary["settings"]["success_threshold"],
+            advantage=summary["settings"]["advantage"],
+        )
+        key = export_key(data.job.arn, data.job.created_at)
+        tags = {
+            "agent_kit.job_arn": data.job.arn,
+            "agent_kit.export_key": key,
+        }
+        traces = rollout_traces(store, data, tags=tags)
+        steps = step_metrics(data, summary, store)
+        artifacts = _artifacts(folder, summary, store)
+    params = _flat_params(data.job.config)
+    name = experiment or DEFAULT_EXPERIMENT
+    try:
+        run_id, experiment_id, points, replaced = _write_run(
+            mlflow, uri, name, data, key, tags, folder, params, steps, artifacts, traces
+        )
+    except mlflow.exceptions.MlflowException as exc:
+        raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc
+    otlp_spans = None
+    if otlp_endpoint is not None:
+        from agent_kit.export.otlp import send_otlp
+
+        try:
+            otlp_spans = send_otlp(traces, otlp_endpoint, job_arn=data.job.arn)
+        except UsageError as exc:
+            raise UsageError(
+                f"MLflow run {run_id} was written, but the OTLP export failed: {exc.message}"
+            ) from exc
+    return ExportResult(
+        tracking_uri=uri,
+        experiment_id=experiment_id,
+        experiment_name=name,
+        run_id=run_id,
+        job_arn=data.job.arn,
+        params=len(params),
+        metric_points=points,
+        steps=len(steps),
+        artifacts=tuple(p.name for p in artifacts),
+        traces=len(traces),
+        spans=sum(t.root.count() for t in traces),
+        replaced=replaced,
+        otlp_spans=otlp_spans,
+    )

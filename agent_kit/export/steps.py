@@ -1,0 +1,77 @@
+"""Per-step metrics under the service's names, computed as ``summary.json`` computes them.
+
+For every step of a job, :func:`step_metrics` runs the same pure functions of
+:mod:`agent_kit.reporting.metrics` that the summary runs over the whole job
+(:func:`~agent_kit.reporting.metrics.training_metrics` and
+:func:`~agent_kit.reporting.metrics.eval_metrics`, with the summary's success threshold, pass@k
+and advantage settings) over that step's trajectories and groups, so ``rollout/reward/mean`` at
+step s equals ``summary.json``'s ``steps[s].reward_mean``. It adds ``timing_s/*`` from the
+store's times: ``timing_s/step`` (first trajectory created → last state change of the step),
+``timing_s/rollout_mean`` and ``timing_s/rollout_max`` (trajectory durations) and
+``timing_s/policy_call_mean`` (mean recorded latency of the step's policy calls). Undefined
+statistics (None) are left out: MLflow metrics are numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent_kit.emulator.store import RunStore
+from agent_kit.reporting.breakdown import RunData
+from agent_kit.reporting.metrics import eval_metrics, training_metrics
+
+__all__ = ["StepMetrics", "step_metrics"]
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """The metrics of one step and when the step ended (ms since the epoch)."""
+
+    step: int
+    timestamp_ms: int
+    values: dict[str, float]
+
+
+def step_metrics(
+    data: RunData, summary: Mapping[str, Any], store: RunStore | None = None
+) -> list[StepMetrics]:
+    """One :class:`StepMetrics` per step with trajectories, in step order.
+
+    ``summary`` is the job's summary (its ``settings`` give the success threshold and the k of
+    pass@k, its ``job.mode`` whether token ``train`` counts). ``store`` adds
+    ``timing_s/policy_call_mean`` from the turns' latencies.
+    """
+    settings = summary.get("settings") or {}
+    threshold = float(settings.get("success_threshold", data.threshold))
+    ks = [int(k) for k in settings.get("pass_k") or [1]]
+    evaluation = (summary.get("job") or {}).get("mode") == "evaluation"
+    out: list[StepMetrics] = []
+    for step in sorted({r.step for r in data.records}):
+        records = [r for r in data.records if r.step == step]
+        groups = [g for g in data.groups if g.step == step]
+        values: dict[str, float | None] = {}
+        values.update(training_metrics(records, groups, evaluation=evaluation))
+        values.update(eval_metrics(groups, success_threshold=threshold, ks=ks))
+        started = min(r.started_at for r in records)
+        ended = max(r.ended_at for r in records)
+        durations = [r.duration_s for r in records]
+        values["timing_s/step"] = max(0.0, ended - started)
+        values["timing_s/rollout_mean"] = math.fsum(durations) / len(durations)
+        values["timing_s/rollout_max"] = max(durations)
+        if store is not None:
+            latencies = [t.latency_ms / 1000.0 for r in records for t in store.list_turns(r.id)]
+            if latencies:
+                values["timing_s/policy_call_mean"] = math.fsum(latencies) / len(latencies)
+        out.append(
+            StepMetrics(
+                step=step,
+                timestamp_ms=round(ended * 1000),
+                values={
+                    k: float(v) for k, v in values.items() if v is not None and math.isfinite(v)
+                },
+            )
+        )
+    return out

@@ -1,0 +1,290 @@
+"""The end summary of a run on the terminal (Rich renderables) and as one line of JSON.
+
+Built from ``summary.json`` content only; nothing here prints (``agent_kit.cli`` prints what
+:func:`render_terminal` returns). :func:`num` is the one rounding rule of every figure shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from rich.columns import Columns
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from agent_kit.reporting.page import REPORT_FILE
+
+__all__ = ["num", "render_json", "render_terminal"]
+
+#: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
+_NOISE: Final = 1e-12
+#: Metric groups in the order the end summary lists them (others follow, sorted).
+_GROUP_ORDER: Final = (
+    "rollout/reward",
+    "rollout/turns",
+    "rollout/tokens",
+    "rollout/advantage",
+    "eval/reward",
+    "timing_s",
+)
+
+
+def num(value: Any) -> str:
+    """The terminal's one rounding rule: integers (and integral floats) exact with thousands
+    separators, other numbers to 3 significant digits, exact zero and float noise (|x| < 1e-12)
+    as ``0``, ``–`` for a missing value."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, int | float):
+        return str(value)
+    x = float(value)
+    if not math.isfinite(x):
+        return str(x)
+    if abs(x) < _NOISE:
+        return "0"
+    if x.is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    rounded = float(f"{x:.3g}")
+    if abs(rounded) >= 1000:
+        return f"{rounded:,.0f}"
+    return f"{x:.3g}"
+
+
+def _id(text: str, style: str = "") -> Text:
+    """An identifier (ARN, path, command): never wrapped or folded, so it can be copied."""
+    return Text(text, style=style, no_wrap=True, overflow="ignore")
+
+
+def _line(label: str, *parts: Text | str) -> Text:
+    line = Text("  ")
+    line.append(f"{label:<10}", style="bold")
+    for part in parts:
+        line.append(part if isinstance(part, Text) else Text(part))
+    return line
+
+
+def _metric_groups(metrics: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Metrics grouped as the service names them: ``rollout/reward/*``, ``eval/reward/*``,
+    ``timing_s/*`` … (a group is the name without its last part), in :data:`_GROUP_ORDER`."""
+    groups: dict[str, list[tuple[str, Any]]] = {}
+    for name, value in metrics.items():
+        group = name.rsplit("/", 1)[0] if "/" in name else name
+        groups.setdefault(group, []).append((name, value))
+    known = [g for g in _GROUP_ORDER if g in groups]
+    rest = sorted(g for g in groups if g not in _GROUP_ORDER)
+    return [(g, groups[g]) for g in (*known, *rest)]
+
+
+def _retries(n: int) -> str:
+    return f"{num(n)} retr{'y' if n == 1 else 'ies'}"
+
+
+def _headline(summary: Mapping[str, Any]) -> list[Text]:
+    job, counts, metrics = summary["job"], summary["counts"], summary["metrics"]
+    timing, cost = summary["timing"], summary["cost"]
+    threshold = summary["settings"]["success_threshold"]
+    title = Text()
+    title.append(f"agent-kit run {job['name']}", style="bold")
+    title.append(f"  {job['status']}", style=_STATUS_STYLE.get(job["status"], "bold"))
+    steps = len(summary["steps"])
+    title.append(f"  ({job['mode']}, {steps} step{'' if steps == 1 else 's'})")
+    rewarded, lost, pending = counts["rewarded"], counts["lost"], counts["pending"]
+    succeeded = metrics.get("eval/reward/succeeded_rollouts")
+    finished = rewarded + lost
+    lines = [title, _id(f"  {'job':<10}{job['arn']}")]
+    lines.append(
+        _line(
+            "rollouts",
+            f"{num(rewarded)} / {num(counts['slots'])} rewarded · {num(lost)} failed "
+            f"(no reward) · {num(pending)} pending · {_retries(counts['retries'])}",
+        )
+    )
+    if succeeded is not None and finished:
+        unsolved = max(0, rewarded - int(succeeded))
+        lines.append(
+            _line(
+                "success",
+                f"{num(100 * succeeded / finished)}% at reward ≥ {num(threshold)}: "
+                f"{num(succeeded)} succeeded, {num(unsolved)} unsolved",
+            )
+        )
+    mean, std = metrics.get("rollout/reward/mean"), metrics.get("rollout/reward/std")
+    lines.append(
+        _line(
+            "reward",
+            f"{num(mean)} ± {num(std)} (min {num(metrics.get('rollout/reward/min'))}, "
+            f"max {num(metrics.get('rollout/reward/max'))})",
+        )
+    )
+    lines.append(
+        _line(
+            "speed",
+            f"{num(timing['rollouts_per_s'])} rollouts/s · wall {num(timing['wall_s'])} s · "
+            f"{num(counts['turns'])} turns",
+        )
+    )
+    est = ", estimated token usage" if summary["tokens"]["estimated"] else ""
+    lines.append(
+        _line(
+            "cost",
+            f"≈ {num(cost['total'])} {cost['currency']} · {num(summary['tokens']['total'])} "
+            f"tokens{est} · {cost['label']}",
+        )
+    )
+    return lines
+
+
+_STATUS_STYLE: Final = {
+    "completed": "bold green",
+    "failed": "bold red",
+    "interrupted": "bold yellow",
+    "stopped": "bold yellow",
+}
+
+
+def _problems(summary: Mapping[str, Any]) -> list[Text]:
+    """One line for the failed rollouts by reason, one for the agent-side failures."""
+    lines: list[Text] = []
+    run = summary.get("run") or {}
+    reason = run.get("failure_reason")
+    if summary["job"]["status"] == "failed" and reason:
+        lines.append(_line("failure", Text(str(reason), style="red")))
+    if summary["job"]["status"] == "interrupted":
+        pending = summary["counts"]["pending"]
+        lines.append(
+            _line(
+                "stopped",
+                Text(
+                    f"interrupted (Ctrl-C or SIGTERM): {num(pending)} slots not played or cut "
+                    "short; --resume plays them",
+                    style="yellow",
+                ),
+            )
+        )
+    if summary["failures"]:
+        parts = "; ".join(f"{item['reason']} ×{item['count']}" for item in summary["failures"])
+        lines.append(_line("failed", Text(f"rollouts without a reward: {parts}", style="red")))
+    if summary.get("agent_failures"):
+        floors = summary.get("floor_rewards", 0)
+        parts = "; ".join(f"{f['reason']} ×{f['count']}" for f in summary["agent_failures"])
+        lines.append(
+            _line(
+                "agent",
+                Text(f"agent-side failures ({num(floors)} floor rewards): {parts}", style="red"),
+            )
+        )
+    for hint in summary.get("hints") or ():
+        lines.append(_line("hint", Text(str(hint), style="yellow")))
+    return lines
+
+
+#: Outcome columns of the chaos table (agent_kit.reporting.chaos.OUTCOMES), as headed.
+_CHAOS_OUTCOMES: Final = ("recovered", "floor", "retried", "lost", "open")
+
+
+def _chaos_block(summary: Mapping[str, Any]) -> list[RenderableType]:
+    """Per injected fault: calls and rollouts it hit, and how those rollouts ended."""
+    chaos = summary.get("chaos")
+    if not chaos:
+        return []
+    fate = "the job failed" if chaos["job_failed"] else "the job survived"
+    title = Text("chaos", style="bold")
+    title.append(f"  {fate}")
+    head: list[RenderableType] = [title, _id(f"  {'spec':<10}{chaos['spec'] or '(none)'}")]
+    if not chaos["faults"]:
+        return [*head, Text("  no fault was injected at these rates", style="dim")]
+    table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
+    table.add_column("  fault", no_wrap=True)
+    for name in ("calls", "rollouts", *_CHAOS_OUTCOMES):
+        table.add_column(name, justify="right", no_wrap=True)
+    for row in chaos["faults"]:
+        outcomes = row["outcomes"]
+        table.add_row(
+            f"  {row['fault']}",
+            num(row["calls"]),
+            num(row["rollouts"]),
+            *(num(outcomes.get(name, 0)) for name in _CHAOS_OUTCOMES),
+        )
+    return [*head, table]
+
+
+def _metrics_block(summary: Mapping[str, Any]) -> list[RenderableType]:
+    """The metrics, one block per service group, full names (as the service spells them) in
+    as many columns as the width allows."""
+    groups = _metric_groups(summary["metrics"])
+    width = max((len(name) for _, group in groups for name, _ in group), default=0) + 10
+    parts: list[RenderableType] = [Text("MTRL metrics", style="bold")]
+    for _, group in groups:
+        cells = []
+        for name, value in group:
+            cell = Text("  " + name.ljust(width - 10), no_wrap=True, overflow="ignore")
+            cell.append(num(value).rjust(8))
+            cells.append(cell)
+        parts.append(Columns(cells, width=width, padding=(0, 1)))
+    return parts
+
+
+def _next_block(summary: Mapping[str, Any], run_dir: Path | None) -> list[Text]:
+    if run_dir is None:
+        return []
+    where = str(run_dir)
+    lines = [Text("next", style="bold")]
+
+    def step(what: str, command: str) -> None:
+        lines.append(Text(f"  {what}", style="dim"))
+        lines.append(_id(f"    {command}"))
+
+    report = run_dir / REPORT_FILE
+    if report.exists():
+        step("open the report:", report.resolve().as_uri())
+    lowest = summary.get("lowest") or []
+    if lowest:
+        worst = lowest[0]
+        step(
+            f"replay the lowest-scoring rollout (reward {num(worst['reward'])}):",
+            f"agent-kit replay {where} --trajectory {worst['id']}",
+        )
+    step("audit the reward function:", f"agent-kit doctor reward {where}")
+    if summary["job"]["status"] in ("interrupted", "stopped") or summary["counts"]["pending"]:
+        step("play the remaining slots:", f"agent-kit run --resume {where}")
+    return lines
+
+
+def render_terminal(summary: Mapping[str, Any], run_dir: Path | None = None) -> RenderableType:
+    """The end summary of a run, from its ``summary.json`` content: a headline (rollouts
+    rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
+    cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
+    table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
+    grouped as the service names them, the projection, and — given the run's directory — what
+    to do next (the report's ``file://`` link, the replay command of the lowest-scoring
+    rollout, the reward audit, the resume command of an unfinished run).
+
+    Words: a rollout *failed* when it got no reward (the job's meaning); a rewarded episode
+    below the success threshold is *unsolved*. Metric names stay as the service spells them
+    (its ``eval/reward/failed_rollouts`` counts the unsolved ones). Numbers follow :func:`num`.
+    Identifiers (the job ARN, paths, commands) are never wrapped: print with ``crop=False`` so
+    one longer than the width is not cut either.
+    """
+    parts: list[RenderableType] = [*_headline(summary), *_problems(summary)]
+    chaos = _chaos_block(summary)
+    if chaos:
+        parts += [Text(""), *chaos]
+    parts += [Text(""), *_metrics_block(summary)]
+    if summary.get("projection"):
+        parts += [Text(""), Text("projection: " + summary["projection"]["text"])]
+    next_lines = _next_block(summary, run_dir)
+    if next_lines:
+        parts += [Text(""), *next_lines]
+    return Group(*parts)
+
+
+def render_json(summary: Mapping[str, Any]) -> str:
+    """The summary as one line of strict JSON (no NaN), key order preserved."""
+    return json.dumps(summary, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
