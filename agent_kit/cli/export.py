@@ -84,9 +84,10 @@ def mlflow_command(
 def print_export(result: ExportResult, out: Console, otlp: str | None = None) -> None:
     """What an export wrote, where the store is and how to view it, in three or four lines."""
     replaced = f", replacing {result.replaced} earlier export" if result.replaced else ""
+    steps = f"{result.steps} step{'' if result.steps == 1 else 's'}"
     out.print(
         f"logged {result.job_arn} to MLflow run {result.run_id} "
-        f"(experiment {result.experiment_name!r}{replaced}): {result.steps} step{'' if result.steps == 1 else 's'}, "
+        f"(experiment {result.experiment_name!r}{replaced}): {steps}, "
         f"{result.metric_points} metric points, {len(result.artifacts)} artifacts, "
         f"{result.traces} traces ({result.spans} spans)",
         markup=False,
