@@ -517,3 +517,28 @@ def test_generated_project_passes_its_tests_in_a_fresh_venv(tmp_path: Path) -> N
     assert summary["counts"]["rewarded"] == rows * 2
     assert summary["counts"]["lost"] == 0
     assert summary["metrics"]["rollout/reward/mean"] is not None
+
+
+@pytest.mark.e2e
+def test_doctor_reward_checks_the_generated_projects_ordering(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A generated project declares REWARD_ORDERINGS: a real run of it (agent subprocess,
+    emulator, its scripted policy with sampling noise), then ``doctor reward --entrypoint``
+    re-scores it and finds the ordering holding on every pair, with no error finding."""
+    project = scaffold.create_project(output_dir=tmp_path).path
+    out = tmp_path / "runs"
+    args = ["run", str(project / "agent.py"), "--dataset", str(project / "data" / "train.jsonl")]
+    args += ["--policy", f"scripted:{project / 'policies.py'}:random_guess", "--group-size", "4"]
+    args += ["--temperature", "0.8", "--out", str(out), "--name", "tpl", "--json"]
+    assert main(args) == 0
+    capsys.readouterr()
+    run_dir = out / "tpl"
+    code = main(["doctor", "reward", str(run_dir), "--entrypoint", str(project / "agent.py")])
+    report = capsys.readouterr().out
+    assert main(["doctor", "reward", str(run_dir), "--json"]) == code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"]["error"] == 0
+    (ordering,) = [f for f in data["findings"] if f["check"] == "ordering"]
+    assert "'solved fast > solved slow > unsolved' holds on all" in ordering["title"]
+    assert "solved fast > solved slow > unsolved" in report

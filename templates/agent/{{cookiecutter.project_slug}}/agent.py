@@ -91,6 +91,18 @@ def reward(env: {{ cookiecutter.environment_class }}, episode: Episode) -> Rewar
     return Reward.weighted(outcome=(solved, 1.0), efficiency=(saved, EFFICIENCY_WEIGHT))
 
 
+def reward_rank(ep: Any) -> tuple[int, float]:
+    """Lower is better: solved with more guesses saved first, then unsolved."""
+    if ep.components.get("outcome", 0.0) >= 1.0:
+        return (0, -ep.components.get("efficiency", 0.0))
+    return (1, 0.0)
+
+
+# TODO: keep this in step with the reward. `agent-kit doctor reward RUN_DIR` checks each
+# ordering on every pair of recorded episodes (a lower rank must score strictly higher).
+REWARD_ORDERINGS = [("solved fast > solved slow > unsolved", reward_rank)]
+
+
 app = RolloutApp(
     {{ cookiecutter.environment_class }},
     reward=reward,
