@@ -177,7 +177,11 @@ def _problems(summary: Mapping[str, Any]) -> list[Text]:
         lines.append(
             _line(
                 "agent",
-                Text(f"agent-side failures ({num(floors)} floor rewards): {parts}", style="red"),
+                Text(
+                    f"agent-side failures ({num(floors)} floor reward"
+                    f"{'' if floors == 1 else 's'}): {parts}",
+                    style="red",
+                ),
             )
         )
     for hint in summary.get("hints") or ():
