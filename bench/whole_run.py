@@ -124,6 +124,18 @@ async def reference(rollouts: int, concurrency: int) -> float:
     return float(result["rate"])
 
 
+#: Short names of the phases, in order, for the results row.
+_PHASE_NAMES = ("start-up", "agent cold start", "first rollout", "steady", "writes", "exit")
+
+
+def _phase_text(phases: dict[str, float]) -> str:
+    """The phases of one run in one line: 'start-up 0.72 + agent cold start 2.29 + …'."""
+    return " + ".join(
+        f"{short} {seconds:.2f}"
+        for short, seconds in zip(_PHASE_NAMES, phases.values(), strict=True)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
@@ -154,8 +166,6 @@ def main() -> None:
     rows = []
     for name, best in measured.items():
         phases = best["phases"]
-        cold = phases["agent cold start (spawn → /ping)"]
-        writes = phases["final writes (summary, report)"]
         vs_ref = name == "train-512" and ref is not None
         reference_text = f"steady state inside the run: {best['steady_rate']:.1f}/s"
         ratio = f"{best['whole_rate'] / best['steady_rate']:.2f}×"
@@ -167,7 +177,7 @@ def main() -> None:
                 "benchmark (script)": f"whole `agent-kit run`, Wordle {name} "
                 f"({best['rollouts']} rollouts, concurrency 16; `bench/whole_run.py`)",
                 "agent_kit": f"{best['whole_rate']:.1f} rollouts/s whole command "
-                f"({best['whole_s']:.1f} s; cold start {cold:.2f} s, final writes {writes:.2f} s)",
+                f"({best['whole_s']:.1f} s = {_phase_text(phases)})",
                 "reference, same run": reference_text,
                 "ratio": ratio,
                 "budget": "≥ 0.8× steady (≥ 1.5× reference); cold start < 2.5 s"
