@@ -33,6 +33,7 @@ from agent_kit.reporting.breakdown import (
     prompt_label,
     prompt_rows,
 )
+from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import (
     REPORT_FILE,
     cell,
@@ -243,19 +244,18 @@ def _chaos_section(summary: Mapping[str, Any]) -> str:
         "reward), <b>retried</b> (failed, a retry was rewarded), <b>lost</b> (no reward) or "
         "<b>open</b> (not finished).</p>"
     )
-    outcomes = ("recovered", "floor", "retried", "lost", "open")
     rows = [
         [
             row["fault"],
             row["calls"],
             row["rollouts"],
-            *(row["outcomes"].get(o, 0) for o in outcomes),
+            *(row["outcomes"].get(o, 0) for o in OUTCOMES),
             "; ".join(f"{o}: {', '.join(ids)}" for o, ids in row["examples"].items()) or "—",
         ]
         for row in chaos["faults"]
     ]
     body = (
-        table(["fault", "calls", "rollouts", *outcomes, "examples"], rows, "chaos")
+        table(["fault", "calls", "rollouts", *OUTCOMES, "examples"], rows, "chaos")
         if rows
         else "<p>No fault was injected at these rates.</p>"
     )

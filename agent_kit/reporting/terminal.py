@@ -17,6 +17,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import REPORT_FILE
 
 __all__ = ["num", "render_json", "render_terminal"]
@@ -189,10 +190,6 @@ def _problems(summary: Mapping[str, Any]) -> list[Text]:
     return lines
 
 
-#: Outcome columns of the chaos table (agent_kit.reporting.chaos.OUTCOMES), as headed.
-_CHAOS_OUTCOMES: Final = ("recovered", "floor", "retried", "lost", "open")
-
-
 def _chaos_block(summary: Mapping[str, Any]) -> list[RenderableType]:
     """Per injected fault: calls and rollouts it hit, and how those rollouts ended."""
     chaos = summary.get("chaos")
@@ -206,7 +203,7 @@ def _chaos_block(summary: Mapping[str, Any]) -> list[RenderableType]:
         return [*head, Text("  no fault was injected at these rates", style="dim")]
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
     table.add_column("  fault", no_wrap=True)
-    for name in ("calls", "rollouts", *_CHAOS_OUTCOMES):
+    for name in ("calls", "rollouts", *OUTCOMES):
         table.add_column(name, justify="right", no_wrap=True)
     for row in chaos["faults"]:
         outcomes = row["outcomes"]
@@ -214,7 +211,7 @@ def _chaos_block(summary: Mapping[str, Any]) -> list[RenderableType]:
             f"  {row['fault']}",
             num(row["calls"]),
             num(row["rollouts"]),
-            *(num(outcomes.get(name, 0)) for name in _CHAOS_OUTCOMES),
+            *(num(outcomes.get(name, 0)) for name in OUTCOMES),
         )
     return [*head, table]
 
