@@ -202,6 +202,7 @@ E2E_MODULES = frozenset(
 E2E_TESTS = (
     "tests/test_emulator_server.py::test_cli_serves_until_terminated",
     "tests/test_policies.py::test_openai_proxy_",
+    "tests/test_policies.py::test_default_counter_does_not_import_the_python_package",
     "tests/test_store.py::test_kill_minus_nine_keeps_committed_turns_and_other_process_reads",
     "tests/test_store.py::test_other_process_reads_while_writer_is_open",
 )

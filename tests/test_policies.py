@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 import socket
+import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -1046,6 +1049,57 @@ def test_default_counter_is_o200k_from_the_installed_package(
         assert tokens.estimate_text_tokens("Hello, world!") == 5
     finally:
         tokens._counter.cache_clear()
+
+
+_TOKENIZER_SAMPLES = [
+    "probe",
+    "Hello <|endoftext|> world",
+    "  leading\n\n\ttabs  ",
+    "émoji 🎉 and ünïcödé 日本語",
+    '{"guess":"crane"}',
+    "lone \ud800 surrogate",
+    "word " * 5000,
+]
+
+
+def test_fast_counter_agrees_with_the_public_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counter loaded from bpe-openai's Rust extension (skipping the package's slow Python
+    import) counts exactly what the package's public ``Encoding.encode`` does, special-token
+    text, lone surrogates and long texts included; with the extension unusable the public path
+    counts the same."""
+    with warnings.catch_warnings():  # the package's own importlib.resources deprecation
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
+
+        public = bpe_openai.get_encoding("o200k_base")
+    fast = tokens._bpe_rust("o200k_base")
+    assert fast is not None
+    for text in _TOKENIZER_SAMPLES:
+        clean = tokens._sanitized(text)
+        assert fast(text) == len(public.encode(clean, disallowed_special=())), text[:30]
+    assert fast("") == 0
+    assert tokens._bpe_rust("no_such_encoding") is None
+    monkeypatch.setattr(tokens, "_bpe_rust", lambda encoding: None)
+    found = tokens._bpe_openai("o200k_base")
+    assert found is not None
+    name, slow = found
+    assert name == "o200k_base"
+    assert [slow(t) for t in _TOKENIZER_SAMPLES[:-1]] == [fast(t) for t in _TOKENIZER_SAMPLES[:-1]]
+
+
+def test_default_counter_does_not_import_the_python_package() -> None:
+    """Counting with the default tokenizer leaves ``bpe_openai`` (whose import decodes three
+    merge tables in Python) unimported: a fresh interpreter shows it absent from sys.modules."""
+    code = (
+        "import sys; from agent_kit.emulator import tokens; "
+        "print(tokens.tokenizer_name(), tokens.estimate_text_tokens('Hello, world!'), "
+        "'bpe_openai' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_KIT_TOKENIZER"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.split() == ["o200k_base", "4", "False"]
 
 
 def test_tiktoken_setting_falls_back_to_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
