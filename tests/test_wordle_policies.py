@@ -8,9 +8,11 @@ covered by ``test_wordle_e2e.py``.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import statistics
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -186,3 +188,51 @@ def test_policies_are_pure_functions_of_the_request() -> None:
         first = policy(_request(messages, 0.7, seed=3))
         policy(_request(messages, 0.7, seed=4))
         assert policy(_request(messages, 0.7, seed=3)) == first
+
+
+def _literal_consistent(feedback: list[tuple[str, str]]) -> tuple[str, ...]:
+    words = policies.ANSWERS
+    for guess, seen in feedback:
+        words = tuple(w for w in words if policies.pattern(guess, w) == seen)
+    return words
+
+
+def test_pattern_keys_agree_with_the_literal_rule() -> None:
+    """The Solver filters and scores by one integer AND per (guess, answer); that must give
+    exactly what the literal G/Y/- rule gives: the same candidates after any feedback (odd
+    marks, impossible patterns and doubled letters included) and bit-identical entropies."""
+    rng = random.Random(7)
+    doubled = [w for w in policies.ALLOWED if len(set(w)) < 5]
+    for _ in range(300):
+        guess = rng.choice(doubled if rng.random() < 0.5 else policies.ALLOWED)
+        a, b = rng.choice(policies.ANSWERS), rng.choice(policies.ANSWERS)
+        same_key = policies._key(guess) & policies._key(a) == policies._key(guess) & policies._key(
+            b
+        )
+        assert same_key == (policies.pattern(guess, a) == policies.pattern(guess, b)), (guess, a, b)
+    for _ in range(120):
+        answer = rng.choice(policies.ANSWERS)
+        feedback: list[tuple[str, str]] = []
+        for _turn in range(rng.randint(1, 3)):
+            guess = rng.choice(doubled if rng.random() < 0.4 else policies.ALLOWED)
+            seen = policies.pattern(guess, answer)
+            if rng.random() < 0.15:  # a pattern the rule never produces, or an unknown mark
+                seen = rng.choice(["-Y" + seen[2:], seen[:4] + "?", seen[::-1], "GG"])
+            feedback.append((guess, seen))
+        assert policies._consistent(tuple(feedback)) == _literal_consistent(feedback), feedback
+    # "speed" against "crane" is "--Y--": the yellow goes to the first e. "---Y-" has the
+    # same key but no answer gives it.
+    assert policies.pattern("speed", "crane") == "--Y--"
+    assert policies._consistent((("speed", "--Y--"),)) == _literal_consistent([("speed", "--Y--")])
+    assert (
+        policies._consistent((("speed", "---Y-"),))
+        == ()
+        == _literal_consistent([("speed", "---Y-")])
+    )
+    for size in (1, 2, 17, 150):
+        words = tuple(rng.sample(policies.ANSWERS, size))
+        literal = []
+        for g in words:
+            split = Counter(policies.pattern(g, w) for w in words)
+            literal.append(-sum(n / size * math.log2(n / size) for n in split.values()))
+        assert policies._scores(words) == tuple(literal)

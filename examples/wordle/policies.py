@@ -83,12 +83,69 @@ def pattern(guess: str, answer: str) -> str:
     return "".join(out)
 
 
+# Feedback as one integer AND. The pattern of ``guess`` against ``answer`` is fixed by (a) the
+# positions where they agree and (b) for each letter, min(copies in guess, copies in answer):
+# that many of its tiles are coloured, greens first, then yellows from the left. So with
+#   _letters(w) = one bit per (position, letter)                 (130 bits)
+#   _copies(w)  = bits letter*5 + 0 … letter*5 + copies - 1      (130 bits, unary counts)
+# and a word's key = _letters | _copies << 130, ``key(guess) & key(answer)`` has bits (a) and
+# (b) and nothing else: equal ANDs ⇔ equal patterns, at ~60 ns a pair instead of ~1.5 µs.
+_SPAN = 130
+
+
+def _word_key(word: str) -> int:
+    letters = copies = 0
+    seen: dict[str, int] = {}
+    for i, ch in enumerate(word):
+        c = ord(ch) - 97
+        letters |= 1 << (i * 26 + c)
+        copies |= 1 << (c * 5 + seen.get(ch, 0))
+        seen[ch] = seen.get(ch, 0) + 1
+    return letters | copies << _SPAN
+
+
+_KEYS: dict[str, int] = {w: _word_key(w) for w in ALLOWED}
+
+
+def _key(word: str) -> int:
+    key = _KEYS.get(word)
+    return key if key is not None else _word_key(word)
+
+
+def _pattern_key(guess: str, seen: str) -> int | None:
+    """The AND that every answer giving ``seen`` for ``guess`` shares (None: no answer can)."""
+    if len(seen) != len(guess) or not set(seen) <= {"G", "Y", "-"}:
+        return None
+    letters = copies = 0
+    coloured: dict[str, int] = {}
+    for i, (ch, mark) in enumerate(zip(guess, seen, strict=True)):
+        c = ord(ch) - 97
+        if mark == "G":
+            letters |= 1 << (i * 26 + c)
+        if mark != "-":
+            copies |= 1 << (c * 5 + coloured.get(ch, 0))
+            coloured[ch] = coloured.get(ch, 0) + 1
+    return letters | copies << _SPAN
+
+
+def _answer_word(word: str) -> bool:
+    return len(word) == 5 and word.isascii() and word.isalpha() and word.islower()
+
+
 @functools.lru_cache(maxsize=4096)
 def _consistent(feedback: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     if not feedback:
         return ANSWERS
     *earlier, (guess, seen) = feedback
-    return tuple(w for w in _consistent(tuple(earlier)) if pattern(guess, w) == seen)
+    words = _consistent(tuple(earlier))
+    target = _pattern_key(guess, seen) if _answer_word(guess) else None
+    if target is None:  # an odd guess or mark: filter the slow, literal way
+        return tuple(w for w in words if pattern(guess, w) == seen)
+    mine = _key(guess)
+    fits = tuple(w for w in words if mine & _KEYS[w] == target)
+    # The key ignores where yellows sit; a pattern the rule never produces (e.g. "-Y" for a
+    # doubled letter) shares its key with the one it does, so check one survivor literally.
+    return fits if not fits or pattern(guess, fits[0]) == seen else ()
 
 
 def candidates(feedback: Sequence[tuple[str, str]]) -> list[str]:
@@ -110,8 +167,11 @@ def scores(words: Sequence[str]) -> list[float]:
 def _scores(words: tuple[str, ...]) -> tuple[float, ...]:
     if len(words) <= 150:
         out = []
+        keys = [_key(w) for w in words]
         for g in words:
-            split = Counter(pattern(g, w) for w in words)
+            # Counting pattern keys instead of pattern strings: the same split, met in the
+            # same order, so the same float sum.
+            split = Counter(map(_key(g).__and__, keys))
             out.append(-sum(n / len(words) * math.log2(n / len(words)) for n in split.values()))
         return tuple(out)
     pos = [Counter(w[i] for w in words) for i in range(5)]
