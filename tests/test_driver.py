@@ -418,3 +418,24 @@ async def test_workers_default_is_recorded_with_the_job(tmp_path: Path) -> None:
         starts = store.list_events(kind="agent_start")
     assert job.config["workers"] == default_workers(2)
     assert len(starts) == default_workers(2)
+
+
+async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
+    tmp_path: Path,
+) -> None:
+    """The agents' shutdown overlaps the writing of summary.json and report.html, but run_job
+    returns only once every agent process has exited, with both files written."""
+    data = _dataset(tmp_path / "d.jsonl", [{"id": i} for i in range(3)])
+    config = JobConfig(name="closing", group_size=2, concurrency=2)
+    result = await run_local(
+        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2
+    )
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        pids = [int(e.detail["pid"]) for e in store.list_events(kind="agent_start")]
+    assert len(pids) == 2
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # exited and reaped
+    assert (result.run_dir / "summary.json").is_file()
+    assert (result.run_dir / "report.html").is_file()
+    assert result.summary["counts"]["rewarded"] == 6

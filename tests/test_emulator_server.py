@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from agent_kit.cli import app as cli_app
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.server import create_app
+from agent_kit.emulator.server import RequestGate, create_app
 from agent_kit.emulator.store import RunStore
 from agent_kit.errors import ThrottlingError, UsageError
 
@@ -317,6 +317,50 @@ async def test_body_size_cap(emulator: Emulator) -> None:
         r = await h.client.post("/sample", content=chunks(), headers=h.headers(tid))
         assert_error(r, 400, "ValidationException", "limit")
         assert h.emu.turn_count(tid) == 0
+
+
+async def test_closed_gate_waits_for_requests_in_flight_then_turns_new_ones_away(
+    emulator: Emulator, emulator_policy: CannedPolicy
+) -> None:
+    """The driver's gate: closing waits for the request in flight (its turn lands), then every
+    new request gets a ValidationException in its route's shape and records nothing."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    answer = emulator_policy.complete
+
+    async def held(request: Any) -> Any:
+        entered.set()
+        await release.wait()
+        return await answer(request)
+
+    emulator_policy.complete = held  # type: ignore[method-assign]
+    gate = RequestGate()
+    async for h in _harness(emulator, gate=gate):
+        tid = h.open()
+        in_flight = asyncio.create_task(h.chat(tid))
+        await entered.wait()
+        assert gate.inflight == 1
+        closing = asyncio.create_task(gate.close(timeout_s=30))
+        await asyncio.sleep(0)  # the gate is shut at once, while the request is still held
+        assert not gate.open
+        assert not closing.done()
+        late = await h.chat(h.open())
+        assert_error(late, 400, "ValidationException", "job has ended")
+        late_sample = await h.client.post("/sample", content=b"{}", headers=h.headers(tid))
+        assert_error(late_sample, 400, "ValidationException", "job has ended")
+        release.set()
+        assert (await in_flight).status_code == 200
+        assert await closing == 0
+        assert h.emu.turn_count(tid) == 1  # the held turn landed; the late ones did not
+
+
+async def test_gate_close_gives_up_after_its_timeout(emulator: Emulator) -> None:
+    """A request that never finishes does not hold the gate's close past its timeout."""
+    gate = RequestGate()
+    assert gate.enter()
+    assert await gate.close(timeout_s=0.01) == 1
+    assert not gate.enter()
+    gate.leave()
+    assert gate.inflight == 0
 
 
 async def test_turn_cap(emulator: Emulator) -> None:

@@ -18,6 +18,7 @@ from agent_kit.emulator.store import (
     RunStore,
     TrajectoryRow,
     TurnRow,
+    TurnTotals,
     resolve_path,
 )
 from agent_kit.errors import UsageError
@@ -391,3 +392,32 @@ def test_row_types_and_version_stay_importable_from_the_store_module() -> None:
     for name in ("EventRow", "JobRow", "RewardRow", "TrajectoryRow", "TurnRow"):
         assert getattr(store, name) is getattr(store_rows, name), name
     assert store.SCHEMA_VERSION == store_schema.SCHEMA_VERSION
+
+
+def test_turn_and_reward_totals_agree_with_the_rows_and_stay_inside_the_job(tmp_path: Path) -> None:
+    """The summary's one-query sums equal what the turn and reward rows say, per trajectory,
+    and never count another job's rows (a store may hold several jobs)."""
+    other = ARN.replace("store-test", "other-job")
+    with RunStore.open(tmp_path / "run") as store:
+        store.create_job(ARN, "store-test", {})
+        store.create_job(other, "other-job", {})
+        for tid, arn, turns in (("a", ARN, 3), ("b", ARN, 0), ("c", ARN, 1), ("x", other, 2)):
+            store.create_trajectory(TrajectoryRow(id=tid, job_arn=arn, state="OPEN", prompt=""))
+            for i in range(turns):
+                fields = {**_turn(tid, i).__dict__, "prompt_tokens": 5 + i}
+                store.add_turn(TurnRow(**{**fields, "usage_estimated": i != 1}))
+        store.set_reward("a", [0.25, 0.5], None, None, state="REWARDED")
+        store.set_reward("x", [1.0], None, None, state="REWARDED")
+        totals = store.turn_totals(ARN)
+        assert set(totals) == {"a", "c"}  # "b" has no turns, "x" is the other job's
+        for tid, got in totals.items():
+            rows = store.list_turns(tid)
+            assert got == TurnTotals(
+                turns=len(rows),
+                prompt_tokens=sum(t.prompt_tokens for t in rows),
+                completion_tokens=sum(t.completion_tokens for t in rows),
+                estimated=sum(1 for t in rows if t.usage_estimated),
+            )
+        assert totals["a"] == TurnTotals(3, 18, 6, 2)
+        assert store.reward_totals(ARN) == {"a": 0.75}
+        assert store.reward_totals(other) == {"x": 1.0}

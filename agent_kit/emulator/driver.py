@@ -162,6 +162,9 @@ class _Outcome:
     summary: dict[str, Any] | None = None
     #: Set once the agent is up and the first rollout may start.
     playing: bool = False
+    #: The agents' shutdown, started as the play ends; it runs beside the writing of the
+    #: outputs and is awaited before the run's store and lock are released.
+    closing: asyncio.Task[None] | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,7 @@ async def _run_opened(
 ) -> JobResult:
     """Serve, play and finalize an opened run (see :func:`run_job`)."""
     from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.server import create_app
+    from agent_kit.emulator.server import RequestGate, create_app
 
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(run.lock.release)  # the very last thing to go
@@ -270,13 +273,29 @@ async def _run_opened(
             chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
         )
         token = new_route_token() if run.advertise_url is not None else None
-        server = EmbeddedServer(create_app(emu, path_prefix=token), port=run.emulator_port or 0)
+        gate = RequestGate()
+        app = create_app(emu, path_prefix=token, gate=gate)
+        server = EmbeddedServer(app, port=run.emulator_port or 0)
         stack.push_async_callback(server.stop)  # releases the bound port
+        stack.push_async_callback(_agents_closed, outcome)  # after the outputs are written
         job_arn = emu.create_job(run.job_name, job_config(run, settings.workers)).arn
         run.store.update_job(job_arn, status="running")
 
         async def finalize() -> None:
-            await server.stop()  # no turn lands while the figures are taken
+            await gate.close()  # no turn lands while the figures are taken
+            # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
+            # _play) go on beside them in this loop; an interrupt waits for the writes.
+            stopping = asyncio.create_task(server.stop())
+            writing = asyncio.ensure_future(asyncio.to_thread(write_outputs))
+            try:
+                await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                await asyncio.wait({writing})
+                raise
+            finally:
+                await stopping
+
+        def write_outputs() -> None:
             run.store.check_file()  # a deleted or replaced run directory: RunStoreError
             elapsed = time.monotonic() - started
             failure = outcome.failure
@@ -316,6 +335,12 @@ async def _run_opened(
         succeeded=loop.stats.succeeded,
         failed=loop.stats.failed,
     )
+
+
+async def _agents_closed(outcome: _Outcome) -> None:
+    """Wait for the agents' shutdown that :func:`_play` started (if it got that far)."""
+    if outcome.closing is not None:
+        await outcome.closing
 
 
 async def _play(
@@ -381,7 +406,8 @@ async def _play(
         loop.emit()
         await _play_until_stopped(loop, plan, settings.stop, settings.stop_grace, store)
     finally:
-        await invoker.aclose()
+        # The agents stop while the outputs are written; _run_opened awaits it.
+        outcome.closing = asyncio.create_task(invoker.aclose())
     if loop.draining:
         outcome.status, outcome.failure = "interrupted", "interrupted"
     elif loop.stop_reason is not None:

@@ -40,6 +40,8 @@ ResourceNotFoundException, so a tunnel exposes nothing to whoever lacks the pref
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -68,7 +70,14 @@ from agent_kit.errors import (
     ValidationError,
 )
 
-__all__ = ["SECRET_HEADER", "AuthMode", "create_app", "error_response", "openai_error_response"]
+__all__ = [
+    "SECRET_HEADER",
+    "AuthMode",
+    "RequestGate",
+    "create_app",
+    "error_response",
+    "openai_error_response",
+]
 
 logger = logging.getLogger("agent_kit.emulator")
 
@@ -164,19 +173,76 @@ class _Shapes:
         return error_response(err)  # no route answered, so the service's own shape
 
 
+class RequestGate:
+    """The door of one app: counts the HTTP requests in flight and, once closed (:meth:`close`),
+    answers every new one with a ValidationException in the route's shape ("the job has
+    ended"). The job driver closes it as the job ends, so no turn lands while the run's figures
+    are taken, and lets uvicorn's own (slower) shutdown run beside the writing of the outputs.
+    """
+
+    def __init__(self) -> None:
+        self.open = True
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def inflight(self) -> int:
+        """Requests that passed the gate and have not finished yet."""
+        return self._inflight
+
+    def enter(self) -> bool:
+        """Let one request in (False once the gate is closed)."""
+        if not self.open:
+            return False
+        self._inflight += 1
+        self._idle.clear()
+        return True
+
+    def leave(self) -> None:
+        """One request that :meth:`enter` let in has finished."""
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+
+    async def close(self, timeout_s: float = 10.0) -> int:
+        """Turn new requests away and wait up to ``timeout_s`` for those in flight; return how
+        many are still running."""
+        self.open = False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        return self._inflight
+
+
 class _Guard:
     """Outermost middleware: a bug of ours (any exception no handler took) becomes one logged
-    traceback and a 500 in the route's shape, never a crashed connection."""
+    traceback and a 500 in the route's shape, never a crashed connection; with a
+    :class:`RequestGate`, requests pass through it."""
 
-    def __init__(self, app: ASGIApp, shapes: _Shapes) -> None:
+    def __init__(self, app: ASGIApp, shapes: _Shapes, gate: RequestGate | None) -> None:
         self.app = app
         self.shapes = shapes
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the app; answer 500 if it raised before starting its response."""
+        """Run the app (behind the gate); answer 500 if it raised before its response."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        gate = self.gate
+        if gate is None:
+            await self._guarded(scope, receive, send)
+            return
+        if not gate.enter():
+            err = ValidationError("The job has ended: the emulator accepts no more requests")
+            await self.shapes.respond(scope["path"], err)(scope, receive, send)
+            return
+        try:
+            await self._guarded(scope, receive, send)
+        finally:
+            gate.leave()
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def tracked(message: Message) -> None:
@@ -390,6 +456,7 @@ def create_app(
     secret: str | None = None,
     endpoint: str | None = None,
     path_prefix: str | None = None,
+    gate: RequestGate | None = None,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
@@ -397,7 +464,8 @@ def create_app(
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
     minted payloads (default: the URL the admin request came in on, prefix included);
     ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
-    but ``/health`` under ``/<path_prefix>``. A bad prefix is a :class:`UsageError`.
+    but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
+    :class:`RequestGate`) when one is given. A bad prefix is a :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
     checker = Auth(auth, secret)
@@ -425,7 +493,7 @@ def create_app(
             Route("/health", _health, methods=["GET"]),
             *([Mount(prefix, routes=routes)] if prefix else routes),
         ],
-        middleware=[Middleware(_Guard, shapes=shapes)],
+        middleware=[Middleware(_Guard, shapes=shapes, gate=gate)],
         exception_handlers={
             JobRuntimeError: shapes.service_error,
             404: shapes.unrouted,

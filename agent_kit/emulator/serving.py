@@ -156,10 +156,21 @@ class EmbeddedServer:
     """
 
     def __init__(self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0) -> None:
+        wake = self._wake = asyncio.Event()
+
         class _Server(uvicorn.Server):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
                 yield  # the caller owns SIGINT/SIGTERM; uvicorn must not swallow them
+
+            async def main_loop(self) -> None:
+                # uvicorn ticks every 0.1 s and looks at should_exit on each tick; this loop
+                # keeps the ticks (they refresh the Date header) and also wakes when stop() asks.
+                counter = 0
+                while not await self.on_tick(counter):
+                    counter = (counter + 1) % 864000
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(wake.wait(), 0.1)
 
         if not 0 <= port <= 65535:
             raise UsageError(f"emulator port must be 0..65535, got {port}")
@@ -193,6 +204,7 @@ class EmbeddedServer:
         """Ask uvicorn to exit, wait up to 10 s for it, and release the socket."""
         if self._task is not None:
             self._server.should_exit = True
+            self._wake.set()
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(self._task, 10.0)
             self._task = None

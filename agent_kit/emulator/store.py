@@ -53,6 +53,7 @@ from agent_kit.emulator.store_rows import (
     RewardRow,
     TrajectoryRow,
     TurnRow,
+    TurnTotals,
     event_from_row,
     job_from_row,
     reward_from_row,
@@ -72,6 +73,7 @@ __all__ = [
     "RunStore",
     "TrajectoryRow",
     "TurnRow",
+    "TurnTotals",
     "resolve_path",
 ]
 
@@ -386,6 +388,16 @@ class RunStore:
         row = self._one("SELECT count(*) FROM turns WHERE trajectory_id = ?", (trajectory_id,))
         return int(row[0])
 
+    def turn_totals(self, job_arn: str) -> dict[str, TurnTotals]:
+        """Per trajectory of the job that has turns, their count and token sums (one query)."""
+        rows = self._all(
+            "SELECT t.trajectory_id, count(*), sum(t.prompt_tokens), sum(t.completion_tokens), "
+            "sum(t.usage_estimated) FROM turns t JOIN trajectories j ON j.id = t.trajectory_id "
+            "WHERE j.job_arn = ? GROUP BY t.trajectory_id",
+            (job_arn,),
+        )
+        return {str(r[0]): TurnTotals(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
     # -- rewards, tokens, events -------------------------------------------------------------
 
     def set_reward(
@@ -419,6 +431,15 @@ class RunStore:
         if reward is None:
             raise UsageError(f"the reward of {trajectory_id!r} was not stored in {self.path}")
         return reward
+
+    def reward_totals(self, job_arn: str) -> dict[str, float]:
+        """The reward total of every rewarded trajectory of the job (one query)."""
+        rows = self._all(
+            "SELECT r.trajectory_id, r.total FROM rewards r "
+            "JOIN trajectories j ON j.id = r.trajectory_id WHERE j.job_arn = ?",
+            (job_arn,),
+        )
+        return {str(r[0]): float(r[1]) for r in rows}
 
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""

@@ -18,6 +18,7 @@ __all__ = [
     "RewardRow",
     "TrajectoryRow",
     "TurnRow",
+    "TurnTotals",
     "event_from_row",
     "job_from_row",
     "reward_from_row",
@@ -77,6 +78,17 @@ class TurnRow:
     latency_ms: float
     created_at: float = 0.0
     stream: bool = False
+
+
+@dataclass(frozen=True)
+class TurnTotals:
+    """The turns of one trajectory in sums (what the summary needs, without their JSON)."""
+
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: Turns whose token counts are estimated (no usage from the policy, no tokenizer).
+    estimated: int = 0
 
 
 @dataclass(frozen=True)

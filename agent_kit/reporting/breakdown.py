@@ -101,13 +101,16 @@ def load_run_data(
     *,
     threshold: float | None = None,
     advantage: str = "group_based",
+    records: Sequence[RolloutRecord] | None = None,
 ) -> RunData:
     """Read a job (ARN, name, or None for the latest) from ``store`` into a :class:`RunData`.
 
-    ``threshold`` None means the job config's ``success_threshold``, else 1.0 (as the summary).
+    ``threshold`` None means the job config's ``success_threshold``, else 1.0 (as the summary);
+    ``records`` are the job's :func:`~agent_kit.reporting.summary.load_records`, when the caller
+    has them already.
     """
     job = resolve_job(store, job_arn)
-    records = load_records(store, job.arn)
+    records = list(load_records(store, job.arn) if records is None else records)
     invocations: dict[str, Mapping[str, Any]] = {}
     for event in store.list_events(kind=INVOCATION_EVENT):
         if event.trajectory_id is not None:

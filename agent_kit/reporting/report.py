@@ -34,6 +34,7 @@ from agent_kit.reporting.breakdown import (
     prompt_rows,
 )
 from agent_kit.reporting.chaos import OUTCOMES
+from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.page import (
     REPORT_FILE,
     cell,
@@ -585,7 +586,12 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
     return section("transcripts", "Transcripts", intro + controls + items)
 
 
-def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> str:
+def render_html(
+    summary: Mapping[str, Any],
+    store: RunStore | None = None,
+    *,
+    records: Sequence[RolloutRecord] | None = None,
+) -> str:
     """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
 
     Sections, in order: the cost banner; hints; failures (agent-side, floor and non-finite
@@ -593,8 +599,10 @@ def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> st
     per-prompt table (sortable); plots (distributions for one step, curves for several);
     metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
     slowest rollouts; configuration.
-    Without ``store`` the sections that need it say so. All run text is HTML-escaped, and a
-    Content-Security-Policy allows only the page's own script (by hash) and no fetch at all.
+    Without ``store`` the sections that need it say so; ``records`` (the job's
+    :func:`~agent_kit.reporting.summary.load_records`) saves reading them again. All run text
+    is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
+    and no fetch at all.
     """
     job, counts, tokens, cost = (summary[k] for k in ("job", "counts", "tokens", "cost"))
     metrics = summary["metrics"]
@@ -606,6 +614,7 @@ def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> st
             job["arn"],
             threshold=float(settings["success_threshold"]),
             advantage=str(settings["advantage"]),
+            records=records,
         )
     agent_failures = sum(int(a["count"]) for a in summary.get("agent_failures") or [])
     cards: list[tuple[str, str, Any]] = [
@@ -665,16 +674,21 @@ def render_html(summary: Mapping[str, Any], store: RunStore | None = None) -> st
 
 
 def write_reports(
-    run_dir: str | Path, summary: Mapping[str, Any], store: RunStore | None = None
+    run_dir: str | Path,
+    summary: Mapping[str, Any],
+    store: RunStore | None = None,
+    *,
+    records: Sequence[RolloutRecord] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``summary.json`` (indented JSON) and ``report.html`` into ``run_dir``; return both
-    paths. Each file is written to a temporary name and renamed, so a reader never sees half."""
+    paths. Each file is written to a temporary name and renamed, so a reader never sees half.
+    ``records`` as for :func:`render_html`."""
     directory = Path(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
     paths = (directory / SUMMARY_FILE, directory / REPORT_FILE)
     texts = (
         json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-        render_html(summary, store),
+        render_html(summary, store, records=records),
     )
     for path, text in zip(paths, texts, strict=True):
         tmp = path.with_name(path.name + ".tmp")

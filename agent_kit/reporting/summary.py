@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from agent_kit.emulator.rollouts import STOPPED_REASON
 from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore
+from agent_kit.emulator.store_rows import TurnTotals
 from agent_kit.errors import UsageError
 from agent_kit.reporting.chaos import chaos_report
 from agent_kit.reporting.hints import connection_hint
@@ -137,10 +138,13 @@ def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
         for e in store.list_events(kind=INVOCATION_EVENT)
         if e.trajectory_id is not None
     }
+    totals = store.turn_totals(job_arn)
+    rewards = store.reward_totals(job_arn)
+    none = TurnTotals()
     for traj in store.list_trajectories(job_arn=job_arn):
         agent_failure, floor = agent_failure_of(invocations.get(traj.id, {}))
-        turns = store.list_turns(traj.id)
-        reward = store.get_reward(traj.id) if traj.state == "REWARDED" else None
+        turns = totals.get(traj.id, none)
+        reward = rewards.get(traj.id) if traj.state == "REWARDED" else None
         records.append(
             RolloutRecord(
                 id=traj.id,
@@ -148,12 +152,12 @@ def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
                 prompt_index=traj.prompt_index,
                 sample_index=traj.sample_index,
                 state=INTERRUPTED_STATE if traj.reason in _CUT_REASONS else traj.state,
-                reward=None if reward is None else reward.total,
+                reward=reward,
                 attempt=traj.attempt,
-                turns=len(turns),
-                prefill_tokens=sum(t.prompt_tokens for t in turns),
-                sample_tokens=sum(t.completion_tokens for t in turns),
-                estimated_turns=sum(1 for t in turns if t.usage_estimated),
+                turns=turns.turns,
+                prefill_tokens=turns.prompt_tokens,
+                sample_tokens=turns.completion_tokens,
+                estimated_turns=turns.estimated,
                 started_at=traj.created_at,
                 ended_at=traj.updated_at,
                 reason=traj.reason,
@@ -472,16 +476,18 @@ def summarize(
     pricing: Pricing | None = None,
     projection_steps: int | None = None,
     pass_k: Sequence[int] | None = None,
+    records: Sequence[RolloutRecord] | None = None,
 ) -> dict[str, Any]:
     """The ``summary.json`` content of a job in ``store`` (JSON-ready, schema-validated).
 
     ``job_arn`` may be an ARN, a job name, or None for the store's latest job;
     ``success_threshold`` None means the job's configured one (else 1.0). The ``run`` section
-    the driver stored with the job's summary is carried over. Reads the store
-    only; safe on a store another process is still writing (it summarizes what is committed).
+    the driver stored with the job's summary is carried over; ``records`` are the job's
+    :func:`load_records`, when the caller has them already. Reads the store only; safe on a
+    store another process is still writing (it summarizes what is committed).
     """
     job = resolve_job(store, job_arn)
-    records = load_records(store, job.arn)
+    records = list(load_records(store, job.arn) if records is None else records)
     summary = summarize_records(
         job,
         records,

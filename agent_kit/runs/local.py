@@ -12,7 +12,7 @@ from agent_kit.emulator.store import RunStore
 from agent_kit.emulator.tunnel import redact
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
-from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary import load_records, summarize
 
 __all__ = ["REPORT_ERROR_EVENT", "run_local", "write_run_outputs"]
 
@@ -31,9 +31,10 @@ def write_run_outputs(
     ``report_error`` event, logged, and ``summary.json`` is written alone. A route ``token`` is
     scrubbed from both files. Returns the summary.
     """
-    summary = redact_summary(summarize(store, job_arn), token)
+    records = load_records(store, job_arn)  # read once, for the summary and the report
+    summary = redact_summary(summarize(store, job_arn, records=records), token)
     try:
-        paths: tuple[Path, ...] = write_reports(run_dir, summary, store)
+        paths: tuple[Path, ...] = write_reports(run_dir, summary, store, records=records)
     except OSError as exc:  # the directory cannot be written: no file of ours can land there
         raise RunStoreError(
             f"cannot write the summary into {run_dir}: {exc.strerror or exc} (run.sqlite keeps "
