@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from agent_kit.emulator.loader import load_entrypoint
+from agent_kit.emulator.serving import PromptExitServer
 from agent_kit.errors import UsageError
 
 __all__ = ["load_app", "main"]
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # hold the process (the driver has already timed those rollouts out).
         timeout_graceful_shutdown=1,
     )
-    server = uvicorn.Server(config)
+    server = PromptExitServer(config)  # SIGTERM starts the shutdown at once, not at a tick
     if args.fd is not None:
         sock = socket.socket(fileno=args.fd)
         server.run(sockets=[sock])

@@ -35,6 +35,7 @@ __all__ = [
     "REQUEST_READ_TIMEOUT_S",
     "EmbeddedServer",
     "GuardedH11Protocol",
+    "PromptExitServer",
     "quiet_after_disconnect",
     "serve_in_thread",
     "uvicorn_config",
@@ -147,6 +148,39 @@ def uvicorn_config(app: Any, **options: Any) -> uvicorn.Config:
     return uvicorn.Config(app, **settings)
 
 
+class PromptExitServer(uvicorn.Server):
+    """uvicorn's server, but it starts shutting down as soon as it is asked to.
+
+    uvicorn looks at ``should_exit`` once per 0.1 s tick; this main loop keeps the ticks (they
+    refresh the Date header) and also wakes on :meth:`wake`, which a stop request and a
+    SIGINT/SIGTERM caught by uvicorn both call.
+    """
+
+    _wake_event: asyncio.Event | None = None
+    _wake_loop: asyncio.AbstractEventLoop | None = None
+
+    def wake(self) -> None:
+        """Make the main loop look at ``should_exit`` now (safe from a signal handler)."""
+        loop, event = self._wake_loop, self._wake_event
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+    def handle_exit(self, sig: int, frame: Any) -> None:  # uvicorn's signal handler
+        """uvicorn's handling of the signal, then :meth:`wake`."""
+        super().handle_exit(sig, frame)
+        self.wake()
+
+    async def main_loop(self) -> None:  # uvicorn's hook
+        """Tick as uvicorn does until ``on_tick`` says exit, waking early on :meth:`wake`."""
+        self._wake_loop, self._wake_event = asyncio.get_running_loop(), asyncio.Event()
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake_event.wait(), 0.1)
+            self._wake_event.clear()
+
+
 class EmbeddedServer:
     """uvicorn serving ``app`` on 127.0.0.1 (``port``, 0 = ephemeral) as a task of the running loop.
 
@@ -156,21 +190,10 @@ class EmbeddedServer:
     """
 
     def __init__(self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0) -> None:
-        wake = self._wake = asyncio.Event()
-
-        class _Server(uvicorn.Server):
+        class _Server(PromptExitServer):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
                 yield  # the caller owns SIGINT/SIGTERM; uvicorn must not swallow them
-
-            async def main_loop(self) -> None:
-                # uvicorn ticks every 0.1 s and looks at should_exit on each tick; this loop
-                # keeps the ticks (they refresh the Date header) and also wakes when stop() asks.
-                counter = 0
-                while not await self.on_tick(counter):
-                    counter = (counter + 1) % 864000
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(wake.wait(), 0.1)
 
         if not 0 <= port <= 65535:
             raise UsageError(f"emulator port must be 0..65535, got {port}")
@@ -204,7 +227,7 @@ class EmbeddedServer:
         """Ask uvicorn to exit, wait up to 10 s for it, and release the socket."""
         if self._task is not None:
             self._server.should_exit = True
-            self._wake.set()
+            self._server.wake()
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
                 await asyncio.wait_for(self._task, 10.0)
             self._task = None

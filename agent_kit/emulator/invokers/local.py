@@ -217,31 +217,48 @@ class _Worker:
             self.log.note_dropped()
 
     async def _wait_ping(self) -> None:
-        if self.proc is None:
+        """Wait until the child answers ``/ping`` (or exits, or the start-up timeout passes).
+
+        The socket listens before the child starts, so a ping connects at once and waits in
+        the backlog until the child serves: it is answered the moment the child is up, and
+        raced against the child's exit so a crash is reported at once too."""
+        proc = self.proc
+        if proc is None:
             raise InvokerError("the agent process was not started")
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
-        async with httpx.AsyncClient(trust_env=False) as http:
-            while True:
-                if self.proc.returncode is not None:
-                    await self._end_pump()  # the child's last words are in the log first
-                    raise InvokerError(
-                        f"agent {owner.entrypoint} exited with code {self.proc.returncode} "
-                        f"before answering /ping; log tail:\n{self.tail()}"
-                    )
-                try:
-                    response = await http.get(f"{self.url}/ping", timeout=1.0)
-                    if response.status_code == 200:
-                        self.ready.set()
-                        return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise InvokerError(
-                        f"agent {owner.entrypoint} did not answer /ping within "
-                        f"{owner.startup_timeout:g} s; log tail:\n{self.tail()}"
-                    )
-                await asyncio.sleep(0.05)
+        exited = asyncio.ensure_future(proc.wait())
+        try:
+            async with httpx.AsyncClient(trust_env=False) as http:
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise InvokerError(
+                            f"agent {owner.entrypoint} did not answer /ping within "
+                            f"{owner.startup_timeout:g} s; log tail:\n{self.tail()}"
+                        )
+                    ping = asyncio.ensure_future(http.get(f"{self.url}/ping", timeout=left))
+                    await asyncio.wait({ping, exited}, return_when=asyncio.FIRST_COMPLETED)
+                    if exited.done():
+                        ping.cancel()
+                        await asyncio.gather(ping, return_exceptions=True)
+                        await self._end_pump()  # the child's last words are in the log first
+                        raise InvokerError(
+                            f"agent {owner.entrypoint} exited with code {proc.returncode} "
+                            f"before answering /ping; log tail:\n{self.tail()}"
+                        )
+                    try:
+                        if ping.result().status_code == 200:
+                            self.ready.set()
+                            return
+                    except httpx.TransportError:
+                        pass
+                    # Refused, reset or not healthy yet: ask again shortly.
+                    await asyncio.wait({exited}, timeout=min(0.05, max(left, 0)))
+        finally:
+            if not exited.done():
+                exited.cancel()
+                await asyncio.gather(exited, return_exceptions=True)
 
     async def supervise(self) -> None:
         """Restart the process whenever it exits while the invoker is open."""
