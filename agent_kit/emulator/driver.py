@@ -392,8 +392,11 @@ async def _play(
     loop.stats.done = counts["done"]
     loop.stats.succeeded = counts["succeeded"]
     loop.stats.failed = counts["failed"]
-    # The token counter (a real tokenizer takes ~1 s to load) warms in a thread while the
-    # agents start, instead of blocking the emulator's loop on the first policy call.
+    spawn = getattr(invoker, "spawn", None)  # local processes: start them before anything else
+    if spawn is not None:
+        await spawn()
+    # The token counter warms in a thread while the agents start, instead of blocking the
+    # emulator's loop on the first policy call.
     warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
     try:
         await invoker.start()

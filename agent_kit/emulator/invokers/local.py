@@ -177,6 +177,12 @@ class _Worker:
             return ""
 
     async def launch(self) -> None:
+        """Start the process and wait until it answers ``/ping``."""
+        await self.spawn()
+        await self._wait_ping()
+
+    async def spawn(self) -> None:
+        """Start the process (its output pumped into the worker's log); do not wait for it."""
         self.ready.clear()
         self.starts += 1
         owner = self.owner
@@ -204,7 +210,6 @@ class _Worker:
         owner.emit(
             "agent_start", {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
-        await self._wait_ping()
 
     async def _end_pump(self) -> None:
         """Wait for the log pump of the previous process to drain (it ends at EOF)."""
@@ -372,13 +377,27 @@ class SubprocessInvoker:
         """The log file of each worker."""
         return [w.log_path for w in self._workers]
 
-    async def start(self) -> None:
-        """Start every worker and wait for each ``/ping``; InvokerError with the log tail if not."""
+    async def spawn(self) -> None:
+        """Start every worker's process without waiting for it (idempotent): the driver calls
+        this first, so the agents' cold start overlaps whatever it does before :meth:`start`."""
+        if self._workers:
+            return
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._workers = [_Worker(self, i) for i in range(self.n_workers)]
+        try:
+            for worker in self._workers:
+                await worker.spawn()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def start(self) -> None:
+        """Start every worker (unless :meth:`spawn` did) and wait for each ``/ping``;
+        InvokerError with the log tail if one does not come up."""
+        await self.spawn()
         self._http = http_client(self._concurrency)
         try:
-            await asyncio.gather(*(w.launch() for w in self._workers))
+            await asyncio.gather(*(w._wait_ping() for w in self._workers))
         except BaseException:
             await self.aclose()
             raise
