@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from agent_kit.doctor.endpoint import EndpointReport, probe_endpoint
-from agent_kit.doctor.findings import EXIT_FINDINGS, count_by_severity
-from agent_kit.doctor.reward import RewardAudit, audit_reward
 from agent_kit.errors import UsageError
-from agent_kit.reporting.pricing import load_pricing
+
+if TYPE_CHECKING:  # the doctor package loads when a doctor command runs, not with the CLI
+    from agent_kit.doctor.endpoint import EndpointReport
+    from agent_kit.doctor.reward import RewardAudit
 
 __all__ = ["doctor_app", "register"]
 
@@ -61,6 +61,10 @@ def reward_cmd(
     ] = None,
 ) -> None:
     """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost."""
+    from agent_kit.doctor.findings import EXIT_FINDINGS
+    from agent_kit.doctor.reward import audit_reward
+    from agent_kit.reporting.pricing import load_pricing
+
     if not run_dir.is_dir():
         raise UsageError(f"run directory not found: {run_dir}")
     prices = load_pricing(pricing) if pricing is not None else None
@@ -93,6 +97,8 @@ def _print_audit(audit: RewardAudit) -> None:
             console.print(Text(f"{pad}fix: {f.hint}", style="cyan"))
         if f.trajectory_ids:
             console.print(Text(f"{pad}see: {', '.join(f.trajectory_ids[:3])}", style="dim"))
+    from agent_kit.doctor.findings import count_by_severity
+
     counts = count_by_severity(audit.findings)
     console.print(
         Text(
@@ -125,6 +131,9 @@ def endpoint_cmd(
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds per request.")] = 60.0,
 ) -> None:
     """Probe an OpenAI-compatible policy server the way MTRL's policy calls it."""
+    from agent_kit.doctor.endpoint import probe_endpoint
+    from agent_kit.doctor.findings import EXIT_FINDINGS
+
     headers: dict[str, str] = {}
     for item in header or []:
         name, sep, value = item.partition("=")
