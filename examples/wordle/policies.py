@@ -93,15 +93,22 @@ def pattern(guess: str, answer: str) -> str:
 _SPAN = 130
 
 
-def _word_key(word: str) -> int:
+def _marked_key(word: str, marks: str) -> int:
+    """The bits of ``word`` that ``marks`` colours: "G" positions, and one copy bit per "G"/"Y"."""
     letters = copies = 0
-    seen: dict[str, int] = {}
-    for i, ch in enumerate(word):
+    coloured: dict[str, int] = {}
+    for i, (ch, mark) in enumerate(zip(word, marks, strict=True)):
         c = ord(ch) - 97
-        letters |= 1 << (i * 26 + c)
-        copies |= 1 << (c * 5 + seen.get(ch, 0))
-        seen[ch] = seen.get(ch, 0) + 1
+        if mark == "G":
+            letters |= 1 << (i * 26 + c)
+        if mark != "-":
+            copies |= 1 << (c * 5 + coloured.get(ch, 0))
+            coloured[ch] = coloured.get(ch, 0) + 1
     return letters | copies << _SPAN
+
+
+def _word_key(word: str) -> int:
+    return _marked_key(word, "G" * len(word))  # a word agrees with itself everywhere
 
 
 _KEYS: dict[str, int] = {w: _word_key(w) for w in ALLOWED}
@@ -116,16 +123,7 @@ def _pattern_key(guess: str, seen: str) -> int | None:
     """The AND that every answer giving ``seen`` for ``guess`` shares (None: no answer can)."""
     if len(seen) != len(guess) or not set(seen) <= {"G", "Y", "-"}:
         return None
-    letters = copies = 0
-    coloured: dict[str, int] = {}
-    for i, (ch, mark) in enumerate(zip(guess, seen, strict=True)):
-        c = ord(ch) - 97
-        if mark == "G":
-            letters |= 1 << (i * 26 + c)
-        if mark != "-":
-            copies |= 1 << (c * 5 + coloured.get(ch, 0))
-            coloured[ch] = coloured.get(ch, 0) + 1
-    return letters | copies << _SPAN
+    return _marked_key(guess, seen)
 
 
 def _answer_word(word: str) -> bool:
