@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agent_kit.environment import Environment, TextToolCall, tool
     from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
     from agent_kit.errors import AgentKitError
-    from agent_kit.policy import PolicyConfig, TokenProvider
+    from agent_kit.policy_client import PolicyConfig, TokenProvider
     from agent_kit.reward import Component, Reward
 
 __all__ = [
@@ -46,11 +46,11 @@ _HOME = {
     "Environment": "agent_kit.environment",
     "Episode": "agent_kit.episode",
     "Failure": "agent_kit.episode",
-    "PolicyConfig": "agent_kit.policy",
+    "PolicyConfig": "agent_kit.policy_client",
     "Reward": "agent_kit.reward",
     "RolloutApp": "agent_kit.app",
     "TextToolCall": "agent_kit.environment",
-    "TokenProvider": "agent_kit.policy",
+    "TokenProvider": "agent_kit.policy_client",
     "ToolCallRecord": "agent_kit.episode",
     "TurnRecord": "agent_kit.episode",
     "tool": "agent_kit.environment",

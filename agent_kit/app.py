@@ -25,9 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_kit.contract import MAX_PAYLOAD_BYTES, RolloutPayload, parse_payload, resolve_endpoint
 from agent_kit.environment import Environment
-from agent_kit.errors import ContractError
-from agent_kit.policy import PolicyConfig, TokenProvider, build_model
-from agent_kit.runner import (
+from agent_kit.episode_loop import (
     EpisodeOutcome,
     EpisodeSettings,
     ModelFactory,
@@ -35,6 +33,8 @@ from agent_kit.runner import (
     RewardFunction,
     run_episode,
 )
+from agent_kit.errors import ContractError
+from agent_kit.policy_client import PolicyConfig, TokenProvider, build_model
 from agent_kit.runtime_client import RolloutReporter
 
 __all__ = ["PORT_ENV", "RolloutApp"]

@@ -42,8 +42,8 @@ from typing import Any
 
 import results as bench_results  # bench/results.py, beside this script
 
-from agent_kit.emulator.store import RUN_FILE, RunStore
 from agent_kit.errors import UsageError
+from agent_kit.store import RUN_FILE, RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDLE = ROOT / "examples" / "wordle"

@@ -135,7 +135,7 @@ def emulator_app(run_dir: str) -> Any:
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
-    from agent_kit.emulator.store import RunStore
+    from agent_kit.store import RunStore
 
     emu = Emulator(
         RunStore.open(run_dir), load_policy("random:1"), max_turns_per_trajectory=1_000_000

@@ -39,8 +39,8 @@ import results as bench_results  # bench/results.py, beside this script
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_kit.emulator.driver import default_workers  # noqa: E402
-from agent_kit.emulator.store import RunStore  # noqa: E402
+from agent_kit.driver.job import default_workers  # noqa: E402
+from agent_kit.store import RunStore  # noqa: E402
 from agent_kit.testing import run_emulator  # noqa: E402
 
 AGENT = Path(__file__).resolve().parent / "agents" / "foreign_wordle.py"

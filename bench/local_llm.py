@@ -64,7 +64,7 @@ def _run(dataset: Path, policy: str, group: int, out: Path, name: str) -> tuple[
 
 def _analyse(run_dir: Path, wordle: Any) -> dict[str, Any]:
     """What the model did, turn by turn, from the run's store."""
-    from agent_kit.emulator.store import RunStore
+    from agent_kit.store import RunStore
 
     calls = text_guesses = no_guess = guesses = invalid = estimated = 0
     tokens = completion = solved = rollouts = turns = 0

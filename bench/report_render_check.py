@@ -8,7 +8,8 @@ Writes ``DIR/run.sqlite``, ``DIR/summary.json``, ``DIR/report.html`` and, when a
 is on PATH (``chromium``, ``chromium-browser``, ``google-chrome``), ``DIR/report.png`` — open the
 PNG and check that every plot shows bars/dots/lines and the transcripts are text. Prints the
 summarize and render rates (rollouts per second) and the page size. Not part of CI: the test
-suite checks the page structurally (tests/test_report.py); this checks that a browser draws it.
+suite checks the page structurally (tests/reporting/test_report.py); this checks that a
+browser draws it.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent_kit.emulator.store import RunStore, TrajectoryRow, TurnRow
 from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
+from agent_kit.store import RunStore, TrajectoryRow, TurnRow
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/render-check"
 

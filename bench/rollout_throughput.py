@@ -40,8 +40,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_kit.emulator.driver import JobConfig, Progress, default_workers
-from agent_kit.runs.local import run_local
+from agent_kit.driver.job import JobConfig, Progress, default_workers
+from agent_kit.driver.local import run_local
 
 GUESSES = 6
 

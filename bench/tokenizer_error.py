@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent_kit.emulator import tokens  # noqa: E402
-from agent_kit.emulator.store import RunStore  # noqa: E402
 from agent_kit.replay.helpers import record  # noqa: E402
+from agent_kit.store import RunStore  # noqa: E402
 
 WORDLE = ROOT / "examples" / "wordle"
 

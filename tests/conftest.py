@@ -24,7 +24,7 @@ from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.server import create_app
 from agent_kit.emulator.serving import serve_in_thread
-from agent_kit.emulator.store import RunStore
+from agent_kit.store import RunStore
 
 
 @dataclass
@@ -187,7 +187,7 @@ E2E_MODULES = frozenset(
         "test_jobs",
         "test_layout",
         "test_package",
-        "test_policy",
+        "test_policy_client",
         "test_public_api",
         "test_replay",
         "test_reproducibility",
@@ -200,11 +200,11 @@ E2E_MODULES = frozenset(
 )
 #: Single tests (node-id prefixes) with real sockets or processes in otherwise in-process modules.
 E2E_TESTS = (
-    "tests/test_emulator_server.py::test_cli_serves_until_terminated",
-    "tests/test_policies.py::test_openai_proxy_",
-    "tests/test_policies.py::test_default_counter_does_not_import_the_python_package",
-    "tests/test_store.py::test_kill_minus_nine_keeps_committed_turns_and_other_process_reads",
-    "tests/test_store.py::test_other_process_reads_while_writer_is_open",
+    "tests/emulator/test_emulator_server.py::test_cli_serves_until_terminated",
+    "tests/emulator/test_policies.py::test_openai_proxy_",
+    "tests/emulator/test_policies.py::test_default_counter_does_not_import_the_python_package",
+    "tests/store/test_store.py::test_kill_minus_nine_keeps_committed_turns_and_other_process_reads",
+    "tests/store/test_store.py::test_other_process_reads_while_writer_is_open",
 )
 #: Fixtures that serve something on a real loopback socket.
 SOCKET_FIXTURES = frozenset({"running_emulator", "http_client"})

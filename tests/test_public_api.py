@@ -49,7 +49,7 @@ def _imports(path: Path) -> set[str]:
 def test_only_the_cli_prints() -> None:
     """No library module calls print(): only the CLI and the process entry points do.
 
-    Entry points are whole programs: the agent-serving child (`emulator/_serve.py`) and the
+    Entry points are whole programs: the agent-serving child (`driver/_serve.py`) and the
     Lambda handler source shipped to AWS (`deploy/lambda_template/`).
     """
     offenders = []
@@ -58,7 +58,7 @@ def test_only_the_cli_prints() -> None:
         if (
             rel.parts[0] == "cli"
             or rel.as_posix().startswith("deploy/lambda_template/")
-            or rel.as_posix() == "emulator/_serve.py"
+            or rel.as_posix() == "driver/_serve.py"
         ):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -72,7 +72,7 @@ def emulate(
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
-    from agent_kit.emulator.store import RunStore
+    from agent_kit.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
     backend = load_policy(policy)

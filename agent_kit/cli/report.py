@@ -10,13 +10,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from agent_kit.emulator.store import RunStore, resolve_path
 from agent_kit.errors import UsageError
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
 from agent_kit.reporting.pricing import load_pricing
 from agent_kit.reporting.report import render_json, render_terminal, write_reports
 from agent_kit.reporting.summary import summarize
+from agent_kit.store import RunStore, resolve_path
 
 __all__ = ["register", "report"]
 

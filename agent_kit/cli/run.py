@@ -32,8 +32,8 @@ from rich.progress import Progress as RichProgress
 from rich.text import Text
 
 from agent_kit.cli.export import print_export
-from agent_kit.emulator.dataset import load_dataset
-from agent_kit.emulator.driver import (
+from agent_kit.driver.dataset import load_dataset
+from agent_kit.driver.job import (
     DEFAULT_STOP_GRACE_S,
     NO_REWARD_REASON,
     InvokeOutcome,
@@ -43,8 +43,8 @@ from agent_kit.emulator.driver import (
     ProgressHook,
     invoke_once,
 )
+from agent_kit.driver.local import run_local
 from agent_kit.emulator.policies.registry import POLICY_HELP
-from agent_kit.emulator.store import RunStore, TurnRow
 from agent_kit.errors import (
     AgentKitError,
     EnvironmentFailure,
@@ -54,7 +54,7 @@ from agent_kit.errors import (
 )
 from agent_kit.export.mlflow import export_run, require_mlflow
 from agent_kit.reporting.report import SUMMARY_FILE, num, render_terminal
-from agent_kit.runs.local import run_local
+from agent_kit.store import RunStore, TurnRow
 
 __all__ = ["register"]
 

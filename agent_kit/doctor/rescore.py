@@ -57,7 +57,7 @@ def rescore_run(
     ``entrypoint`` must define a RolloutApp ``app`` (else UsageError). Not usable from inside a
     running event loop.
     """
-    from agent_kit.harness.inprocess import load_app
+    from agent_kit.driver.inprocess import load_app
 
     recording = open_recording(Path(run_dir))
     app = load_app(entrypoint)
@@ -68,8 +68,8 @@ async def _rescore(
     app: Any, episodes: Sequence[RecordedEpisode], concurrency: int
 ) -> dict[str, Rescored]:
     from agent_kit.contract import parse_payload
-    from agent_kit.harness.inprocess import scripted_model_factory
-    from agent_kit.runner import run_episode
+    from agent_kit.driver.inprocess import scripted_model_factory
+    from agent_kit.episode_loop import run_episode
 
     sem = asyncio.Semaphore(concurrency)
 

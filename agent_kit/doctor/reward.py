@@ -34,12 +34,12 @@ from agent_kit.doctor.findings import Finding, count_by_severity
 from agent_kit.doctor.invariants import EpisodeView, check_orderings, load_orderings, task_of
 from agent_kit.doctor.rescore import Rescored, rescore_run
 from agent_kit.emulator.loader import load_module, module_name_for
-from agent_kit.emulator.store import RunStore, resolve_path
 from agent_kit.errors import UsageError
 from agent_kit.reporting.breakdown import RunData, breakdown_of, load_run_data, prompt_label
 from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import summarize
+from agent_kit.store import RunStore, resolve_path
 
 __all__ = ["RewardAudit", "audit_reward", "episode_views"]
 

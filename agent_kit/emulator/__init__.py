@@ -1,9 +1,9 @@
-"""The local MTRL service: Job Runtime API, policies, job driver and invokers.
+"""The local MTRL service: the Job Runtime API, its rules, and the policies behind it.
 
 Public policy-authoring types are re-exported here; the server and driver are reached through
 the CLI (``agent-kit emulate`` / ``agent-kit run``) or :mod:`agent_kit.testing`. The re-exports
 load on first use, so that a process which needs only one submodule (an agent process started
-through :mod:`agent_kit.emulator._serve`) does not build the policy-authoring models.
+through :mod:`agent_kit.driver._serve`) does not build the policy-authoring models.
 """
 
 from __future__ import annotations

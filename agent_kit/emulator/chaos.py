@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_kit.errors import UsageError
+from agent_kit.store.events import CHAOS_EVENT
 
 __all__ = [
     "CHAOS_EVENT",
@@ -65,8 +66,6 @@ __all__ = [
     "with_malformed_arguments",
 ]
 
-CHAOS_EVENT: Final = "chaos"
-"""Store event kind of one injected fault."""
 
 #: Policy-route faults, in the order they are tried for one call (first hit wins).
 POLICY_FAULTS: Final = (

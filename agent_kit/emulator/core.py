@@ -7,7 +7,7 @@ that already knows its status code and ``x-amzn-ErrorType``. Turning a chat-comp
 into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
 :mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` is re-exported here).
 
-State lives in the :class:`~agent_kit.emulator.store.RunStore`; the hot fields of each trajectory
+State lives in the :class:`~agent_kit.store.RunStore`; the hot fields of each trajectory
 (job, state, turn count) are mirrored in memory by
 :class:`~agent_kit.emulator.trajectory_table.TrajectoryTable` (which also wakes
 :meth:`Emulator.wait_state`), so a turn costs one SQLite write and no read.
@@ -40,7 +40,6 @@ from agent_kit.contract import (
     UpdateRewardBody,
 )
 from agent_kit.emulator.chaos import (
-    CHAOS_EVENT,
     REPORT_FAULTS,
     Chaos,
     as_text_tool_calls,
@@ -49,7 +48,6 @@ from agent_kit.emulator.chaos import (
 from agent_kit.emulator.chat_request import flatten_content, parse_chat, policy_request
 from agent_kit.emulator.schemas import ChatCompletionBody, PolicyRequest
 from agent_kit.emulator.sse import dumps
-from agent_kit.emulator.store import JobRow, RunStore, TrajectoryRow, TurnRow
 from agent_kit.emulator.trajectory_table import CachedTrajectory, TrajectoryTable
 from agent_kit.errors import (
     AccessDeniedError,
@@ -61,16 +59,14 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
+from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnRow
+from agent_kit.store.events import CHAOS_EVENT, CONNECTION_EVENT, FAILED_REASON
 
-#: Store event of a policy call that came on another connection than the trajectory's last.
-CONNECTION_EVENT: Final = "policy_connection"
 #: Trajectories whose last connection is remembered (far more than can be in flight).
 _PEER_MEMORY: Final = 8192
 
 __all__ = [
-    "CONNECTION_EVENT",
     "DEFAULT_ACCOUNT",
-    "FAILED_REASON",
     "Emulator",
     "PolicyBackendLike",
     "TurnOutcome",
@@ -78,8 +74,6 @@ __all__ = [
 ]
 
 DEFAULT_ACCOUNT: Final = "123456789012"
-#: Reason recorded when an agent completes a rollout with ``Status: failed`` (docs/contract.md §1).
-FAILED_REASON: Final = "The agent signaled that the trajectory failed"
 _TERMINAL: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
 
 

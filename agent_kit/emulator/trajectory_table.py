@@ -2,7 +2,7 @@
 
 :class:`TrajectoryTable` caches the hot fields of each trajectory (job, state, turn count, the
 context a policy sees) so that a turn costs one SQLite write and no read; the
-:class:`~agent_kit.emulator.store.RunStore` stays the record (a miss reads it). State changes go
+:class:`~agent_kit.store.RunStore` stays the record (a miss reads it). State changes go
 through :meth:`TrajectoryTable.transition` (store + cache) or :meth:`TrajectoryTable.settle`
 (cache only, when the store was written by the caller) under :attr:`TrajectoryTable.lock`, and
 wake whoever awaits that state in :meth:`TrajectoryTable.wait_state` — from any thread and any
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.emulator.store import RunStore, TrajectoryRow
 from agent_kit.errors import UsageError
+from agent_kit.store import RunStore, TrajectoryRow
 
 __all__ = ["CachedTrajectory", "TrajectoryTable", "trajectory_context"]
 

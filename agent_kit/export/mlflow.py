@@ -39,13 +39,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
-from agent_kit.emulator.store import RunStore, resolve_path
 from agent_kit.errors import UsageError
 from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
 from agent_kit.export.steps import StepMetrics, step_metrics
 from agent_kit.reporting.breakdown import RunData, load_run_data
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import summarize
+from agent_kit.store import RunStore, resolve_path
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agent_kit.emulator.store import RunStore, TurnRow
 from agent_kit.reporting.breakdown import RunData, breakdown_of
 from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.transcripts import last_tool_results, stop_reason
+from agent_kit.store import RunStore, TurnRow
 
 __all__ = [
     "MAX_TEXT_CHARS",

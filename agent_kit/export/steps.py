@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_kit.emulator.store import RunStore
 from agent_kit.reporting.breakdown import RunData
 from agent_kit.reporting.metrics import eval_metrics, training_metrics
+from agent_kit.store import RunStore
 
 __all__ = ["StepMetrics", "step_metrics"]
 

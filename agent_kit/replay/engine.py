@@ -29,7 +29,7 @@ Pieces, in the order data flows:
   turn k, reward changed (old → new, per component) or error → :class:`ReplayReport`.
 - :func:`replay_in_process` (:mod:`agent_kit.replay.inprocess`, re-exported here): the same
   comparison without HTTP or processes (the entrypoint's ``RolloutApp`` driven by
-  :class:`~agent_kit.harness.inprocess.ScriptedModel`); faster, checks messages and tools only
+  :class:`~agent_kit.driver.inprocess.ScriptedModel`); faster, checks messages and tools only
   (sampling parameters and transport fields never reach it).
 
 :func:`replay_run` reads as its steps: resolve the settings into a :class:`_Plan`, build the
@@ -52,7 +52,6 @@ from typing import Any, Final
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.serving import EmbeddedServer
-from agent_kit.emulator.store import INVOCATION_EVENT, RUN_FILE
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import RecordedEpisode, Recording, open_recording
 from agent_kit.replay.inprocess import replay_in_process
@@ -73,6 +72,8 @@ from agent_kit.replay.verdicts import (
     describe,
     judge,
 )
+from agent_kit.store import INVOCATION_EVENT, RUN_FILE
+from agent_kit.store.events import DIVERGENCE_EVENT
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -95,7 +96,6 @@ __all__ = [
 logger = logging.getLogger("agent_kit.replay")
 
 #: Event kind recorded in the replay run for each divergence.
-DIVERGENCE_EVENT: Final = "replay_divergence"
 #: Report file written into the replay's run directory.
 REPORT_FILE: Final = "replay_report.json"
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")
@@ -286,7 +286,7 @@ async def replay_run(
     :meth:`ReplayReport.raise_for_mismatch`.
     """
     from agent_kit.emulator.core import Emulator
-    from agent_kit.emulator.store import RunStore
+    from agent_kit.store import RunStore
 
     started = time.monotonic()
     _check_settings(fork_at, policy, concurrency, workers)
@@ -354,8 +354,8 @@ async def _play_episodes(
 ) -> list[EpisodeReport]:
     """Serve the emulator on loopback, start the invoker and replay every episode through it,
     ``plan.concurrency`` at a time; reports in the recording's order."""
-    from agent_kit.emulator.driver import session_id_for
-    from agent_kit.emulator.invokers import agent_env, make_invoker
+    from agent_kit.driver.invokers import agent_env, make_invoker
+    from agent_kit.driver.job import session_id_for
     from agent_kit.emulator.server import create_app
 
     episodes = plan.recording.episodes

@@ -78,8 +78,8 @@ def record(
     ``scripted:policies.py:Solver``). With ``cassette`` the episodes are also exported there.
     Raises :class:`~agent_kit.errors.JobFailed` when the job fails.
     """
-    from agent_kit.emulator.driver import JobConfig
-    from agent_kit.runs.local import run_local
+    from agent_kit.driver.job import JobConfig
+    from agent_kit.driver.local import run_local
 
     out = Path(out_dir)
     data = _dataset(prompts, out, name)

@@ -1,7 +1,7 @@
 """Replay in process: recorded episodes through the entrypoint's ``RolloutApp``, no HTTP.
 
 :func:`replay_in_process` drives the app's episode runner with a
-:class:`~agent_kit.harness.inprocess.ScriptedModel` that answers every policy call with the
+:class:`~agent_kit.driver.inprocess.ScriptedModel` that answers every policy call with the
 recorded response, comparing each request with the recorded one first (``messages`` and
 ``tools`` only: sampling parameters and transport fields never reach an in-process model).
 The outcome is the same :class:`~agent_kit.replay.verdicts.ReplayReport` that
@@ -71,14 +71,14 @@ def replay_in_process(
     """Replay episodes through the entrypoint's ``RolloutApp`` in this process and compare them.
 
     No emulator, HTTP or subprocess: the app's episode runner plays each episode in one event
-    loop (``concurrency`` at a time) with a :class:`~agent_kit.harness.inprocess.ScriptedModel`
+    loop (``concurrency`` at a time) with a :class:`~agent_kit.driver.inprocess.ScriptedModel`
     serving the recording. Only ``messages`` and ``tools`` of each request are compared
     (sampling parameters never reach an in-process model); rewards are compared bit for bit
     with the recorded ones (and per component when the recording has a breakdown). Works for
     entrypoints whose ``app`` is a :class:`~agent_kit.app.RolloutApp`. Not usable from inside
     a running event loop.
     """
-    from agent_kit.harness.inprocess import load_app
+    from agent_kit.driver.inprocess import load_app
 
     started = time.monotonic()
     recording = open_recording(source, trajectories, limit)
@@ -106,8 +106,8 @@ async def _play_in_process(
 ) -> list[EpisodeReport]:
     """Play every episode through the app's episode runner in one event loop."""
     from agent_kit.contract import parse_payload
-    from agent_kit.harness.inprocess import scripted_model_factory
-    from agent_kit.runner import run_episode
+    from agent_kit.driver.inprocess import scripted_model_factory
+    from agent_kit.episode_loop import run_episode
 
     sem = asyncio.Semaphore(concurrency)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agent_kit.emulator.store import INVOCATION_EVENT, RunStore, resolve_path
 from agent_kit.errors import UsageError
+from agent_kit.store import INVOCATION_EVENT, RunStore, resolve_path
 
 __all__ = [
     "REPLAYABLE_STATES",

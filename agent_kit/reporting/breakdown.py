@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore, TrajectoryRow
 from agent_kit.reporting.metrics import GroupResult, RolloutRecord, build_groups
 from agent_kit.reporting.summary import load_records, resolve_job
+from agent_kit.store import INVOCATION_EVENT, JobRow, RunStore, TrajectoryRow
 
 __all__ = [
     "FAILED_STATES",

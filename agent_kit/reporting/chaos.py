@@ -20,9 +20,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from agent_kit.emulator.chaos import CHAOS_EVENT, FAULTS
-from agent_kit.emulator.store import RunStore
+from agent_kit.emulator.chaos import FAULTS
 from agent_kit.reporting.metrics import RolloutRecord
+from agent_kit.store import RunStore
+from agent_kit.store.events import CHAOS_EVENT
 
 __all__ = ["OUTCOMES", "ChaosReport", "FaultRow", "chaos_report"]
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.store import RunStore, resolve_path
 from agent_kit.errors import UsageError
 from agent_kit.reporting import svg as plots
 from agent_kit.reporting.breakdown import (
@@ -39,6 +38,7 @@ from agent_kit.reporting.page import cell, document, esc, section, sortable_head
 from agent_kit.reporting.report import SUMMARY_FILE
 from agent_kit.reporting.summary import SUMMARY_SCHEMA, summarize
 from agent_kit.reporting.transcripts import fmt
+from agent_kit.store import RunStore, resolve_path
 
 __all__ = [
     "COMPARISON_FILE",

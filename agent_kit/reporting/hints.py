@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from agent_kit.emulator.core import CONNECTION_EVENT
-from agent_kit.emulator.store import RunStore
 from agent_kit.reporting.metrics import RolloutRecord
+from agent_kit.store import RunStore
+from agent_kit.store.events import CONNECTION_EVENT
 
 __all__ = ["NEW_CONNECTION_SHARE", "connection_hint", "connection_stats"]
 
@@ -45,5 +45,5 @@ def connection_hint(store: RunStore, records: Sequence[RolloutRecord]) -> str | 
     return (
         f"{opened} of {calls} policy calls opened a new connection: the agent builds a new "
         "OpenAI client per call (OpenAIModel(client_args=…)) or leaves streamed answers "
-        "unclosed; reuse one client per episode and read streams to the end (docs/policy.md)"
+        "unclosed; reuse one client per episode and read streams to the end (docs/policy-client.md)"
     )

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.store import RunStore
 from agent_kit.reporting.breakdown import (
     RunData,
     load_run_data,
@@ -50,6 +49,7 @@ from agent_kit.reporting.reward_view import breakdown_section, plots_section, pr
 from agent_kit.reporting.summary import SUMMARY_FILE
 from agent_kit.reporting.terminal import num, render_json, render_terminal
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
+from agent_kit.store import RunStore
 
 __all__ = [
     "REPORT_FILE",

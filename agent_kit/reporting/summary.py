@@ -6,7 +6,7 @@ models are :mod:`agent_kit.reporting.summary_schema` and the metric and cost for
 (reading the store into records, the config look-ups, the projection, and one small builder per
 section, which :func:`summarize_records` calls in document order) is read together.
 
-:func:`summarize` reads a :class:`~agent_kit.emulator.store.RunStore` into plain
+:func:`summarize` reads a :class:`~agent_kit.store.RunStore` into plain
 :class:`~agent_kit.reporting.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure
 metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
 :mod:`agent_kit.reporting.pricing`, and returns a JSON-ready dict validated by :class:`Summary`
@@ -23,9 +23,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
-from agent_kit.emulator.rollouts import STOPPED_REASON
-from agent_kit.emulator.store import INVOCATION_EVENT, JobRow, RunStore
-from agent_kit.emulator.store_rows import TurnTotals
 from agent_kit.errors import UsageError
 from agent_kit.reporting.chaos import chaos_report
 from agent_kit.reporting.hints import connection_hint
@@ -57,6 +54,9 @@ from agent_kit.reporting.summary_schema import (
     Timing,
     Tokens,
 )
+from agent_kit.store import INVOCATION_EVENT, JobRow, RunStore
+from agent_kit.store.events import STOPPED_REASON
+from agent_kit.store.rows import TurnTotals
 
 __all__ = [
     "INTERRUPTED_STATE",

@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent_kit.emulator.store import RunStore, TurnRow
 from agent_kit.reporting.breakdown import (
     FAILED_STATES,
     RunData,
@@ -34,6 +33,7 @@ from agent_kit.reporting.breakdown import (
     prompt_label,
 )
 from agent_kit.reporting.metrics import RolloutRecord
+from agent_kit.store import RunStore, TurnRow
 
 __all__ = [
     "MAX_TRANSCRIPTS",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_kit.harness.inprocess import (
+from agent_kit.driver.inprocess import (
     ScriptedModel,
     ScriptedPolicy,
     load_app,
@@ -42,8 +42,8 @@ from agent_kit.harness.inprocess import (
 
 if TYPE_CHECKING:
     from agent_kit.emulator.core import Emulator
-    from agent_kit.emulator.store import RunStore
     from agent_kit.replay.helpers import assert_replays, record, recorded_run
+    from agent_kit.store import RunStore
 
 __all__ = [
     "LocalEmulator",
@@ -74,10 +74,10 @@ def __getattr__(name: str) -> Any:
 def reset_shared_state() -> None:
     """Forget the process-wide botocore session, its cached clients and the default token
     provider, so the next policy call or report starts from the environment as it is now."""
-    from agent_kit import policy, runtime_client
+    from agent_kit import policy_client, runtime_client
 
     runtime_client.reset_shared_session()
-    policy.reset_default_token_provider()
+    policy_client.reset_default_token_provider()
 
 
 @dataclass
@@ -146,7 +146,7 @@ def run_emulator(
     from agent_kit.emulator.policies import load_policy
     from agent_kit.emulator.server import create_app
     from agent_kit.emulator.serving import serve_in_thread
-    from agent_kit.emulator.store import RunStore
+    from agent_kit.store import RunStore
 
     with ExitStack() as stack:
         if run_dir is None:

@@ -3,7 +3,8 @@
 ``BedrockAgentCoreApp`` + ``@app.entrypoint`` + the official ``@sagemaker_rft_handler`` (it sends
 CompleteRollout/UpdateReward) + ``wrap_model(OpenAIModel(client_args=…))``, Strands streaming
 on. With ``client_args`` Strands builds a new OpenAI client (and TLS context) for every model
-call; ``FOREIGN_MODE=tuned`` passes one client per episode instead (docs/policy.md). The game:
+call; ``FOREIGN_MODE=tuned`` passes one client per episode instead (docs/policy-client.md).
+The game:
 six ``guess`` tool calls, then a text answer (the bench policy plays it).
 """
 

@@ -43,7 +43,8 @@ def _simulate() -> ModuleType:
     return sys.modules[name]
 
 
-#: The follow-up agent_kit sends after executing a guess recovered from text (agent_kit/runner.py).
+#: The follow-up agent_kit sends after executing a guess recovered from text
+#: (agent_kit/episode_loop.py).
 RECOVERY_PREFIX = "Result of the tool call written in your message:"
 
 

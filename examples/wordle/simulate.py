@@ -3,8 +3,8 @@ servers or the emulator.
 
 This is a stand-in for ``agent-kit run`` used by the tests and by ``evaluate.py --mode sim``: it
 plays the same ``WordleEnv`` tool and ``wordle_reward`` from ``agent.py`` and the same policies
-from ``policies.py``, and it mimics agent_kit's episode loop (``agent_kit/runner.py``): the policy
-sees OpenAI-style messages (system, user, assistant with ``tool_calls``, ``tool`` results); a
+from ``policies.py``, and it mimics agent_kit's episode loop (``agent_kit/episode_loop.py``): the
+policy sees OpenAI-style messages (system, user, assistant with ``tool_calls``, ``tool`` results); a
 text-only reply is parsed with ``parse_text_tool_calls`` and the recovered call is executed,
 flagged ``recovered=True`` and its result sent back as a user message; the episode stops when the
 environment finishes, after ``max_turns`` policy calls, or after a text reply with no guess in it.

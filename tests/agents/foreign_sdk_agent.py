@@ -1,6 +1,7 @@
 """A foreign agent (not agent_kit): BedrockAgentCoreApp + the official sagemaker_rft_handler +
 wrap_model(OpenAIModel(client_args=...)), a new OpenAI client per model call (FOREIGN_MODE=tuned:
-one client per episode). Six guess calls, then an answer (tests/test_connection_hint.py)."""
+one client per episode). Six guess calls, then an answer
+(tests/reporting/test_connection_hint.py)."""
 
 import json
 import os

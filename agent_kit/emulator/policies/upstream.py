@@ -39,7 +39,6 @@ from typing import Any
 
 import httpx
 
-from agent_kit._sse import DONE, aiter_sse
 from agent_kit.emulator.policies.base import PolicyResult, Usage, chunks_to_completion
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
@@ -52,6 +51,7 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
+from agent_kit.transport import DONE, aiter_sse
 
 __all__ = ["OpenAIProxyBackend", "from_spec", "upstream_error"]
 

@@ -1,0 +1,22 @@
+"""The job driver: play a dataset against an agent the way the MTRL service does.
+
+Rooms inside, in the order a run flows through them:
+
+- :mod:`~agent_kit.driver.local` — ``run_local``: one whole local run (the job, then
+  ``summary.json`` and ``report.html``); what ``agent-kit run`` calls;
+- :mod:`~agent_kit.driver.job` — ``run_job``: the job's lifecycle (serve, spawn, play, stop,
+  finalize);
+- :mod:`~agent_kit.driver.job_setup` — a new or resumed run directory, and the slots left;
+- :mod:`~agent_kit.driver.dataset` — the dataset file, validated row by row;
+- :mod:`~agent_kit.driver.rollouts` — the rollout loop and how each attempt is classified;
+- :mod:`~agent_kit.driver.invokers` — how a rollout reaches the agent (local process, URL,
+  AgentCore, Lambda); :mod:`~agent_kit.driver._serve` is the agent process itself;
+- :mod:`~agent_kit.driver.one_rollout` — ``agent-kit invoke``'s single rollout;
+- :mod:`~agent_kit.driver.job_stats` — the driver's figures, counted from the store;
+- :mod:`~agent_kit.driver.tunnel` — serving a deployed agent through a tunnel;
+- :mod:`~agent_kit.driver.inprocess` — an entrypoint played in-process with a scripted model
+  (the engine under :mod:`agent_kit.testing`, in-process replay and ``doctor reward``).
+
+This package's own module imports nothing, so an agent process (``python -m
+agent_kit.driver._serve``) loads only what it uses.
+"""

@@ -1,0 +1,455 @@
+"""The job driver: play a dataset against an agent the way the MTRL service does (docs/contract.md
+§1).
+
+:func:`run_job` runs a whole local job in the current event loop:
+
+1. the run directory ``OUT/<job-name>/`` gets its store (``run.sqlite``) and ``logs/``;
+2. the emulator (:class:`~agent_kit.emulator.core.Emulator` + the server of
+   :func:`~agent_kit.emulator.server.create_app`) is served by uvicorn on 127.0.0.1 and an
+   ephemeral port, inside this process;
+3. the agent is reached through an :mod:`~agent_kit.driver.invokers` invoker (for an
+   entrypoint file: local processes whose environment points at the emulator);
+4. each of ``steps`` steps plays ``batch_size`` prompts × ``group_size`` rollouts, at most
+   ``concurrency`` at once. A rollout is one trajectory id
+   (``{job}-s{step}-p{prompt}-g{sample}-a{attempt}``, so runs are reproducible) and the full
+   payload of docs/contract.md §2;
+5. the driver stores its own figures with the job and calls ``finish`` (if given), which writes
+   the run's outputs: :func:`agent_kit.driver.local.run_local` passes the writer of
+   ``summary.json`` and ``report.html``. The driver itself never imports the reporting half.
+
+``advertise_url`` (``agent-kit run --advertise-url``) is for a *deployed* agent that reaches this
+machine through a tunnel: the emulator still binds 127.0.0.1 (``emulator_port`` fixes its port
+for the tunnel), a random path token is drawn per run, the emulator serves its routes only under
+``/<token>/…`` and payloads carry ``metadata.endpoint`` = ``<advertise_url>/<token>`` (see
+:mod:`agent_kit.driver.tunnel`). The job config records the URL and port, never the token.
+
+Outcome of one rollout attempt, in the service's words (docs/contract.md §1):
+
+- REWARDED → done.
+- ``Status: failed`` → job failure "The agent signaled that the trajectory failed".
+- The invocation ended but no turn was recorded → job failure "No sampling requests were
+  received for this rollout".
+- READY but no reward within the grace period → job failure "The rollout completed but no
+  reward was received in time".
+- No answer within ``rollout_timeout``, the agent unreachable (crashed process, connection
+  reset), or the agent returned without completing → the trajectory is TIMED_OUT and the
+  rollout retried under a new id (``retry_of`` links it), up to ``max_retries``; when retries
+  run out, the rollout fails the job (**[chosen]**: "Rollout failed after N attempts: …").
+
+A job failure stops the job (``fail_fast=True``, the service's behaviour: in-flight rollouts are
+expired with reason "job stopped") or is only flagged (``fail_fast=False``). Every failure is an
+event ``job_failure`` in the store; every finished rollout slot an event ``rollout_done``.
+
+``resume`` reopens a run directory: slots with a REWARDED or FAILED trajectory (or a
+``rollout_done`` event) are kept, trajectories left OPEN/READY by the dead run are marked
+TIMED_OUT with reason "resumed", and the remaining slots are played under the same job ARN.
+
+This module is the job's lifecycle (serve, play, stop, finalize: one ``AsyncExitStack``); its
+neighbours hold the rest: :mod:`~agent_kit.driver.job_setup` opens a new or resumed run
+directory and plans the slots left, :mod:`~agent_kit.driver.rollouts` plays one rollout
+attempt and classifies it, :mod:`~agent_kit.driver.job_stats` counts the figures from the
+store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit invoke``'s single rollout.
+The public names of all of them that callers use are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
+from agent_kit.driver.job_setup import (
+    OpenedRun,
+    Plan,
+    close_policy,
+    default_workers,
+    expire_stale,
+    job_config,
+    open_new,
+    open_resume,
+    plan_slots,
+)
+from agent_kit.driver.job_stats import driver_stats, redact_summary
+from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
+from agent_kit.driver.rollouts import (
+    MAX_BATCH_SIZE,
+    NO_REWARD_REASON,
+    NO_SAMPLE_REASON,
+    JobConfig,
+    Progress,
+    ProgressHook,
+    RolloutLoop,
+    session_id_for,
+    trajectory_id_for,
+)
+from agent_kit.driver.tunnel import (
+    advertised_endpoint,
+    new_route_token,
+    redact,
+    validate_advertise_url,
+)
+from agent_kit.emulator.chaos import parse_chaos
+from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.tokens import tokenizer_name
+from agent_kit.errors import AgentKitError, JobFailed, UsageError
+from agent_kit.store import RunStore
+from agent_kit.store.events import FAILED_REASON
+
+logger = logging.getLogger("agent_kit.driver.job")
+
+#: Seconds in-flight rollouts get to finish after a graceful stop (``agent-kit run --grace``).
+DEFAULT_STOP_GRACE_S: Final = 5.0
+
+__all__ = [
+    "DEFAULT_STOP_GRACE_S",
+    "FAILED_REASON",
+    "MAX_BATCH_SIZE",
+    "NO_REWARD_REASON",
+    "NO_SAMPLE_REASON",
+    "InvokeOutcome",
+    "JobConfig",
+    "JobResult",
+    "Progress",
+    "ProgressHook",
+    "RunFinisher",
+    "default_workers",
+    "invoke_once",
+    "redact_summary",
+    "run_job",
+    "session_id_for",
+    "trajectory_id_for",
+]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a finished (or stopped) job left behind."""
+
+    job_arn: str
+    run_dir: Path
+    status: str
+    failure: str | None
+    summary: dict[str, Any]
+    total: int
+    succeeded: int
+    failed: int
+
+    def raise_for_status(self) -> None:
+        """Raise :class:`JobFailed` if the job failed."""
+        if self.status == "failed":
+            raise JobFailed(f"job {self.job_arn} failed: {self.failure}")
+
+
+RunFinisher = Callable[[RunStore, str, Path, "str | None"], dict[str, Any]]
+"""Called once as a job ends, before its store closes: ``(store, job_arn, run_dir, token) ->
+summary``. The driver has stored its own figures (the ``run`` section) with the job first; the
+finisher writes the run's outputs (summary.json, report.html) and returns the summary. The
+route ``token``, if any, must not appear in what it writes (:func:`redact_summary`)."""
+
+
+@dataclass
+class _Outcome:
+    status: str = "failed"
+    failure: str | None = None
+    loop: RolloutLoop | None = None
+    summary: dict[str, Any] | None = None
+    #: Set once the agent is up and the first rollout may start.
+    playing: bool = False
+    #: The agents' shutdown, started as the play ends; it runs beside the writing of the
+    #: outputs and is awaited before the run's store and lock are released.
+    closing: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class _PlaySettings:
+    """How one invocation of :func:`run_job` plays its opened run (its keyword arguments)."""
+
+    resumed: bool
+    invoker: Invoker | None
+    workers: int
+    progress: ProgressHook | None
+    rate: float | None
+    endpoint_url: str | None
+    finish: RunFinisher | None
+    stop: asyncio.Event | None
+    stop_grace: float
+
+
+async def run_job(
+    entrypoint: str | None,
+    dataset: str | Path | None,
+    config: JobConfig | None = None,
+    *,
+    out_dir: str | Path = "runs",
+    resume: str | Path | None = None,
+    workers: int | None = None,
+    progress: ProgressHook | None = None,
+    invoker: Invoker | None = None,
+    endpoint_url: str | None = None,
+    rate: float | None = None,
+    advertise_url: str | None = None,
+    emulator_port: int | None = None,
+    finish: RunFinisher | None = None,
+    stop: asyncio.Event | None = None,
+    stop_grace: float = DEFAULT_STOP_GRACE_S,
+) -> JobResult:
+    """Run (or, with ``resume``, continue) a local job; see the module docstring.
+
+    ``entrypoint`` is an invoker target (``.py`` file, URL, AgentCore or Lambda ARN); with
+    ``resume`` it, the dataset, the config, ``advertise_url`` and ``emulator_port`` default to
+    what the run recorded. ``advertise_url`` is the public URL of a tunnel to this machine's
+    emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
+    port (default: ephemeral). ``workers`` is the number of agent processes for a ``.py``
+    entrypoint (None: :func:`default_workers`). ``finish`` writes the run's outputs as the job
+    ends (see :data:`RunFinisher`; :func:`agent_kit.driver.local.run_local` passes the summary
+    and report writer); without it the result's summary holds only the driver's ``run``
+    figures. Setting
+    ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
+    for in-flight rollouts) and the result has status ``interrupted``. Raises
+    :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
+    started; a failing *job* is not an exception: see :attr:`JobResult.status` and
+    :meth:`JobResult.raise_for_status`.
+    """
+    started = time.monotonic()
+    if advertise_url is not None:
+        advertise_url = validate_advertise_url(advertise_url)
+    if emulator_port is not None and not 0 <= emulator_port <= 65535:
+        raise UsageError(f"emulator port must be 0..65535, got {emulator_port}")
+    if resume is not None:
+        run = open_resume(Path(resume), entrypoint, dataset)
+        run.advertise_url = advertise_url or run.advertise_url
+        run.emulator_port = emulator_port if emulator_port is not None else run.emulator_port
+    else:
+        run = open_new(entrypoint, dataset, config, Path(out_dir))
+        run.advertise_url, run.emulator_port = advertise_url, emulator_port
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    settings = _PlaySettings(
+        resumed=resume is not None,
+        invoker=invoker,
+        workers=default_workers(run.config.concurrency) if workers is None else workers,
+        progress=progress,
+        rate=rate,
+        endpoint_url=endpoint_url,
+        finish=finish,
+        stop=stop,
+        stop_grace=stop_grace,
+    )
+    outcome = _Outcome()
+    try:
+        return await _run_opened(run, outcome, started, settings)
+    except BaseException:
+        if run.created and not outcome.playing:
+            # It failed before it started (bad policy, agent that cannot start, …): a new run
+            # leaves no directory behind; the error itself says why.
+            shutil.rmtree(run.run_dir, ignore_errors=True)
+        raise
+
+
+async def _run_opened(
+    run: OpenedRun, outcome: _Outcome, started: float, settings: _PlaySettings
+) -> JobResult:
+    """Serve, play and finalize an opened run (see :func:`run_job`)."""
+    from agent_kit.emulator.policies import load_policy
+    from agent_kit.emulator.server import RequestGate, create_app
+
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(run.lock.release)  # the very last thing to go
+        stack.callback(run.store.close)
+        policy = load_policy(run.config.policy, seed=run.config.seed, base_dir=Path.cwd())
+        stack.push_async_callback(close_policy, policy, run.job_name)
+        chaos = run.config.chaos
+        emu = Emulator(
+            run.store,
+            policy,
+            region=run.config.region,
+            seed=run.config.seed,
+            chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+        )
+        token = new_route_token() if run.advertise_url is not None else None
+        gate = RequestGate()
+        app = create_app(emu, path_prefix=token, gate=gate)
+        server = EmbeddedServer(app, port=run.emulator_port or 0)
+        stack.push_async_callback(server.stop)  # releases the bound port
+        stack.push_async_callback(_agents_closed, outcome)  # after the outputs are written
+        job_arn = emu.create_job(run.job_name, job_config(run, settings.workers)).arn
+        run.store.update_job(job_arn, status="running")
+
+        async def finalize() -> None:
+            await gate.close()  # no turn lands while the figures are taken
+            # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
+            # _play) go on beside them in this loop; an interrupt waits for the writes.
+            stopping = asyncio.create_task(server.stop())
+            writing = asyncio.ensure_future(asyncio.to_thread(write_outputs))
+            try:
+                await asyncio.shield(writing)
+            except asyncio.CancelledError:
+                await asyncio.wait({writing})
+                raise
+            finally:
+                await stopping
+
+        def write_outputs() -> None:
+            run.store.check_file()  # a deleted or replaced run directory: RunStoreError
+            elapsed = time.monotonic() - started
+            failure = outcome.failure
+            stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
+            stats = redact_summary(stats, token)
+            run.store.update_job(job_arn, status=outcome.status, summary={"run": stats})
+            outcome.failure = None if failure is None else redact(failure, token)
+            outcome.summary = {"run": stats}
+            if settings.finish is not None:
+                outcome.summary = settings.finish(run.store, job_arn, run.run_dir, token)
+
+        stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
+        try:
+            outcome.loop = await _play(run, emu, server, job_arn, token, settings, outcome)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            outcome.status, outcome.failure = "interrupted", "interrupted"
+            raise
+        except AgentKitError as exc:
+            outcome.status, outcome.failure = "failed", str(exc)
+            raise
+        except Exception as exc:
+            # A fault of agent_kit itself (a store conflict, a bug) is not the job's failure:
+            # the run stays resumable and the error surfaces as a tool error.
+            outcome.status, outcome.failure = "stopped", f"agent-kit error: {type(exc).__name__}"
+            run.store.add_event("driver_error", {"error": f"{type(exc).__name__}: {exc}"})
+            raise
+    loop = outcome.loop
+    if loop is None or outcome.summary is None:  # _play returned, so both are set
+        raise AgentKitError(f"job {job_arn} ended without a result")
+    return JobResult(
+        job_arn=job_arn,
+        run_dir=run.run_dir,
+        status=outcome.status,
+        failure=outcome.failure,
+        summary=outcome.summary,
+        total=loop.stats.total,
+        succeeded=loop.stats.succeeded,
+        failed=loop.stats.failed,
+    )
+
+
+async def _agents_closed(outcome: _Outcome) -> None:
+    """Wait for the agents' shutdown that :func:`_play` started (if it got that far)."""
+    if outcome.closing is not None:
+        await outcome.closing
+
+
+async def _play(
+    run: OpenedRun,
+    emu: Emulator,
+    server: EmbeddedServer,
+    job_arn: str,
+    token: str | None,
+    settings: _PlaySettings,
+    outcome: _Outcome,
+) -> RolloutLoop:
+    """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``."""
+    store, config = run.store, run.config
+    endpoint = local_endpoint = await server.start()
+    if token is not None and run.advertise_url is not None:
+        endpoint = advertised_endpoint(run.advertise_url, token)
+        local_endpoint = advertised_endpoint(local_endpoint, token)
+    if settings.resumed:
+        detail: dict[str, Any] = {"stale_trajectories": expire_stale(emu, store, job_arn)}
+        if run.advertise_url is not None:
+            detail["advertise_url"] = run.advertise_url
+        store.add_event("job_resumed", detail)
+    plan, total, counts = plan_slots(store, job_arn, run.job_name, config, len(run.data))
+    invoker = settings.invoker
+    if invoker is None:
+        invoker = make_invoker(
+            run.entrypoint,
+            env=agent_env(local_endpoint, config.region),
+            workers=settings.workers,
+            log_dir=run.run_dir / "logs",
+            concurrency=config.concurrency,
+            rate=settings.rate,
+            endpoint_url=settings.endpoint_url,
+            on_event=store.add_event,
+        )
+    loop = RolloutLoop(
+        emu=emu,
+        store=store,
+        invoker=invoker,
+        job_arn=job_arn,
+        job_name=run.job_name,
+        endpoint=endpoint,
+        dataset=run.data,
+        config=config,
+        progress=settings.progress,
+    )
+    outcome.loop = loop
+    loop.stats.total = total
+    loop.stats.done = counts["done"]
+    loop.stats.succeeded = counts["succeeded"]
+    loop.stats.failed = counts["failed"]
+    spawn = getattr(invoker, "spawn", None)  # local processes: start them before anything else
+    if spawn is not None:
+        await spawn()
+    # The token counter warms in a thread while the agents start, instead of blocking the
+    # emulator's loop on the first policy call.
+    warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
+    try:
+        await invoker.start()
+    finally:
+        await warm
+    store.add_event("agents_ready", {"workers": settings.workers})  # the cold start ends here
+    outcome.playing = True
+    loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
+    try:
+        loop.emit()
+        await _play_until_stopped(loop, plan, settings.stop, settings.stop_grace, store)
+    finally:
+        # The agents stop while the outputs are written; _run_opened awaits it.
+        outcome.closing = asyncio.create_task(invoker.aclose())
+    if loop.draining:
+        outcome.status, outcome.failure = "interrupted", "interrupted"
+    elif loop.stop_reason is not None:
+        outcome.status, outcome.failure = "failed", loop.stop_reason
+    else:
+        outcome.status = "completed"
+    return loop
+
+
+async def _play_until_stopped(
+    loop: RolloutLoop,
+    plan: Plan,
+    stop: asyncio.Event | None,
+    grace: float,
+    store: RunStore,
+) -> None:
+    """Play the plan; when ``stop`` is set, start nothing new, give in-flight rollouts
+    ``grace`` seconds to finish, then cut the rest (they are expired as interrupted, and a
+    resume plays them again without counting a retry)."""
+    if stop is None:
+        await loop.play(plan)
+        return
+    play = asyncio.create_task(loop.play(plan))
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not play.done():
+            loop.drain()
+            store.add_event("job_interrupt", {"grace_s": grace, "in_flight": loop.stats.in_flight})
+            try:
+                await asyncio.wait_for(asyncio.shield(play), grace)
+            except asyncio.TimeoutError:
+                play.cancel()
+                await asyncio.gather(play, return_exceptions=True)
+                return
+        play.result()
+    finally:
+        stopped.cancel()
+        if not play.done():
+            play.cancel()
+            await asyncio.gather(play, return_exceptions=True)

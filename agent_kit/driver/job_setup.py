@@ -1,0 +1,239 @@
+"""Opening a run directory for the job driver: a new run or a resumed one, and what is left to
+play.
+
+:func:`open_new` / :func:`open_resume` lock the run directory (:class:`~agent_kit.store.runlock.
+RunLock`), open its store and settle the job's settings into an :class:`OpenedRun`;
+:func:`plan_slots` reads the store to list the slots still to play (so a resumed run plays
+only what is missing, and counts what is done); :func:`expire_stale` seals what a dead driver
+left open. :func:`job_config` is what the job records about itself. Used by
+:mod:`agent_kit.driver.job` (which plays the plan) and
+:mod:`agent_kit.driver.job_stats` (which counts it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from agent_kit.driver.dataset import Dataset, load_dataset
+from agent_kit.driver.rollouts import RESUMED_REASON, JobConfig, default_job_name
+from agent_kit.driver.tunnel import validate_advertise_url
+from agent_kit.emulator.core import Emulator
+from agent_kit.errors import UsageError
+from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
+from agent_kit.store.runlock import RunLock
+
+__all__ = [
+    "OpenedRun",
+    "Plan",
+    "close_policy",
+    "dataset_digest",
+    "default_workers",
+    "expire_stale",
+    "job_config",
+    "open_new",
+    "open_resume",
+    "plan_slots",
+]
+
+logger = logging.getLogger("agent_kit.driver.job")
+
+Plan: TypeAlias = list[tuple[tuple[int, int, int], list[TrajectoryRow]]]
+"""Slots ``(step, prompt_index, sample_index)`` still to play, each with its earlier attempts."""
+
+
+def plan_slots(
+    store: RunStore, job_arn: str, job_name: str, config: JobConfig, n_prompts: int
+) -> tuple[Plan, int, dict[str, int]]:
+    """Slots still to play (with their earlier attempts), the total, and what was already done
+    (``counts``: total, done, succeeded, failed) — read from the store, so a resume plays only
+    what is missing."""
+    if config.batch_size is None:
+        raise UsageError("the job config was not validated against its dataset (no batch size)")
+    existing: dict[tuple[int, int, int], list[TrajectoryRow]] = {}
+    for row in store.list_trajectories(job_arn=job_arn):
+        existing.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row)
+    done_events = {
+        (int(e.detail["step"]), int(e.detail["prompt_index"]), int(e.detail["sample_index"])): e
+        for e in store.list_events(kind="rollout_done")
+        if e.trajectory_id is not None and e.trajectory_id.startswith(f"{job_name}-")
+    }
+    plan: Plan = []
+    counts = {"total": 0, "done": 0, "succeeded": 0, "failed": 0}
+    for step in range(config.steps):
+        for i in range(config.batch_size):
+            p_idx = (step * config.batch_size + i) % n_prompts
+            for k in range(config.group_size):
+                slot = (step, p_idx, k)
+                counts["total"] += 1
+                rows = sorted(existing.get(slot, []), key=lambda r: r.attempt)
+                states = {r.state for r in rows}
+                if slot in done_events or states & {"REWARDED", "FAILED"}:
+                    counts["done"] += 1
+                    if "REWARDED" in states:
+                        counts["succeeded"] += 1
+                    else:
+                        counts["failed"] += 1
+                    continue
+                plan.append((slot, rows))
+    return plan, counts["total"], counts
+
+
+def expire_stale(emu: Emulator, store: RunStore, job_arn: str) -> int:
+    """Mark TIMED_OUT (reason "resumed") what a dead driver left OPEN/READY; return how many."""
+    stale = store.list_trajectories(job_arn=job_arn, states=["OPEN", "READY"])
+    for row in stale:
+        emu.expire(row.id, RESUMED_REASON)
+    return len(stale)
+
+
+def _absolute(path: str | Path) -> str:
+    return str(Path(path).resolve())
+
+
+def dataset_digest(dataset: Dataset) -> str:
+    """SHA-256 of the dataset's prompts (a resume refuses a dataset that changed)."""
+    h = hashlib.sha256()
+    for prompt in dataset.prompts:
+        h.update(prompt.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclass
+class OpenedRun:
+    """A run directory ready to play: its store, settings and data (new or resumed)."""
+
+    run_dir: Path
+    lock: RunLock
+    store: RunStore
+    config: JobConfig
+    data: Dataset
+    job_name: str
+    entrypoint: str
+    dataset: str | Path
+    advertise_url: str | None
+    emulator_port: int | None
+    #: True when this command made the run directory (a new run, not a resume).
+    created: bool = False
+
+
+def open_new(
+    entrypoint: str | None, dataset: str | Path | None, config: JobConfig | None, out_dir: Path
+) -> OpenedRun:
+    """A new run ``out_dir/<job name>``: the config validated against the dataset, the run
+    directory locked (RunInUse if another driver holds it), its store created."""
+    if entrypoint is None or dataset is None:
+        raise UsageError("an entrypoint and a dataset are required")
+    data = load_dataset(dataset)
+    config = (config or JobConfig()).validated(len(data))
+    job_name = config.name or default_job_name(entrypoint)
+    config = replace(config, name=job_name)
+    run_dir = out_dir / job_name
+    created = not run_dir.exists()
+    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    try:
+        existed = (run_dir / RUN_FILE).exists()
+        store = RunStore.open(run_dir)
+        if existed and store.list_jobs():
+            store.close()
+            raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
+        # A store with no job is what a driver killed before it recorded its job leaves: there
+        # is nothing to resume, so the new run takes it over (we hold the lock).
+    except BaseException:
+        lock.release()
+        raise
+    return OpenedRun(
+        run_dir, lock, store, config, data, job_name, entrypoint, dataset, None, None, created
+    )
+
+
+def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> OpenedRun:
+    """An existing run to continue: locked, its store opened, settings read from its job
+    (entrypoint and dataset may be overridden); UsageError for a failed job, a missing record
+    or a dataset that changed."""
+    if not (run_dir / RUN_FILE).is_file():
+        raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
+    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    try:
+        store = RunStore.open(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    try:
+        jobs = store.list_jobs()
+        if not jobs:
+            raise UsageError(f"nothing to resume: {run_dir} holds no job")
+        job_row = jobs[-1]
+        recorded = job_row.config
+        if job_row.status == "failed":
+            reason = (job_row.summary or {}).get("run", {}).get("failure_reason")
+            raise UsageError(f"job {job_row.arn} failed ({reason}); a failed job is not resumed")
+        config = JobConfig.from_dict(recorded.get("job", {}))
+        entrypoint = entrypoint or recorded.get("entrypoint")
+        dataset = dataset or recorded.get("dataset")
+        if not entrypoint or not dataset:
+            raise UsageError(f"{run_dir} does not record its entrypoint and dataset")
+        data = load_dataset(dataset)
+        if recorded.get("dataset_sha256") not in (None, dataset_digest(data)):
+            raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
+    except BaseException:
+        store.close()
+        lock.release()
+        raise
+    advertise = recorded.get("advertise_url")
+    port = recorded.get("emulator_port")
+    return OpenedRun(
+        run_dir,
+        lock,
+        store,
+        config.validated(len(data)),
+        data,
+        job_row.name,
+        entrypoint,
+        dataset,
+        validate_advertise_url(str(advertise)) if advertise else None,
+        int(port) if port is not None else None,
+    )
+
+
+def default_workers(concurrency: int) -> int:
+    """Agent processes to start when the user names none: one per core the driver can use
+    (an agent process is single-threaded Python, the usual bottleneck), never more than the
+    rollouts that can be in flight."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, concurrency))
+
+
+def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
+    """What the job records about itself (shown in summaries: never the route token)."""
+    entry = run.entrypoint
+    config: dict[str, Any] = {
+        "job": run.config.to_dict(),
+        "entrypoint": _absolute(entry) if entry.endswith(".py") else entry,
+        "dataset": _absolute(run.dataset),
+        "dataset_sha256": dataset_digest(run.data),
+        "prompt_column": run.data.column,
+        "workers": workers,
+    }
+    if run.advertise_url is not None:
+        config["advertise_url"] = run.advertise_url
+    if run.emulator_port:
+        config["emulator_port"] = run.emulator_port
+    return config
+
+
+async def close_policy(policy: Any, job: str) -> None:
+    """Close a policy backend; a failure is logged at debug, never raised over the job's own
+    outcome."""
+    try:
+        await policy.aclose()
+    except Exception as exc:  # noqa: BLE001 - closing must not mask the job's own outcome
+        logger.debug("closing the policy of job %s failed: %s: %s", job, type(exc).__name__, exc)

@@ -1,0 +1,94 @@
+"""The job driver's own figures, counted from the store.
+
+:func:`driver_stats` is the ``run`` section of a job's summary: trajectories by state, slots
+done/succeeded/failed, retries, rewards, turns and tokens — every figure read from the store, so
+a resumed run reports the same totals as an uninterrupted one; only ``rollouts_per_s`` is of
+this invocation (:func:`rollout_rate`). :func:`redact_summary` takes the per-run route token out
+of anything written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from agent_kit.driver.job_setup import OpenedRun, plan_slots
+from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
+from agent_kit.driver.tunnel import redact
+from agent_kit.store import TrajectoryRow
+
+__all__ = ["counted_retries", "driver_stats", "redact_summary", "rollout_rate"]
+
+
+def driver_stats(
+    run: OpenedRun,
+    job_arn: str,
+    status: str,
+    failure: str | None,
+    job: RolloutLoop | None,
+    elapsed: float,
+) -> dict[str, Any]:
+    """The driver's figures, counted from the store (so a resumed run reports the same totals
+    as an uninterrupted one); only the rate is of this invocation."""
+    store = run.store
+    rows = store.list_trajectories(job_arn=job_arn)
+    _, total, counts = plan_slots(store, job_arn, run.job_name, run.config, len(run.data))
+    by_state: dict[str, int] = {}
+    prompt_tokens = completion_tokens = turns = 0
+    for row in rows:
+        by_state[row.state] = by_state.get(row.state, 0) + 1
+        for turn in store.list_turns(row.id):
+            turns += 1
+            prompt_tokens += turn.prompt_tokens
+            completion_tokens += turn.completion_tokens
+    rewards = [r.total for r in (store.get_reward(t.id) for t in rows) if r is not None]
+    failures = [e.detail for e in store.list_events(kind="job_failure")]
+    stats = job.stats if job is not None else None
+    return {
+        "job_arn": job_arn,
+        "status": status,
+        "failure_reason": failure,
+        "trajectories": len(rows),
+        "trajectories_by_state": by_state,
+        "rollouts_total": total,
+        "rollouts_succeeded": counts["succeeded"],
+        "rollouts_failed": counts["failed"],
+        "retries": counted_retries(rows),
+        "rewarded": len(rewards),
+        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
+        "turns": turns,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "job_failures": failures,
+        "elapsed_s": round(elapsed, 3),
+        "rollouts_per_s": rollout_rate(stats),
+    }
+
+
+def counted_retries(rows: list[TrajectoryRow]) -> int:
+    """Attempts that retried a failed one (not those replaying a rollout cut by a stop or a
+    resume: those are free, so an interrupted-then-resumed run counts as an uninterrupted one)."""
+    by_id = {row.id: row for row in rows}
+    return sum(
+        1
+        for row in rows
+        if row.retry_of is not None
+        and not free_retry(by_id[row.retry_of].reason if row.retry_of in by_id else None)
+    )
+
+
+def rollout_rate(stats: RolloutStats | None) -> float | None:
+    """Rollouts finished per second of the rollout phase (agent start-up excluded)."""
+    if stats is None:
+        return None
+    seconds = time.monotonic() - stats.started
+    return round(stats.done_this_run / seconds, 3) if seconds > 0 else None
+
+
+def redact_summary(summary: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """``summary`` with the route ``token`` replaced wherever a string quotes it."""
+    if not token:
+        return summary
+    text = json.dumps(summary, default=str)
+    return summary if token not in text else dict(json.loads(redact(text, token)))

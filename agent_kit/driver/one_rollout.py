@@ -1,0 +1,121 @@
+"""One debugging rollout (``agent-kit invoke``): no job loop, no retries, a transcript left behind.
+
+:func:`invoke_once` serves an emulator for a one-prompt job, starts the agent through its
+invoker, plays slot (0, 0, 0) once and returns an :class:`InvokeOutcome` (state, reason, reward,
+what the agent answered); ``run_dir/run.sqlite`` keeps the turns for ``agent-kit show``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_kit.driver.dataset import Dataset
+from agent_kit.driver.invokers import InvokeResult, agent_env, make_invoker
+from agent_kit.driver.job_setup import close_policy
+from agent_kit.driver.rollouts import JobConfig, RolloutLoop, trajectory_id_for
+from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.errors import UsageError
+from agent_kit.store import RUN_FILE, RunStore
+
+__all__ = ["InvokeOutcome", "invoke_once"]
+
+
+@dataclass(frozen=True)
+class InvokeOutcome:
+    """One debugging rollout: its trajectory, what the agent returned, and the run store path."""
+
+    trajectory_id: str
+    job_arn: str
+    state: str
+    reason: str | None
+    reward: float | None
+    result: InvokeResult | None
+    store_path: Path
+
+
+async def invoke_once(
+    entrypoint: str,
+    prompt: str,
+    *,
+    policy: str = "random",
+    run_dir: str | Path,
+    rollout_timeout: float = 120.0,
+    report_grace: float = 10.0,
+    temperature: float = 1.0,
+    seed: int = 0,
+    endpoint_url: str | None = None,
+) -> InvokeOutcome:
+    """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``."""
+    from agent_kit.emulator.policies import load_policy
+    from agent_kit.emulator.server import create_app
+
+    run = Path(run_dir)
+    if (run / RUN_FILE).exists():
+        raise UsageError(f"{run} already holds a run")
+    config = JobConfig(
+        name="invoke",
+        policy=policy,
+        group_size=2,
+        batch_size=1,
+        concurrency=1,
+        rollout_timeout=rollout_timeout,
+        max_retries=0,
+        temperature=temperature,
+        seed=seed,
+        fail_fast=False,
+        report_grace=report_grace,
+    ).validated(1)
+    data = Dataset(path=Path("<prompt>"), column="prompt", prompts=(prompt,))
+    store = RunStore.open(run)
+    try:
+        backend = load_policy(policy, seed=seed, base_dir=Path.cwd())
+        emu = Emulator(store, backend, region=config.region, seed=seed)
+        job_arn = emu.create_job("invoke", {"job": config.to_dict(), "entrypoint": entrypoint}).arn
+        server = EmbeddedServer(create_app(emu))
+        endpoint = await server.start()
+        try:
+            invoker = make_invoker(
+                entrypoint,
+                env=agent_env(endpoint, config.region),
+                log_dir=run / "logs",
+                concurrency=1,
+                endpoint_url=endpoint_url,
+                on_event=lambda kind, detail: store.add_event(kind, detail),
+            )
+            job = RolloutLoop(
+                emu=emu,
+                store=store,
+                invoker=invoker,
+                job_arn=job_arn,
+                job_name="invoke",
+                endpoint=endpoint,
+                dataset=data,
+                config=config,
+                progress=None,
+            )
+            await invoker.start()
+            try:
+                await job.play_slot((0, 0, 0), [])
+            finally:
+                await invoker.aclose()
+        finally:
+            await server.stop()
+            await close_policy(backend, "invoke")
+        last = job.last
+        tid = last.trajectory_id if last else trajectory_id_for("invoke", 0, 0, 0, 0)
+        row = store.get_trajectory(tid)
+        reward = store.get_reward(tid)
+        store.update_job(job_arn, status="completed")
+        return InvokeOutcome(
+            trajectory_id=tid,
+            job_arn=job_arn,
+            state=row.state if row else "UNKNOWN",
+            reason=row.reason if row else None,
+            reward=None if reward is None else reward.total,
+            result=last.result if last else None,
+            store_path=Path(store.path),
+        )
+    finally:
+        store.close()

@@ -1,0 +1,527 @@
+"""The rollout loop of a local job: settings, ids, progress, and one slot's attempts.
+
+:class:`RolloutLoop` plays (step, prompt, sample) *slots* against an invoker and the in-process
+:class:`~agent_kit.emulator.core.Emulator`, classifying every attempt the way the service does
+(see :mod:`agent_kit.driver.job` for the outcome table).
+:func:`~agent_kit.driver.job.run_job` builds one around a served emulator and an agent;
+this module knows nothing about run directories, summaries or servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.contract import TrajectoryState
+from agent_kit.driver.dataset import Dataset
+from agent_kit.driver.invokers import Invoker, InvokeResult
+from agent_kit.emulator.chaos import parse_chaos
+from agent_kit.emulator.core import Emulator
+from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
+from agent_kit.store.events import (
+    FAILED_REASON,
+    NO_REWARD_REASON,
+    NO_SAMPLE_REASON,
+    RESUMED_REASON,
+    STOPPED_REASON,
+)
+
+__all__ = [
+    "FAILED_REASON",
+    "MAX_BATCH_SIZE",
+    "NO_REWARD_REASON",
+    "NO_SAMPLE_REASON",
+    "RESUMED_REASON",
+    "STOPPED_REASON",
+    "JobConfig",
+    "Progress",
+    "ProgressHook",
+    "RolloutLoop",
+    "RolloutStats",
+    "default_job_name",
+    "free_retry",
+    "session_id_for",
+    "trajectory_id_for",
+]
+
+#: The service's largest global batch; the default batch (all prompts) is capped here.
+MAX_BATCH_SIZE: Final = 128
+#: Upper bounds of a local job (the service allows at most 96 rollouts in flight).
+MAX_CONCURRENCY: Final = 1024
+MAX_STEPS: Final = 100_000
+_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_TERMINAL_WAIT: Final = frozenset(
+    {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
+)
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Job settings, named like the service's hyper-parameters; :meth:`validated` checks them.
+
+    ``batch_size`` None means "every prompt" (capped at :data:`MAX_BATCH_SIZE`); ``report_grace``
+    is how long, after the agent's answer, the driver waits for CompleteRollout/UpdateReward
+    (bounded by what is left of ``rollout_timeout``).
+    """
+
+    name: str | None = None
+    policy: str = "random"
+    group_size: int = 8
+    batch_size: int | None = None
+    steps: int = 1
+    concurrency: int = 32
+    rollout_timeout: float = 600.0
+    max_retries: int = 3
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    success_threshold: float = 1.0
+    fail_fast: bool = True
+    seed: int = 0
+    report_grace: float = 30.0
+    region: str = "us-west-2"
+    #: ``--chaos SPEC``: faults the emulator injects (agent_kit.emulator.chaos); None for none.
+    chaos: str | None = None
+
+    def validated(self, n_prompts: int) -> JobConfig:
+        """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
+        ``agent-kit run`` flag."""
+        checks: list[tuple[bool, str]] = [
+            (2 <= self.group_size <= 32, f"--group-size must be 2..32, got {self.group_size}"),
+            (1 <= self.steps <= MAX_STEPS, f"--steps must be 1..{MAX_STEPS}, got {self.steps}"),
+            (
+                1 <= self.concurrency <= MAX_CONCURRENCY,
+                f"--concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}",
+            ),
+            (
+                0 < self.rollout_timeout <= 86_400,
+                f"--rollout-timeout must be > 0 and ≤ 86400 seconds, got {self.rollout_timeout}",
+            ),
+            (0 <= self.max_retries <= 10, f"--max-retries must be 0..10, got {self.max_retries}"),
+            (0 <= self.temperature <= 2, f"--temperature must be 0..2, got {self.temperature}"),
+            (0 < self.top_p <= 1, f"--top-p must be in (0, 1], got {self.top_p}"),
+            (self.max_tokens >= 1, f"--max-tokens must be ≥ 1, got {self.max_tokens}"),
+            (
+                0 <= self.report_grace <= 3600,
+                f"--report-grace must be 0..3600 seconds, got {self.report_grace}",
+            ),
+            (n_prompts >= 1, "the dataset has no prompts"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+        if self.chaos is not None:
+            parse_chaos(self.chaos, seed=self.seed)  # UsageError naming the bad item
+        if self.name is not None and not _NAME_RE.match(self.name):
+            raise UsageError(
+                f"job name {self.name!r} is not valid: 1..63 letters, digits and hyphens, "
+                "starting and ending with a letter or digit"
+            )
+        batch = self.batch_size
+        if batch is None:
+            batch = min(n_prompts, MAX_BATCH_SIZE)
+        elif not 1 <= batch <= 1024:
+            raise UsageError(f"--batch-size must be 1..1024, got {batch}")
+        return replace(self, batch_size=batch)
+
+    def inference_params(self) -> dict[str, Any]:
+        """``payload.inferenceParams`` (docs/contract.md §2 names)."""
+        return {"temperature": self.temperature, "topP": self.top_p, "maxTokens": self.max_tokens}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored in the job row)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobConfig:
+        """The inverse of :meth:`to_dict`; unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def default_job_name(entrypoint: str) -> str:
+    """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows.
+
+    A generic file name (``agent.py``, ``main.py``, ``app.py``) takes its directory's name, so
+    ``examples/wordle/agent.py`` runs as ``wordle-…``.
+    """
+    path = Path(entrypoint)
+    stem = path.stem if entrypoint.endswith(".py") else "agent"
+    if entrypoint.endswith(".py") and stem in ("agent", "main", "app") and path.parent.name:
+        stem = path.resolve().parent.name
+    stem = re.sub(r"[^a-zA-Z0-9]+", "-", stem).strip("-")[:40] or "agent"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def trajectory_id_for(job: str, step: int, prompt: int, sample: int, attempt: int) -> str:
+    """The deterministic trajectory id of one rollout attempt."""
+    return f"{job}-s{step}-p{prompt}-g{sample}-a{attempt}"
+
+
+def session_id_for(trajectory_id: str) -> str:
+    """A unique AgentCore session id (≥ 33 characters) derived from the trajectory id."""
+    return "agent-kit-" + hashlib.sha256(trajectory_id.encode()).hexdigest()[:48]
+
+
+# -- progress and results -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot of a running job, handed to the progress hook after every change."""
+
+    total: int
+    done: int
+    succeeded: int
+    failed: int
+    retried: int
+    in_flight: int
+    reward_mean: float | None
+    elapsed: float
+    rate: float
+    eta: float | None
+    step: int
+    steps: int
+    job_failures: int
+
+
+ProgressHook = Callable[[Progress], None]
+
+
+@dataclass
+class RolloutStats:
+    """Live counters of a job's slots (``done`` includes slots finished before a resume)."""
+
+    total: int = 0
+    done: int = 0
+    done_this_run: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    in_flight: int = 0
+    reward_sum: float = 0.0
+    reward_n: int = 0
+    job_failures: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    kind: str  # "rewarded" | "job_failure" | "retry"
+    trajectory_id: str
+    reason: str | None = None
+    reward: float | None = None
+    result: InvokeResult | None = None
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+def _payload(
+    trajectory_id: str, job_arn: str, prompt: str, endpoint: str, config: JobConfig
+) -> dict[str, Any]:
+    return {
+        "prompt": prompt,
+        "metadata": {
+            "jobArn": job_arn,
+            "rolloutId": trajectory_id,
+            "endpoint": endpoint,
+            "region": config.region,
+        },
+        "inferenceParams": config.inference_params(),
+    }
+
+
+class RolloutLoop:
+    """Plays slots of one job to their final outcome (shared by ``run_job`` and ``invoke_once``).
+
+    ``stop_reason`` becomes the first job-killing failure when ``config.fail_fast``; ``stats``
+    counts slots; ``last`` is the most recent attempt (used by ``invoke_once``).
+    """
+
+    def __init__(
+        self,
+        *,
+        emu: Emulator,
+        store: RunStore,
+        invoker: Invoker,
+        job_arn: str,
+        job_name: str,
+        endpoint: str,
+        dataset: Dataset,
+        config: JobConfig,
+        progress: ProgressHook | None,
+    ) -> None:
+        self.emu = emu
+        self.store = store
+        self.invoker = invoker
+        self.job_arn = job_arn
+        self.job_name = job_name
+        self.endpoint = endpoint
+        self.dataset = dataset
+        self.config = config
+        self.progress = progress
+        self.stats = RolloutStats()
+        self.stop_reason: str | None = None
+        #: Set by :meth:`drain`: no new attempt starts; in-flight ones may finish.
+        self.draining = False
+        self.sem = asyncio.Semaphore(config.concurrency)
+        self.last: _Attempt | None = None
+
+    def drain(self) -> None:
+        """Start no new rollout attempt from now on (a graceful stop: Ctrl-C, SIGTERM)."""
+        self.draining = True
+
+    # progress
+    def emit(self) -> None:
+        """Hand a :class:`Progress` snapshot to the progress hook (if any)."""
+        if self.progress is None:
+            return
+        s = self.stats
+        elapsed = time.monotonic() - s.started
+        rate = s.done_this_run / elapsed if elapsed > 0 else 0.0
+        remaining = s.total - s.done
+        self.progress(
+            Progress(
+                total=s.total,
+                done=s.done,
+                succeeded=s.succeeded,
+                failed=s.failed,
+                retried=s.retried,
+                in_flight=s.in_flight,
+                reward_mean=s.reward_sum / s.reward_n if s.reward_n else None,
+                elapsed=elapsed,
+                rate=rate,
+                eta=remaining / rate if rate > 0 else None,
+                step=s.step,
+                steps=self.config.steps,
+                job_failures=len(s.job_failures),
+            )
+        )
+
+    def _job_failure(self, reason: str, trajectory_id: str, slot: tuple[int, int, int]) -> None:
+        detail = {
+            "reason": reason,
+            "trajectory_id": trajectory_id,
+            "step": slot[0],
+            "prompt_index": slot[1],
+            "sample_index": slot[2],
+        }
+        self.store.add_event("job_failure", detail, trajectory_id=trajectory_id)
+        self.stats.job_failures.append(detail)
+        if self.config.fail_fast and self.stop_reason is None:
+            self.stop_reason = reason
+
+    def _slot_done(
+        self, slot: tuple[int, int, int], trajectory_id: str, outcome: str, reason: str | None
+    ) -> None:
+        self.store.add_event(
+            "rollout_done",
+            {
+                "step": slot[0],
+                "prompt_index": slot[1],
+                "sample_index": slot[2],
+                "outcome": outcome,
+                "reason": reason,
+            },
+            trajectory_id=trajectory_id,
+        )
+        self.stats.done += 1
+        self.stats.done_this_run += 1
+        if outcome == "rewarded":
+            self.stats.succeeded += 1
+        else:
+            self.stats.failed += 1
+        self.emit()
+
+    async def _attempt(
+        self,
+        slot: tuple[int, int, int],
+        attempt: int,
+        retry_of: str | None,
+    ) -> _Attempt:
+        step, p_idx, k = slot
+        config = self.config
+        tid = trajectory_id_for(self.job_name, step, p_idx, k, attempt)
+        prompt = self.dataset[p_idx]
+        payload = _payload(tid, self.job_arn, prompt, self.endpoint, config)
+        self.emu.open_trajectory(
+            self.job_arn,
+            prompt,
+            step=step,
+            prompt_index=p_idx,
+            sample_index=k,
+            attempt=attempt,
+            retry_of=retry_of,
+            trajectory_id=tid,
+            payload=payload,
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + config.rollout_timeout
+        self.stats.in_flight += 1
+        self.emit()
+        try:
+            result = await self.invoker.invoke(payload, session_id_for(tid), config.rollout_timeout)
+            # What the agent answered (reward breakdown, failure reason): replay compares it.
+            self.store.add_event(
+                INVOCATION_EVENT,
+                {
+                    "status": result.status,
+                    "http_status": result.http_status,
+                    "body": result.body,
+                    "error": result.error,
+                },
+                trajectory_id=tid,
+            )
+            outcome = await self._classify(tid, result, deadline)
+        except asyncio.CancelledError:
+            why = self.stop_reason or ("interrupted" if self.draining else "cancelled")
+            with contextlib.suppress(AgentKitError):
+                self.emu.expire(tid, f"{STOPPED_REASON}: {why}")
+            raise
+        finally:
+            self.stats.in_flight -= 1
+        if outcome.kind == "retry":
+            self.store.add_event(
+                "rollout_retry",
+                {"reason": outcome.reason, "attempt": attempt, "invoke_status": result.status},
+                trajectory_id=tid,
+            )
+        return outcome
+
+    async def _classify(self, tid: str, result: InvokeResult, deadline: float) -> _Attempt:
+        emu = self.emu
+        loop = asyncio.get_running_loop()
+        if result.status in ("timeout", "unreachable"):
+            state = emu.state(tid)
+            if state is TrajectoryState.REWARDED:
+                return self._rewarded(tid, result)
+            if result.status == "timeout":
+                reason = f"The rollout did not finish within rollout_timeout ({result.error})"
+            else:
+                reason = f"The agent could not be reached or crashed: {result.error}"
+            state = emu.expire(tid, reason)
+            if state is TrajectoryState.REWARDED:  # the reward raced the expiry
+                return self._rewarded(tid, result)
+            if state is TrajectoryState.FAILED:
+                return _Attempt("job_failure", tid, FAILED_REASON, result=result)
+            return _Attempt("retry", tid, reason, result=result)
+        grace = max(0.0, min(deadline - loop.time(), self.config.report_grace))
+        state = await emu.wait_state(tid, _TERMINAL_WAIT, grace)
+        if state is TrajectoryState.REWARDED:
+            return self._rewarded(tid, result)
+        if state is TrajectoryState.FAILED:
+            return _Attempt("job_failure", tid, FAILED_REASON, result=result)
+        if state is TrajectoryState.TIMED_OUT:
+            return _Attempt("retry", tid, "expired while waiting for the reward", result=result)
+        if state is TrajectoryState.READY:
+            final = emu.expire(tid, NO_REWARD_REASON)
+            if final is TrajectoryState.REWARDED:
+                return self._rewarded(tid, result)
+            return _Attempt("job_failure", tid, NO_REWARD_REASON, result=result)
+        # still OPEN after the agent answered
+        if emu.turn_count(tid) == 0:
+            final = emu.expire(tid, NO_SAMPLE_REASON)
+            if final is TrajectoryState.REWARDED:
+                return self._rewarded(tid, result)
+            detail = f" (agent: {result.error})" if result.error else ""
+            return _Attempt("job_failure", tid, NO_SAMPLE_REASON + detail, result=result)
+        if loop.time() >= deadline:
+            reason = "The rollout did not finish within rollout_timeout"
+        else:
+            reason = "The agent answered without completing the rollout"
+            if result.error:
+                reason += f" ({result.error})"
+        final = emu.expire(tid, reason)
+        if final is TrajectoryState.REWARDED:
+            return self._rewarded(tid, result)
+        return _Attempt("retry", tid, reason, result=result)
+
+    def _rewarded(self, tid: str, result: InvokeResult) -> _Attempt:
+        reward = self.store.get_reward(tid)
+        return _Attempt(
+            "rewarded", tid, reward=None if reward is None else reward.total, result=result
+        )
+
+    async def play_slot(self, slot: tuple[int, int, int], prior: list[TrajectoryRow]) -> None:
+        """Play one (step, prompt, sample) slot to its final outcome, retrying as needed."""
+        attempt = max((t.attempt for t in prior), default=-1) + 1
+        retries_used = sum(1 for t in prior if not free_retry(t.reason))
+        retry_of = prior[-1].id if prior else None
+        last_reason = prior[-1].reason if prior else None
+        while self.stop_reason is None and not self.draining:
+            if retries_used > self.config.max_retries:
+                reason = f"Rollout failed after {retries_used} attempts: {last_reason}"
+                failed_id = retry_of or trajectory_id_for(self.job_name, *slot, 0)
+                self._job_failure(reason, failed_id, slot)
+                self._slot_done(slot, failed_id, "failed", reason)
+                return
+            async with self.sem:
+                if self.stop_reason is not None or self.draining:
+                    return
+                outcome = await self._attempt(slot, attempt, retry_of)
+            self.last = outcome
+            if outcome.kind == "rewarded":
+                if outcome.reward is not None:
+                    self.stats.reward_sum += outcome.reward
+                    self.stats.reward_n += 1
+                self._slot_done(slot, outcome.trajectory_id, "rewarded", None)
+                return
+            if outcome.kind == "job_failure":
+                reason = outcome.reason or "job failure (no reason given)"
+                self._job_failure(reason, outcome.trajectory_id, slot)
+                self._slot_done(slot, outcome.trajectory_id, "failed", reason)
+                return
+            retries_used += 1
+            attempt += 1
+            retry_of = outcome.trajectory_id
+            last_reason = outcome.reason
+            if retries_used <= self.config.max_retries:
+                self.stats.retried += 1
+                self.emit()
+
+    async def play(self, plan: list[tuple[tuple[int, int, int], list[TrajectoryRow]]]) -> None:
+        """Play the slots step by step (a step starts when the previous one is finished)."""
+        by_step: dict[int, list[tuple[tuple[int, int, int], list[TrajectoryRow]]]] = {}
+        for item in plan:
+            by_step.setdefault(item[0][0], []).append(item)
+        for step in sorted(by_step):
+            if self.stop_reason is not None or self.draining:
+                break
+            self.stats.step = step
+            self.emit()
+            tasks = [
+                asyncio.create_task(self.play_slot(slot, prior)) for slot, prior in by_step[step]
+            ]
+            try:
+                await self._until_done_or_stopped(tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _until_done_or_stopped(self, tasks: list[asyncio.Task[None]]) -> None:
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # a bug in the driver must surface, not vanish
+            if self.stop_reason is not None:
+                return
+
+
+def free_retry(reason: str | None) -> bool:
+    """Attempts cut short by a stopped or resumed run do not use up the slot's retries."""
+    return reason is not None and (reason == RESUMED_REASON or reason.startswith(STOPPED_REASON))

@@ -1,0 +1,33 @@
+"""The run store: one SQLite file per run, and the names everyone reads it by.
+
+Every room that reads a run (reporting, export, doctor, replay) reads it through this room,
+never through the service that wrote it:
+
+- :mod:`~agent_kit.store.run_store` — :class:`RunStore`, the one connection, lock and
+  transaction helper (``RUN_DIR/run.sqlite``);
+- :mod:`~agent_kit.store.rows` — the frozen row types it returns;
+- :mod:`~agent_kit.store.schema` — the versioned schema and its migrations;
+- :mod:`~agent_kit.store.events` — event kinds and trajectory reasons;
+- :mod:`~agent_kit.store.runlock` — the run directory's lock file.
+"""
+
+from __future__ import annotations
+
+from agent_kit.store.events import INVOCATION_EVENT
+from agent_kit.store.rows import EventRow, JobRow, RewardRow, TrajectoryRow, TurnRow, TurnTotals
+from agent_kit.store.run_store import RUN_FILE, RunStore, resolve_path
+from agent_kit.store.schema import SCHEMA_VERSION
+
+__all__ = [
+    "INVOCATION_EVENT",
+    "RUN_FILE",
+    "SCHEMA_VERSION",
+    "EventRow",
+    "JobRow",
+    "RewardRow",
+    "RunStore",
+    "TrajectoryRow",
+    "TurnRow",
+    "TurnTotals",
+    "resolve_path",
+]

@@ -1,0 +1,50 @@
+"""The names a run store's events and trajectory reasons are written under, in one place.
+
+Writers (the emulator, the driver, replay) and readers (reporting, export, doctor) agree on
+these strings through this module, so a reader never imports the writer to learn a name.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CHAOS_EVENT",
+    "CONNECTION_EVENT",
+    "DIVERGENCE_EVENT",
+    "FAILED_REASON",
+    "INVOCATION_EVENT",
+    "JOB_FAILURE_EVENT",
+    "NO_REWARD_REASON",
+    "NO_SAMPLE_REASON",
+    "REPORT_ERROR_EVENT",
+    "RESUMED_REASON",
+    "ROLLOUT_DONE_EVENT",
+    "STOPPED_REASON",
+]
+
+#: What the agent answered to an invocation (status, HTTP status, body, error).
+INVOCATION_EVENT: Final = "invocation"
+#: One injected fault (``agent-kit run --chaos``).
+CHAOS_EVENT: Final = "chaos"
+#: A policy call that came on another connection than the trajectory's last.
+CONNECTION_EVENT: Final = "policy_connection"
+#: A failure of the whole job, in the service's words (detail: reason, trajectory, slot).
+JOB_FAILURE_EVENT: Final = "job_failure"
+#: One rollout slot finished (rewarded or given up); resume keeps such slots.
+ROLLOUT_DONE_EVENT: Final = "rollout_done"
+#: summary.json or report.html could not be written at the end of a run.
+REPORT_ERROR_EVENT: Final = "report_error"
+#: A replayed rollout diverged from its recording.
+DIVERGENCE_EVENT: Final = "replay_divergence"
+
+#: An agent completed a rollout with ``Status: failed`` (docs/contract.md §1).
+FAILED_REASON: Final = "The agent signaled that the trajectory failed"
+#: The invocation ended with no policy call recorded.
+NO_SAMPLE_REASON: Final = "No sampling requests were received for this rollout"
+#: READY, but no reward within the grace period.
+NO_REWARD_REASON: Final = "The rollout completed but no reward was received in time"
+#: A trajectory left OPEN/READY by a dead run, expired when the run is resumed.
+RESUMED_REASON: Final = "resumed"
+#: Prefix of the reason given to rollouts cut short when a job stops (not a retry on resume).
+STOPPED_REASON: Final = "job stopped"

@@ -1,0 +1,170 @@
+"""The rows of the run store: one frozen dataclass per table, and their decoders.
+
+:class:`~agent_kit.store.RunStore` returns these; the ``*_from_row`` functions turn a
+``SELECT *`` tuple (column order of :mod:`~agent_kit.store.schema`) into one, decoding
+the JSON columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "EventRow",
+    "JobRow",
+    "RewardRow",
+    "TrajectoryRow",
+    "TurnRow",
+    "TurnTotals",
+    "event_from_row",
+    "job_from_row",
+    "reward_from_row",
+    "trajectory_from_row",
+    "turn_from_row",
+]
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One emulated job (an MTRL training or evaluation job)."""
+
+    arn: str
+    name: str
+    created_at: float
+    config: dict[str, Any]
+    status: str
+    summary: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class TrajectoryRow:
+    """One trajectory (= one rollout id) and its state-machine state."""
+
+    id: str
+    job_arn: str
+    state: str
+    prompt: str
+    payload: dict[str, Any] | None = None
+    step: int = 0
+    prompt_index: int = 0
+    sample_index: int = 0
+    attempt: int = 0
+    retry_of: str | None = None
+    replay_of: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    """One policy call of a trajectory: full request and response bodies, usage and latency.
+
+    ``route`` is the HTTP route that carried it (``/sample``, ``/sample-with-response-stream``,
+    ``/v1/chat/completions``); ``stream`` tells whether the caller asked for SSE.
+    """
+
+    trajectory_id: str
+    idx: int
+    route: str
+    request: dict[str, Any]
+    response: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+    latency_ms: float
+    created_at: float = 0.0
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class TurnTotals:
+    """The turns of one trajectory in sums (what the summary needs, without their JSON)."""
+
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: Turns whose token counts are estimated (no usage from the policy, no tokenizer).
+    estimated: int = 0
+
+
+@dataclass(frozen=True)
+class RewardRow:
+    """The rewards reported for a trajectory; ``total`` is their sum."""
+
+    trajectory_id: str
+    rewards: list[float]
+    total: float
+    client_token: str | None
+    body_hash: str | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A state change or notable occurrence (``kind``) with JSON details."""
+
+    id: int
+    trajectory_id: str | None
+    kind: str
+    detail: dict[str, Any]
+    created_at: float
+
+
+def _loads_opt(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def job_from_row(r: Sequence[Any]) -> JobRow:
+    """A ``jobs`` row."""
+    return JobRow(r[0], r[1], float(r[2]), json.loads(r[3]), r[4], _loads_opt(r[5]))
+
+
+def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
+    """A ``trajectories`` row."""
+    return TrajectoryRow(
+        id=r[0],
+        job_arn=r[1],
+        state=r[2],
+        prompt=r[3],
+        payload=_loads_opt(r[4]),
+        step=int(r[5]),
+        prompt_index=int(r[6]),
+        sample_index=int(r[7]),
+        attempt=int(r[8]),
+        retry_of=r[9],
+        replay_of=r[10],
+        created_at=float(r[11]),
+        updated_at=float(r[12]),
+        reason=r[13],
+    )
+
+
+def turn_from_row(r: Sequence[Any]) -> TurnRow:
+    """A ``turns`` row."""
+    return TurnRow(
+        trajectory_id=r[0],
+        idx=int(r[1]),
+        route=r[2],
+        request=json.loads(r[3]),
+        response=json.loads(r[4]),
+        prompt_tokens=int(r[5]),
+        completion_tokens=int(r[6]),
+        usage_estimated=bool(r[7]),
+        latency_ms=float(r[8]),
+        created_at=float(r[9]),
+        stream=bool(r[10]),
+    )
+
+
+def reward_from_row(r: Sequence[Any]) -> RewardRow:
+    """A ``rewards`` row."""
+    return RewardRow(r[0], json.loads(r[1]), float(r[2]), r[3], r[4], float(r[5]))
+
+
+def event_from_row(r: Sequence[Any]) -> EventRow:
+    """An ``events`` row."""
+    return EventRow(int(r[0]), r[1], str(r[2]), json.loads(r[3]), float(r[4]))

@@ -1,0 +1,318 @@
+"""The RL report and the comparison page on real runs of examples/wordle (agent subprocesses).
+
+Three small runs, made once for the module: ``Solver`` for one step, ``Sloppy`` for two steps
+(3 holdout prompts × group 4, temperature 0.7, concurrency 8), and ``Sloppy`` through a copy of
+the Wordle agent that answers with its tool log, so the last tool result of every episode is
+recorded. ``run_local`` writes summary.json and report.html as each run ends; the tests parse
+those files.
+
+One more test takes the headless Chromium that ``make test`` installs into .venv/browser
+(``@sparticuz/chromium`` and ``puppeteer-core``, pinned by tests/browser/package-lock.json;
+``AGENT_KIT_BROWSER_DIR`` names another folder holding them), opens the report from
+``file://``, drives the filters and a sortable header, and checks the console stays clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report_rl import Node, num, parse
+
+from agent_kit.driver.job import JobConfig
+from agent_kit.driver.local import run_local
+from agent_kit.reporting.compare import write_comparison
+from agent_kit.reporting.transcripts import NOT_RECORDED
+from agent_kit.store import RunStore
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDLE = ROOT / "examples" / "wordle"
+
+LOGGED_AGENT = '''"""The Wordle agent; its answer carries its tool log (each call, its output)."""
+
+import dataclasses
+import importlib.util
+import sys
+
+from agent_kit.app import RolloutApp
+from agent_kit.episode_loop import run_episode
+
+_spec = importlib.util.spec_from_file_location("wordle_agent", {agent!r})
+wordle = importlib.util.module_from_spec(_spec)
+sys.modules["wordle_agent"] = wordle
+_spec.loader.exec_module(wordle)
+
+
+class LoggedApp(RolloutApp):
+    async def play(self, payload):
+        outcome = await run_episode(
+            payload,
+            environment=self.environment,
+            reward=self.reward_fn,
+            settings=self.settings,
+            model_factory=self._model_factory or self._default_model,
+        )
+        outcome.extra["tool_log"] = [dataclasses.asdict(c) for c in outcome.episode.tool_calls]
+        if payload.metadata is not None:
+            await self._report(payload, outcome)
+        return outcome.body()
+
+
+app = LoggedApp(
+    wordle.WordleEnv,
+    reward=wordle.wordle_reward,
+    system_prompt=wordle.SYSTEM_PROMPT,
+    max_turns=wordle.MAX_TURNS,
+    floor_reward=-1.5,
+)
+
+if __name__ == "__main__":
+    app.run()
+'''
+
+
+def _run(entry: Path, dataset: Path, out: Path, name: str, policy: str, steps: int) -> Path:
+    config = JobConfig(
+        name=name,
+        policy=f"scripted:{WORDLE / 'policies.py'}:{policy}",
+        group_size=4,
+        temperature=0.7,
+        concurrency=8,
+        steps=steps,
+        rollout_timeout=120,
+    )
+    result = asyncio.run(run_local(str(entry), dataset, config, out_dir=out))
+    assert result.status == "completed"
+    return Path(result.run_dir)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Run directories of the three small Wordle runs (solver, sloppy, logged)."""
+    base = tmp_path_factory.mktemp("wordle-report")
+    dataset = base / "three.jsonl"
+    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    dataset.write_text("".join(lines[:3]), encoding="utf-8")
+    logged = base / "logged_agent.py"
+    logged.write_text(LOGGED_AGENT.format(agent=str(WORDLE / "agent.py")), encoding="utf-8")
+    agent = WORDLE / "agent.py"
+    return {
+        "solver": _run(agent, dataset, base / "runs", "solver", "Solver", 1),
+        "sloppy": _run(agent, dataset, base / "runs", "sloppy", "Sloppy", 2),
+        "logged": _run(logged, dataset, base / "runs", "logged", "Sloppy", 1),
+    }
+
+
+def _page(run_dir: Path) -> Node:
+    return parse((run_dir / "report.html").read_text(encoding="utf-8"))
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_solver_run_report_numbers_and_distributions(runs: dict[str, Path]) -> None:
+    """The one-step Solver report shows histograms, and its metrics, per-prompt successes and
+    breakdown agree with summary.json."""
+    page, summary = _page(runs["solver"]), _summary(runs["solver"])
+    kinds = {s.get("aria-label"): s.get("data-kind") for s in page.one(id="plots").all("svg")}
+    assert kinds["Reward distribution"] == "histogram"
+    assert kinds["Turns per rollout"] == "histogram"
+    assert kinds["Tokens per rollout"] == "histogram"
+    assert "lines" not in kinds.values()
+    for row in page.one(id="metrics-table").all("tr")[1:]:
+        assert num(row.all("td")[1]) == summary["metrics"][row.get("data-metric") or ""]
+    foot = page.one(id="prompt-table").one("tfoot").all("td")
+    assert num(foot[3]) == summary["metrics"]["eval/reward/succeeded_rollouts"]
+    assert num(foot[7]) == summary["metrics"]["eval/reward/pass_at_1"]
+    components = {
+        r.get("data-component"): r.all("td")
+        for r in page.one(id="breakdown-table").all("tr")
+        if r.get("data-component")
+    }
+    assert {"outcome", "strategy"} <= set(components)
+    assert num(components["outcome"][2]) == 1.0  # declared weight
+    assert num(components["outcome"][3]) == summary["counts"]["rewarded"]
+    assert page.one(id="no-failures")
+
+
+def test_sloppy_two_steps_draws_lines(runs: dict[str, Path]) -> None:
+    """The two-step Sloppy report draws per-step lines, and names the unsolved episodes
+    'unsolved' (never 'failed': every rollout was rewarded)."""
+    page = _page(runs["sloppy"])
+    kinds = {s.get("aria-label"): s.get("data-kind") for s in page.one(id="plots").all("svg")}
+    assert kinds["Reward per step"] == "lines"
+    assert kinds["Tokens per rollout, mean per step"] == "lines"
+    outcomes = {t.get("data-outcome") for t in page.all("details", cls="tx")}
+    assert "unsolved" in outcomes
+    assert "failed" not in outcomes
+
+
+def test_plain_agent_last_tool_result_marked_not_recorded(runs: dict[str, Path]) -> None:
+    """With the stock agent the last tool result is in no request: the lowest-scoring
+    transcript says so and still shows the reward breakdown."""
+    page = _page(runs["sloppy"])
+    first = page.all("details", cls="tx")[0]
+    rewards = [num(t.one("div", cls="reward").one("b")) for t in page.all("details", cls="tx")]
+    assert num(first.one("div", cls="reward").one("b")) == min(r for r in rewards if r is not None)
+    assert NOT_RECORDED in first.text()
+    assert first.one("table", cls="breakdown")
+
+
+def test_logged_agent_lowest_transcript_has_last_tool_result(runs: dict[str, Path]) -> None:
+    """The lowest-scoring transcript comes first, with every turn, the last tool result (in no
+    request, from the agent's tool log), its reward breakdown and its stop reason."""
+    run_dir = runs["logged"]
+    page = _page(run_dir)
+    with RunStore.open(run_dir, readonly=True) as store:
+        rewards = {
+            t.id: r.total
+            for t in store.list_trajectories()
+            if (r := store.get_reward(t.id)) is not None
+        }
+        lowest = min(rewards, key=lambda k: (rewards[k], k))
+        turns = store.list_turns(lowest)
+        requests = "\n".join(json.dumps(t.request) for t in turns)
+    first = page.all("details", cls="tx")[0]
+    assert first.get("data-trajectory") == lowest
+    last = first.one("div", cls="last-result").text()
+    result = last.split("Guess ", 1)[1].split("\n", 1)[0]  # e.g. "6 of 6: TWEET"
+    assert f"Guess {result}" not in requests  # really only in the agent's answer
+    assert len(first.all("div", cls="turn")) == len(turns)
+    assert {"outcome", "strategy"} <= {
+        r.all("td")[0].text() for r in first.one("table", cls="breakdown").all("tr")[1:]
+    }
+    meta = {
+        r.one("th").text(): r.one("td").text() for r in first.one("table", cls="meta").all("tr")
+    }
+    assert meta["stop reason"].startswith(("solved", "finished unsolved", "turn budget"))
+    assert NOT_RECORDED not in page.text()
+
+
+def test_comparison_of_solver_and_sloppy(runs: dict[str, Path], tmp_path: Path) -> None:
+    """The comparison page holds both runs' metrics, B − A deltas and per-prompt success both
+    ways."""
+    out = write_comparison(runs["solver"], runs["sloppy"], tmp_path / "compare.html")
+    page = parse(out.read_text(encoding="utf-8"))
+    a, b = _summary(runs["solver"]), _summary(runs["sloppy"])
+    rows = {r.get("data-metric"): r.all("td") for r in page.one(id="metrics-table").all("tr")[1:]}
+    for name in ("rollout/reward/mean", "eval/reward/pass_at_1", "rollout/turns/mean"):
+        assert num(rows[name][1]) == a["metrics"][name]
+        assert num(rows[name][2]) == b["metrics"][name]
+        assert num(rows[name][3]) == pytest.approx(b["metrics"][name] - a["metrics"][name])
+    prompts = page.one(id="prompt-table").one("tbody").all("tr")
+    assert len(prompts) == 3  # same dataset: every prompt matched
+    assert page.one(id="better-in-a")
+    assert page.one(id="better-in-b")
+    assert page.one("tr", data_setting="steps").get("class") == "differs"
+
+
+def _browser_dir() -> Path:
+    """The folder whose node_modules hold the browser: ``AGENT_KIT_BROWSER_DIR`` or, by default,
+    where ``make test`` installs it (.venv/browser)."""
+    path = Path(os.environ.get("AGENT_KIT_BROWSER_DIR") or ROOT / ".venv" / "browser")
+    needed = ("@sparticuz/chromium", "puppeteer-core")
+    missing = [n for n in needed if not (path / "node_modules" / n).is_dir()]
+    assert shutil.which("node") is not None, "the browser test needs Node.js (node on PATH)"
+    assert not missing, (
+        f"no headless Chromium in {path} (missing {', '.join(missing)}): `make test` installs it "
+        "from tests/browser/package-lock.json, or set AGENT_KIT_BROWSER_DIR"
+    )
+    return path
+
+
+BROWSER_CHECK = r"""
+const { createRequire } = require("module");
+const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
+const chromiumModule = req("@sparticuz/chromium");
+const chromium = chromiumModule.default || chromiumModule;
+const puppeteer = req("puppeteer-core");
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: await chromium.executablePath(),
+    args: [...chromium.args, "--no-sandbox", "--headless=new"],
+    headless: true,
+  });
+  const page = await browser.newPage();
+  const messages = [];
+  page.on("console", (m) => messages.push(m.type() + ": " + m.text()));
+  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));
+  page.on("requestfailed", (r) => messages.push("requestfailed: " + r.url()));
+  await page.goto("file://" + process.argv[2], { waitUntil: "load" });
+  const shown = () => page.$$eval("details.tx", (els) =>
+    els.filter((e) => !e.hidden).map((e) => [e.dataset.prompt, e.dataset.outcome]));
+  const out = { all: await shown() };
+  await page.select("#f-outcome", "unsolved");
+  out.unsolved = await shown();
+  await page.select("#f-outcome", "");
+  await page.select("#f-prompt", "1");
+  out.prompt1 = await shown();
+  out.count = await page.$eval("#f-count", (e) => e.textContent);
+  const heads = await page.$$("#prompt-table thead button.sort");
+  await heads[8].click();
+  out.ascending = await page.$$eval("#prompt-table tbody tr", (rows) =>
+    rows.map((r) => parseFloat(r.cells[8].dataset.v)));
+  out.messages = messages;
+  console.log(JSON.stringify(out));
+  await browser.close();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> None:
+    """In a real browser from file://, the filters hide what they should, a header sorts the
+    per-prompt table, and the console has no message at all."""
+    script = tmp_path / "check.cjs"
+    script.write_text(BROWSER_CHECK, encoding="utf-8")
+    report = runs["sloppy"] / "report.html"
+    browser_dir = _browser_dir()
+    proc = subprocess.run(
+        ["node", str(script), str(report.resolve())],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "AGENT_KIT_BROWSER_DIR": str(browser_dir)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["messages"] == []
+    assert out["all"]
+    assert out["unsolved"]
+    assert {o for _, o in out["unsolved"]} == {"unsolved"}
+    assert {p for p, _ in out["prompt1"]} == {"1"}
+    assert out["count"] == f"{len(out['prompt1'])} of {len(out['all'])} transcripts shown"
+    assert out["ascending"] == sorted(out["ascending"])
+
+
+def test_cli_report_two_runs_writes_the_comparison(runs: dict[str, Path], tmp_path: Path) -> None:
+    """``agent-kit report A B --out PAGE`` writes the same page and prints its file:// link; a
+    folder with no run store and ``--out`` without a second run are usage errors (exit 2)."""
+    from typer.testing import CliRunner
+
+    from agent_kit.cli import app
+
+    page = tmp_path / "pages" / "solver-vs-sloppy.html"
+    done = CliRunner().invoke(
+        app, ["report", str(runs["solver"]), str(runs["sloppy"]), "--out", str(page)]
+    )
+    assert done.exit_code == 0, done.output
+    assert page.resolve().as_uri() in done.output
+    assert parse(page.read_text(encoding="utf-8")).one(id="metrics-table")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = CliRunner().invoke(app, ["report", str(runs["solver"]), str(empty)])
+    assert bad.exit_code == 2
+    assert "run store" in bad.output
+    lone = CliRunner().invoke(app, ["report", str(runs["solver"]), "--out", str(page)])
+    assert lone.exit_code == 2
+    assert "two run directories" in lone.output
