@@ -2,8 +2,13 @@
 
 Rooms inside, in the order a run flows through them:
 
+- :mod:`~agent_kit.driver.config` — ``RunConfig``: one local run as a value (what
+  ``agent-kit run`` parses its options into);
 - :mod:`~agent_kit.driver.local` — ``run_local``: one whole local run (the job, then
-  ``summary.json`` and ``report.html``); what ``agent-kit run`` calls;
+  ``summary.json`` and ``report.html``); ``play_local``: a ``RunConfig`` played under the
+  signals' graceful stop, what ``agent-kit run`` calls;
+- :mod:`~agent_kit.driver.stop` — SIGINT/SIGTERM: the first stops the run gracefully, a
+  second aborts it;
 - :mod:`~agent_kit.driver.job` — ``run_job``: the job's lifecycle (serve, spawn, play, stop,
   finalize);
 - :mod:`~agent_kit.driver.job_setup` — a new or resumed run directory, and the slots left;

@@ -1,13 +1,25 @@
-"""Run a local job and write its outputs: the facade over the driver and the reporting half."""
+"""Run a local job and write its outputs: the facade over the driver and the reporting half.
+
+:func:`run_local` is :func:`~agent_kit.driver.job.run_job` with ``summary.json`` and
+``report.html`` written as the job ends; :func:`play_local` plays a whole
+:class:`~agent_kit.driver.config.RunConfig` in its own event loop, stopped gracefully by the
+first SIGINT/SIGTERM and aborted by a second (:mod:`agent_kit.driver.stop`): what
+``agent-kit run`` calls.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_kit.driver.job import JobResult, redact_summary, run_job
+from agent_kit.driver.config import RunConfig
+from agent_kit.driver.job import JobResult, ProgressHook, redact_summary, run_job
+from agent_kit.driver.stop import GracefulStop, StopHook
 from agent_kit.driver.tunnel import redact
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
@@ -15,7 +27,7 @@ from agent_kit.reporting.summary import load_records, summarize
 from agent_kit.store import RunStore
 from agent_kit.store.events import REPORT_ERROR_EVENT
 
-__all__ = ["REPORT_ERROR_EVENT", "run_local", "write_run_outputs"]
+__all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_run_outputs"]
 
 logger = logging.getLogger("agent_kit.runs")
 
@@ -61,3 +73,50 @@ async def run_local(
     """:func:`~agent_kit.driver.job.run_job` (same arguments) with the run's outputs
     written as it ends (:func:`write_run_outputs`), interrupted or not."""
     return await run_job(entrypoint, dataset, *args, finish=write_run_outputs, **options)
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """A run played by :func:`play_local`: the job's result and the signal that stopped it.
+
+    ``stopped_by`` is the first SIGINT/SIGTERM received (the result's status is then
+    ``interrupted``), or None when no signal came.
+    """
+
+    result: JobResult
+    stopped_by: signal.Signals | None
+
+
+def play_local(
+    config: RunConfig, *, progress: ProgressHook | None = None, on_stop: StopHook | None = None
+) -> LocalRun:
+    """Play ``config`` to its end in a new event loop, its outputs written as it ends.
+
+    The first SIGINT/SIGTERM stops the job gracefully (``config.grace`` seconds for the
+    rollouts in flight) and calls ``on_stop`` with the signal; the result then has status
+    ``interrupted``. A second one aborts at once: the store is closed and the summary written,
+    then :class:`~agent_kit.driver.stop.Aborted` is raised. ``progress`` gets every progress
+    snapshot. Raises what :func:`run_local` raises for bad settings or an agent that cannot
+    start. Call :meth:`RunConfig.check` first to refuse bad options before anything is created.
+    """
+    stop = GracefulStop(on_stop)
+
+    async def job(stopped: asyncio.Event) -> JobResult:
+        return await run_local(
+            config.entrypoint,
+            config.dataset,
+            config.job,
+            out_dir=config.out,
+            resume=config.resume,
+            workers=config.workers,
+            progress=progress,
+            rate=config.rate,
+            endpoint_url=config.endpoint_url,
+            advertise_url=config.advertise_url,
+            emulator_port=config.emulator_port,
+            stop=stopped,
+            stop_grace=config.grace,
+        )
+
+    result = asyncio.run(stop.guard(job))
+    return LocalRun(result=result, stopped_by=stop.first)
