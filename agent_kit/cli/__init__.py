@@ -10,7 +10,8 @@ outcome into an exit code, and users never see a traceback for a deliberate erro
   ``error: <message>`` line, click's hint included ("Did you mean 'run'?"), and exits 2;
 - a bare ``agent-kit`` (or a bare command group) prints the help and exits 2, as click does;
 - ``--version`` prints the version and exits 0; Ctrl-C exits 130 (``run`` stops gracefully
-  first, and exits 143 after a SIGTERM: see :mod:`agent_kit.cli.run`).
+  first, and exits 143 after a SIGTERM: see :mod:`agent_kit.cli.run` and
+  :mod:`agent_kit.driver.stop`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from agent_kit import __version__
-from agent_kit.cli import deploy, doctor, emulate, export, replay, report, run, scaffold
+from agent_kit.cli import (
+    deploy,
+    doctor,
+    emulate,
+    export,
+    invoke,
+    replay,
+    report,
+    run,
+    scaffold,
+)
 from agent_kit.errors import AgentKitError
 
 __all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
@@ -150,7 +161,7 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, report, replay, export, scaffold, deploy, doctor):
+for _commands in (emulate, run, invoke, report, replay, export, scaffold, deploy, doctor):
     _commands.register(app)
 del _commands
 

@@ -1,4 +1,4 @@
-"""``agent-kit run`` (a local job against the emulator) and ``agent-kit invoke`` (one rollout).
+"""``agent-kit run``: a local job against the emulator.
 
 ``run`` shows a ``rich.progress`` display on a terminal (not with ``--json`` or when stdout is
 not a TTY), then the end summary (:func:`~agent_kit.reporting.report.render_terminal`);
@@ -7,10 +7,6 @@ service's job-killing reasons exits with code 9 after the summary is written; th
 or SIGTERM stops the job gracefully (``--grace``) and exits 130 / 143 after the summary, a second
 one aborts at once (:class:`_Signals`); ``--max-floor-rate`` turns too many floor rewards into
 exit 6 (:func:`_check_floor_rate`).
-
-``invoke`` plays one rollout and prints its turn-by-turn transcript, read back from the run
-store, then exits 7 if the rollout was not reported and 6 if the agent's answer names an
-environment or reward-function failure (see :func:`_outcome_error`).
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ import asyncio
 import json
 import os
 import signal
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,29 +27,18 @@ from rich.progress import Progress as RichProgress
 from rich.text import Text
 
 from agent_kit.cli.export import print_export
-from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.job import (
     DEFAULT_STOP_GRACE_S,
-    NO_REWARD_REASON,
-    InvokeOutcome,
     JobConfig,
     JobResult,
     Progress,
     ProgressHook,
-    invoke_once,
 )
 from agent_kit.driver.local import run_local
 from agent_kit.emulator.policies.registry import POLICY_HELP
-from agent_kit.errors import (
-    AgentKitError,
-    EnvironmentFailure,
-    ReportingError,
-    RewardError,
-    UsageError,
-)
+from agent_kit.errors import RewardError, UsageError
 from agent_kit.export.mlflow import export_run, require_mlflow
 from agent_kit.reporting.report import SUMMARY_FILE, num, render_terminal
-from agent_kit.store import RunStore, TurnRow
 
 __all__ = ["register"]
 
@@ -547,200 +531,6 @@ def run(
     _check_floor_rate(result.summary, max_floor_rate)
 
 
-# -- invoke ------------------------------------------------------------------------------------
-
-
-def _message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(
-            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
-        )
-    return "" if content is None else str(content)
-
-
-def _print_message(console: Console, message: dict[str, Any]) -> None:
-    role = str(message.get("role", "?"))
-    style = {"system": "dim", "user": "cyan", "tool": "yellow", "assistant": "green"}.get(role, "")
-    label = "tool result" if role == "tool" else role
-    text = _message_text(message)
-    if text:
-        console.print(Text(f"  {label}: ", style=f"bold {style}") + Text(text))
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", {}) if isinstance(call, dict) else {}
-        console.print(
-            Text("  tool call: ", style="bold magenta")
-            + Text(f"{fn.get('name')}({fn.get('arguments')})")
-        )
-
-
-def _print_transcript(console: Console, turns: list[TurnRow]) -> None:
-    previous = 0
-    for turn in turns:
-        messages = list(turn.request.get("messages") or [])
-        console.print(
-            Text(
-                f"turn {turn.idx + 1}  {turn.route}  prompt {turn.prompt_tokens} · completion "
-                f"{turn.completion_tokens} tokens{' (estimated)' if turn.usage_estimated else ''}"
-                f"  {turn.latency_ms:.1f} ms",
-                style="bold",
-            )
-        )
-        # Messages new since the previous turn (its own assistant reply is echoed back first).
-        start = previous + 1 if previous else 0
-        for message in messages[start:]:
-            if isinstance(message, dict):
-                _print_message(console, message)
-        previous = len(messages)
-        tools = turn.request.get("tools") or []
-        if tools and turn.idx == 0:
-            names = [str(t.get("function", {}).get("name")) for t in tools if isinstance(t, dict)]
-            console.print(Text(f"  tools offered: {', '.join(names)}", style="dim"))
-        choices = turn.response.get("choices") or [{}]
-        reply = choices[0].get("message", {}) if isinstance(choices[0], dict) else {}
-        console.print(Text("  policy →", style="bold green"))
-        _print_message(console, {"role": "assistant", **reply})
-
-
-def _outcome_json(outcome: InvokeOutcome, turns: list[TurnRow]) -> dict[str, Any]:
-    result = outcome.result
-    return {
-        "trajectory_id": outcome.trajectory_id,
-        "state": outcome.state,
-        "reason": outcome.reason,
-        "reward": outcome.reward,
-        "turns": [
-            {
-                "route": t.route,
-                "request": t.request,
-                "response": t.response,
-                "prompt_tokens": t.prompt_tokens,
-                "completion_tokens": t.completion_tokens,
-            }
-            for t in turns
-        ],
-        "agent_status": None if result is None else result.status,
-        "agent_response": None if result is None else result.body,
-        "agent_error": None if result is None else result.error,
-        "store": str(outcome.store_path),
-    }
-
-
-def invoke(
-    entrypoint: Annotated[
-        str, typer.Argument(help="Agent: entrypoint .py file, http:// URL or ARN.")
-    ],
-    prompt: Annotated[
-        str | None, typer.Option(help="The prompt string (often a JSON task object).")
-    ] = None,
-    dataset: Annotated[Path | None, typer.Option(help="Take the prompt from this dataset.")] = None,
-    row: Annotated[int, typer.Option(help="Row of --dataset (0-based).")] = 0,
-    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
-    temperature: Annotated[float, typer.Option(help="inferenceParams.temperature")] = 1.0,
-    timeout: Annotated[float, typer.Option(help="Rollout timeout in seconds.")] = 120.0,
-    seed: Annotated[int, typer.Option(help="Policy seed.")] = 0,
-    out: Annotated[
-        Path | None, typer.Option(help="Keep the run store here (default: a temporary directory).")
-    ] = None,
-    endpoint_url: Annotated[
-        str | None, typer.Option(help="AWS endpoint override for ARN targets (local fakes).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the transcript as JSON.")] = False,
-) -> None:
-    """Play one rollout and print its turn-by-turn transcript (the debugging view)."""
-    text = _invoke_prompt(prompt, dataset, row)
-    console = Console(highlight=False, soft_wrap=True)
-    with tempfile.TemporaryDirectory(prefix="agent-kit-invoke-") as tmp:
-        run_dir = out if out is not None else Path(tmp) / "invoke"
-        outcome = asyncio.run(
-            invoke_once(
-                entrypoint,
-                text,
-                policy=policy,
-                run_dir=run_dir,
-                rollout_timeout=timeout,
-                temperature=temperature,
-                seed=seed,
-                endpoint_url=endpoint_url,
-            )
-        )
-        with RunStore.open(outcome.store_path, readonly=True) as store:
-            turns = store.list_turns(outcome.trajectory_id)
-        error = _outcome_error(outcome, len(turns))
-        if as_json:
-            typer.echo(json.dumps(_outcome_json(outcome, turns), default=str))
-        else:
-            _print_outcome(console, outcome, turns, kept=out is not None)
-    if error is not None:
-        raise error
-
-
-def _invoke_prompt(prompt: str | None, dataset: Path | None, row: int) -> str:
-    """The prompt of ``invoke``: ``--prompt`` itself, or row ``--row`` of ``--dataset``."""
-    if prompt is not None and dataset is None:
-        return prompt
-    if prompt is None and dataset is not None:
-        data = load_dataset(dataset)
-        if not 0 <= row < len(data):
-            raise UsageError(f"--row {row} is outside {dataset} (0..{len(data) - 1})")
-        return data[row]
-    raise UsageError("give exactly one of --prompt TEXT or --dataset PATH --row N")
-
-
-def _outcome_error(outcome: InvokeOutcome, n_turns: int) -> AgentKitError | None:
-    """The error ``invoke`` exits with for its rollout, or None when nothing went wrong.
-
-    - :class:`ReportingError` (exit 7): the agent says its CompleteRollout/UpdateReward failed
-      after its retries (``"reported": false``), or the agent answered after sampling but the
-      rollout never got its reward (no reward in time, or never completed);
-    - :class:`EnvironmentFailure` / :class:`RewardError` (exit 6): the agent's answer names an
-      ``environment`` / ``reward`` failure (the rollout was still reported, with a floor reward).
-    """
-    tid = outcome.trajectory_id
-    result = outcome.result
-    body = result.body if result is not None and isinstance(result.body, dict) else {}
-    if body.get("reported") is False:
-        why = body.get("report_error") or "the agent's report failed"
-        return ReportingError(f"rollout {tid} was not reported: {why}")
-    answered = result is not None and result.ok and n_turns > 0
-    if outcome.state not in ("REWARDED", "FAILED") and (
-        answered or outcome.reason == NO_REWARD_REASON
-    ):
-        return ReportingError(f"rollout {tid} was not reported: {outcome.reason}")
-    failure = body.get("failure")
-    if isinstance(failure, dict):
-        reason = failure.get("reason")
-        if failure.get("boundary") == "environment":
-            return EnvironmentFailure(f"rollout {tid}: the environment failed: {reason}")
-        if failure.get("boundary") == "reward":
-            return RewardError(f"rollout {tid}: the reward function failed: {reason}")
-    return None
-
-
-def _print_outcome(
-    console: Console, outcome: InvokeOutcome, turns: list[TurnRow], *, kept: bool
-) -> None:
-    """The human view of ``invoke``: the transcript, the rollout's state, reward and answer."""
-    console.print(Text(f"rollout {outcome.trajectory_id}", style="bold underline"))
-    _print_transcript(console, turns)
-    result = outcome.result
-    console.print(Text(f"state: {outcome.state}", style="bold"))
-    if outcome.reason:
-        console.print(Text(f"reason: {outcome.reason}", style="red"))
-    console.print(Text(f"reward (UpdateReward): {outcome.reward}", style="bold"))
-    if result is not None:
-        body = result.body
-        if isinstance(body, dict) and "reward_breakdown" in body:
-            console.print(Text(f"reward breakdown: {json.dumps(body['reward_breakdown'])}"))
-        console.print(
-            Text(f"agent answered ({result.status}): ", style="dim")
-            + Text(json.dumps(body, default=str)[:2000] if body is not None else str(result.error))
-        )
-    if kept:
-        console.print(Text(f"run store: {outcome.store_path}", style="dim"))
-
-
 def register(app: typer.Typer) -> None:
-    """Add the ``run`` and ``invoke`` commands to the ``agent-kit`` Typer app."""
+    """Add the ``run`` command to the ``agent-kit`` Typer app."""
     app.command("run")(run)
-    app.command("invoke")(invoke)

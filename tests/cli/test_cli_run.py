@@ -18,7 +18,8 @@ import pytest
 from rich.console import Console
 
 from agent_kit.cli import main
-from agent_kit.cli.run import _LiveProgress, _outcome_error
+from agent_kit.cli.invoke import _outcome_error
+from agent_kit.cli.run import _LiveProgress
 from agent_kit.driver.invokers import InvokeResult
 from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, Progress
 from agent_kit.errors import (
