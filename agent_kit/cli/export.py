@@ -1,19 +1,25 @@
 """``agent-kit export mlflow RUN_DIR [--tracking-uri URI] [--experiment NAME] [--otlp URL]``:
 log a local run to MLflow as the real job does (params, per-step metrics, artifacts, one trace
-per rollout), optionally also sending the spans to an OTLP/HTTP collector."""
+per rollout), optionally also sending the spans to an OTLP/HTTP collector.
+
+:class:`MlflowTarget` is the same export done by ``agent-kit run --mlflow`` as its run ends."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run
+from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run, require_mlflow
 
-__all__ = ["export_app", "mlflow_command", "print_export", "register"]
+if TYPE_CHECKING:
+    from agent_kit.driver.job import JobResult
+
+__all__ = ["MlflowTarget", "export_app", "mlflow_command", "print_export", "register"]
 
 export_app = typer.Typer(
     name="export",
@@ -96,6 +102,49 @@ def print_export(result: ExportResult, out: Console, otlp: str | None = None) ->
         out.print(f"sent {result.otlp_spans} spans to {otlp}", markup=False)
     out.print(f"store: {result.tracking_uri}", markup=False)
     out.print(f"view:  {result.ui_command}  (needs the full mlflow package)", markup=False)
+
+
+@dataclass(frozen=True)
+class MlflowTarget:
+    """Where ``run --mlflow`` logs the run once it ends (None: the run's default store)."""
+
+    tracking_uri: str | None
+    experiment: str | None
+
+    @classmethod
+    def from_options(
+        cls, mlflow: bool, tracking_uri: str | None, experiment: str | None
+    ) -> MlflowTarget | None:
+        """The target of ``--mlflow`` / ``--mlflow-uri`` / ``--mlflow-experiment`` (either of the
+        last two implies the first), checked (:meth:`check`); None when none is given."""
+        if not (mlflow or tracking_uri is not None or experiment is not None):
+            return None
+        target = cls(tracking_uri, experiment)
+        target.check()
+        return target
+
+    def check(self) -> None:
+        """The mlflow extra is installed: checked before the run, not after it."""
+        require_mlflow()
+
+    def export(self, result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
+        """Log the run (also an interrupted or failed one); a failed export is one warning
+        line, the run's own outcome and exit code stand."""
+        try:
+            exported = export_run(
+                result.run_dir,
+                tracking_uri=self.tracking_uri,
+                experiment=self.experiment,
+                job=result.job_arn,
+            )
+        except Exception as exc:  # noqa: BLE001 - the run is recorded; export it again later
+            err.print(
+                f"warning: the MLflow export failed ({type(exc).__name__}: {exc}); retry with "
+                f"agent-kit export mlflow {result.run_dir}",
+                markup=False,
+            )
+            return
+        print_export(exported, err if as_json else console)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,86 +15,28 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, NoReturn
 
 import typer
 from rich.console import Console, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-from rich.progress import Progress as RichProgress
 from rich.text import Text
 
-from agent_kit.cli.export import print_export
+from agent_kit.cli.export import MlflowTarget
+from agent_kit.cli.live import LiveProgress
 from agent_kit.driver.job import (
     DEFAULT_STOP_GRACE_S,
     JobConfig,
     JobResult,
-    Progress,
     ProgressHook,
 )
 from agent_kit.driver.local import run_local
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import RewardError, UsageError
-from agent_kit.export.mlflow import export_run, require_mlflow
-from agent_kit.reporting.report import SUMMARY_FILE, num, render_terminal
+from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
 
 __all__ = ["register"]
-
-
-def _fmt_seconds(value: float | None) -> str:
-    if value is None:
-        return "–"
-    value = max(0.0, value)
-    if value < 60:
-        return f"{value:.0f}s"
-    minutes, seconds = divmod(int(value), 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-class _LiveProgress(RichProgress):
-    """The live display of a job: a ``rich.progress`` row (step, bar, rollouts done of total,
-    rate and ETA as the driver measures them) and a line of counts below it."""
-
-    def __init__(self, console: Console) -> None:
-        self.counts = Text("")  # read by get_renderables, which Progress calls as it is built
-        super().__init__(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=30),
-            MofNCompleteColumn(),
-            TextColumn("rollouts"),
-            TextColumn("{task.fields[speed]}"),
-            console=console,
-            refresh_per_second=4,
-        )
-        self._task = self.add_task("starting the emulator and the agent…", total=None, speed="")
-
-    def show(self, p: Progress) -> None:
-        """The driver's progress hook: show one snapshot."""
-        counts = Text(
-            f"rewarded {p.succeeded}  failed {p.failed}  retried {p.retried}  "
-            f"in flight {p.in_flight}  reward mean {num(p.reward_mean)}"
-        )
-        if p.job_failures:
-            counts.append(f"  job failures: {p.job_failures}", style="bold red")
-        self.counts = counts
-        self.update(
-            self._task,
-            description=f"step {p.step + 1}/{p.steps}",
-            total=p.total,
-            completed=p.done,
-            speed=f"{p.rate:.2f}/s  ETA {_fmt_seconds(p.eta)}",
-        )
-
-    def get_renderables(self) -> Iterable[RenderableType]:
-        """The task row, then the counts line (once the first snapshot came)."""
-        yield from super().get_renderables()
-        if self.counts:
-            yield self.counts
 
 
 def _render_summary(result: JobResult, err: Console) -> RenderableType:
@@ -222,7 +164,7 @@ class _Signals:
 def _play(
     target: _RunTarget,
     config: JobConfig | None,
-    live: _LiveProgress | None,
+    live: LiveProgress | None,
     signals: _Signals,
     grace: float,
 ) -> JobResult:
@@ -264,44 +206,13 @@ def _play(
         return asyncio.run(job())
 
 
-@dataclass(frozen=True)
-class _MlflowTarget:
-    """Where ``--mlflow`` logs the run once it ends (None: the run's default store)."""
-
-    tracking_uri: str | None
-    experiment: str | None
-
-    def check(self) -> None:
-        """The mlflow extra is installed: checked before the run, not after it."""
-        require_mlflow()
-
-    def export(self, result: JobResult, console: Console, err: Console, *, as_json: bool) -> None:
-        """Log the run (also an interrupted or failed one); a failed export is one warning
-        line, the run's own outcome and exit code stand."""
-        try:
-            exported = export_run(
-                result.run_dir,
-                tracking_uri=self.tracking_uri,
-                experiment=self.experiment,
-                job=result.job_arn,
-            )
-        except Exception as exc:  # noqa: BLE001 - the run is recorded; export it again later
-            err.print(
-                f"warning: the MLflow export failed ({type(exc).__name__}: {exc}); retry with "
-                f"agent-kit export mlflow {result.run_dir}",
-                markup=False,
-            )
-            return
-        print_export(exported, err if as_json else console)
-
-
 def _print_result(
     result: JobResult,
     console: Console,
     err: Console,
     *,
     as_json: bool,
-    mlflow: _MlflowTarget | None = None,
+    mlflow: MlflowTarget | None = None,
 ) -> None:
     """The summary JSON (``--json``) or the end summary, the MLflow export (``--mlflow``);
     then, for a failed job, where its summary is and :class:`~agent_kit.errors.JobFailed`
@@ -513,12 +424,12 @@ def run(
         raise UsageError("--chaos cannot change a resumed run (it keeps its recorded settings)")
     export_to = None
     if mlflow or mlflow_uri is not None or mlflow_experiment is not None:
-        export_to = _MlflowTarget(mlflow_uri, mlflow_experiment)
+        export_to = MlflowTarget(mlflow_uri, mlflow_experiment)
         export_to.check()
     target.check()  # after the settings' own checks: nothing is created for a bad setting
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    live = _LiveProgress(console) if console.is_terminal and not as_json else None
+    live = LiveProgress(console) if console.is_terminal and not as_json else None
     signals = _Signals(err, grace)
     try:
         result = _play(target, config, live, signals, grace)

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from agent_kit.cli import main
 from agent_kit.cli.invoke import _outcome_error
-from agent_kit.cli.run import _LiveProgress
+from agent_kit.cli.live import LiveProgress
 from agent_kit.driver.invokers import InvokeResult
 from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, Progress
 from agent_kit.errors import (
@@ -106,7 +106,7 @@ def test_run_metrics_render_error_is_one_line(
 def test_live_progress_renders_snapshots() -> None:
     """The rich.progress display shows step, rollouts done of total, rate, ETA and counts."""
     console = Console(file=StringIO(), force_terminal=True, width=120, color_system=None)
-    live = _LiveProgress(console)
+    live = LiveProgress(console)
     console.print(live.get_renderable())
     assert "starting the emulator and the agent…" in console.file.getvalue()
     snapshot = Progress(
