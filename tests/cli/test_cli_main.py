@@ -347,7 +347,7 @@ def test_ctrl_c_in_process_exits_130(tmp_path: Path, monkeypatch: pytest.MonkeyP
     async def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agent_kit.cli.run.run_local", interrupted)
+    monkeypatch.setattr("agent_kit.driver.local.run_local", interrupted)
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     result = CliRunner().invoke(app, ["run", GOOD, "--dataset", str(data), "--out", str(tmp_path)])
     assert result.exit_code == 130, result.output

@@ -1,0 +1,183 @@
+"""The options of ``agent-kit run``, one annotated type each (name, help text, parsing).
+
+:func:`agent_kit.cli.run.run` declares its parameters with these types and its defaults, and
+parses them into a :class:`~agent_kit.driver.config.RunConfig`; the job's own settings are
+named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent_kit.emulator.policies.registry import POLICY_HELP
+
+__all__ = [
+    "AdvertiseUrlOption",
+    "AsJsonOption",
+    "BatchSizeOption",
+    "ChaosOption",
+    "ConcurrencyOption",
+    "DatasetOption",
+    "EmulatorPortOption",
+    "EndpointUrlOption",
+    "EntrypointArgument",
+    "FailFastOption",
+    "GraceOption",
+    "GroupSizeOption",
+    "MaxFloorRateOption",
+    "MaxRetriesOption",
+    "MaxTokensOption",
+    "MlflowExperimentOption",
+    "MlflowOption",
+    "MlflowUriOption",
+    "NameOption",
+    "OutOption",
+    "PolicyOption",
+    "RateOption",
+    "ReportGraceOption",
+    "ResumeOption",
+    "RolloutTimeoutOption",
+    "SeedOption",
+    "StepsOption",
+    "SuccessThresholdOption",
+    "TemperatureOption",
+    "TopPOption",
+    "WorkersOption",
+]
+
+EntrypointArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help="Agent: entrypoint .py file, http:// URL, AgentCore runtime ARN or Lambda ARN "
+        "(optional with --resume)."
+    ),
+]
+DatasetOption = Annotated[
+    Path | None, typer.Option(help="Prompts: .jsonl, .json, .csv or .parquet.")
+]
+
+# -- the job's settings (JobConfig) ----------------------------------------------------------
+
+PolicyOption = Annotated[str, typer.Option(help=POLICY_HELP)]
+GroupSizeOption = Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")]
+BatchSizeOption = Annotated[
+    int | None, typer.Option(help="Prompts per step (default: all, at most 128).")
+]
+StepsOption = Annotated[int, typer.Option(help="Training steps to play.")]
+ConcurrencyOption = Annotated[int, typer.Option(help="Rollouts in flight at most.")]
+RolloutTimeoutOption = Annotated[
+    float, typer.Option(help="Seconds before a rollout is failed and retried.")
+]
+MaxRetriesOption = Annotated[int, typer.Option(help="Retries of a timed-out rollout (0..10).")]
+TemperatureOption = Annotated[float, typer.Option(help="inferenceParams.temperature")]
+TopPOption = Annotated[float, typer.Option(help="inferenceParams.topP")]
+MaxTokensOption = Annotated[int, typer.Option(help="inferenceParams.maxTokens")]
+SuccessThresholdOption = Annotated[
+    float, typer.Option(help="A rollout succeeds when its reward is at least this.")
+]
+FailFastOption = Annotated[
+    bool,
+    typer.Option(
+        help="Stop the job at the first job-killing failure, as the service does "
+        "(--no-fail-fast only flags it and goes on)."
+    ),
+]
+ReportGraceOption = Annotated[
+    float,
+    typer.Option(help="Seconds to wait for CompleteRollout/UpdateReward after the answer."),
+]
+SeedOption = Annotated[int, typer.Option(help="Seed of the policy and of the run.")]
+NameOption = Annotated[
+    str | None, typer.Option(help="Job name (default: <entrypoint>-<timestamp>).")
+]
+ChaosOption = Annotated[
+    str | None,
+    typer.Option(
+        "--chaos",
+        help="Inject faults, reproducibly by --seed: a preset (service, heavy) or "
+        "FAULT=RATE[@SECONDS],… e.g. policy_5xx=0.05,latency=0.1@2 (docs/emulator.md).",
+        show_default=False,
+    ),
+]
+
+# -- where and how the run plays (RunConfig) -------------------------------------------------
+
+OutOption = Annotated[Path, typer.Option(help="Parent directory of run directories.")]
+ResumeOption = Annotated[
+    Path | None,
+    typer.Option(help="Continue the run in this directory (its recorded settings are used)."),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Agent processes for a .py entrypoint (default: one per usable CPU core, "
+        "at most --concurrency)."
+    ),
+]
+RateOption = Annotated[
+    float | None, typer.Option(help="Invocations per second cap (AgentCore default 25).")
+]
+EndpointUrlOption = Annotated[
+    str | None, typer.Option(help="AWS endpoint override for ARN targets (local fakes).")
+]
+AdvertiseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Public https URL of a tunnel to the emulator, for a deployed agent; payloads "
+        "get <URL>/<random token> and the emulator serves only under the token."
+    ),
+]
+EmulatorPortOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Fixed loopback port of the emulator (the port your tunnel forwards to; "
+        "default: ephemeral, or the one recorded by --resume)."
+    ),
+]
+GraceOption = Annotated[
+    float,
+    typer.Option(
+        help="Seconds in-flight rollouts get to finish after the first Ctrl-C or SIGTERM "
+        "(a second one aborts at once)."
+    ),
+]
+
+# -- what the command does with the outcome ----------------------------------------------------
+
+MaxFloorRateOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Exit 6 when more than this fraction (0..1) of the finished rollouts got the "
+        "agent's floor reward (default: off)."
+    ),
+]
+MlflowOption = Annotated[
+    bool,
+    typer.Option(
+        "--mlflow",
+        help="Log the run to MLflow when it ends, as the real job does (the mlflow extra; "
+        "default store sqlite:///<--out>/mlflow.db).",
+    ),
+]
+MlflowUriOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-uri",
+        help="MLflow tracking URI for --mlflow (implies it).",
+        show_default=False,
+    ),
+]
+MlflowExperimentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow-experiment",
+        help="MLflow experiment for --mlflow (default agent-kit; implies --mlflow).",
+        show_default=False,
+    ),
+]
+AsJsonOption = Annotated[
+    bool, typer.Option("--json", help="No live display; summary JSON as the last stdout line.")
+]
