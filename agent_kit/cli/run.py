@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Final, NoReturn
 
 import typer
 from rich.console import Console, RenderableType
@@ -66,6 +66,7 @@ from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.driver.stop import Aborted
 from agent_kit.errors import RewardError, UsageError
 from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
+from agent_kit.reporting.summary_schema import Summary
 
 __all__ = ["register"]
 
@@ -77,7 +78,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
     """The end summary (:func:`~agent_kit.reporting.report.render_terminal`); when it cannot be
     rendered, one warning line on stderr and a one-line digest of the driver's figures."""
     try:
-        return render_terminal(result.summary, result.run_dir)
+        return render_terminal(result.written_summary(), result.run_dir)
     except Exception as exc:  # noqa: BLE001 - the digest below still shows the essentials
         err.print(
             f"warning: the end summary could not be rendered ({type(exc).__name__}: {exc}); "
@@ -102,7 +103,7 @@ def _print_result(
     then, for a failed job, where its summary is and :class:`~agent_kit.errors.JobFailed`
     (exit 9)."""
     if as_json:
-        typer.echo(json.dumps(result.summary, ensure_ascii=False, default=str))
+        typer.echo(json.dumps(result.written_summary().document(), ensure_ascii=False, default=str))
     else:
         console.print(_render_summary(result, err), soft_wrap=False, crop=False)
     if mlflow is not None:
@@ -112,17 +113,16 @@ def _print_result(
         result.raise_for_status()
 
 
-def _check_floor_rate(summary: dict[str, Any], max_rate: float | None) -> None:
+def _check_floor_rate(summary: Summary, max_rate: float | None) -> None:
     """:class:`RewardError` (exit 6) when more than ``max_rate`` of the finished rollouts got
     the agent's floor reward (an agent-side failure)."""
     if max_rate is None:
         return
-    counts = summary.get("counts") or {}
-    finished = int(counts.get("rewarded", 0)) + int(counts.get("lost", 0))
-    floors = int(summary.get("floor_rewards", 0))
+    finished = summary.counts.rewarded + summary.counts.lost
+    floors = summary.floor_rewards
     if finished and floors / finished > max_rate:
-        reasons = summary.get("agent_failures") or [{}]
-        top = f"; most often: {reasons[0]['reason']}" if reasons[0].get("reason") else ""
+        reasons = summary.agent_failures
+        top = f"; most often: {reasons[0].reason}" if reasons and reasons[0].reason else ""
         raise RewardError(
             f"{floors} of {finished} finished rollouts got the floor reward "
             f"({floors / finished:.1%} > --max-floor-rate {max_rate:g}){top}"
@@ -241,7 +241,7 @@ def run(
     _print_result(played.result, console, err, as_json=as_json, mlflow=export_to)
     if played.result.status == "interrupted":
         _exit_interrupted(played.stopped_by, err)
-    _check_floor_rate(played.result.summary, max_floor_rate)
+    _check_floor_rate(played.result.written_summary(), max_floor_rate)
 
 
 def register(app: typer.Typer) -> None:

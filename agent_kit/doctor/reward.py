@@ -39,6 +39,7 @@ from agent_kit.reporting.breakdown import RunData, breakdown_of, load_run_data, 
 from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore, resolve_path
 
 __all__ = ["RewardAudit", "audit_reward", "episode_views"]
@@ -502,33 +503,33 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
     ]
 
 
-def projection(summary: Mapping[str, Any], budget: float | None) -> list[Finding]:
+def projection(summary: Summary, budget: float | None) -> list[Finding]:
     """Tokens per rollout × planned steps → cost; an error above ``budget``."""
-    proj = summary.get("projection")
-    if not isinstance(proj, dict):
+    proj = summary.projection
+    if proj is None:
         return [Finding("projection", "info", "no finished rollout: nothing to project", "")]
-    cost = proj["cost"]
+    cost = proj.cost
     evidence = {
-        "steps": proj["steps"],
-        "batch_size": proj["batch_size"],
-        "group_size": proj["group_size"],
-        "rollouts": proj["rollouts"],
-        "tokens_per_rollout": proj["tokens_per_rollout"],
-        "tokens": proj["tokens"],
-        "cost": cost["total"],
-        "currency": cost["currency"],
-        "pricing": cost["label"],
+        "steps": proj.steps,
+        "batch_size": proj.batch_size,
+        "group_size": proj.group_size,
+        "rollouts": proj.rollouts,
+        "tokens_per_rollout": proj.tokens_per_rollout,
+        "tokens": proj.tokens,
+        "cost": cost.total,
+        "currency": cost.currency,
+        "pricing": cost.label,
         "budget": budget,
     }
-    text = f"projected job: {proj['text']}"
-    if budget is not None and cost["total"] <= budget:
-        text += f", within the budget of {budget:,.2f} {cost['currency']}"
-    if budget is not None and cost["total"] > budget:
+    text = f"projected job: {proj.text}"
+    if budget is not None and cost.total <= budget:
+        text += f", within the budget of {budget:,.2f} {cost.currency}"
+    if budget is not None and cost.total > budget:
         return [
             Finding(
                 "projection",
                 "error",
-                f"{text}, above the budget of {budget:,.2f} {cost['currency']}",
+                f"{text}, above the budget of {budget:,.2f} {cost.currency}",
                 "cut tokens per rollout (shorter prompts, fewer turns, max_tokens), the group "
                 "size or the steps, or raise --budget",
                 evidence,

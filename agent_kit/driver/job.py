@@ -13,9 +13,11 @@
    ``concurrency`` at once. A rollout is one trajectory id
    (``{job}-s{step}-p{prompt}-g{sample}-a{attempt}``, so runs are reproducible) and the full
    payload of docs/contract.md §2;
-5. the driver stores its own figures with the job and calls ``finish`` (if given), which writes
-   the run's outputs: :func:`agent_kit.driver.local.run_local` passes the writer of
-   ``summary.json`` and ``report.html``. The driver itself never imports the reporting half.
+5. the driver stores its own figures (:class:`~agent_kit.store.run_figures.RunFigures`) with
+   the job and calls ``finish`` (if given), which writes the run's outputs and returns the
+   :class:`~agent_kit.reporting.summary_schema.Summary`: :func:`agent_kit.driver.local.run_local`
+   passes the writer of ``summary.json`` and ``report.html``. The driver itself never imports
+   the reporting half at run time (only the summary's type, for the type checker).
 
 ``advertise_url`` (``agent-kit run --advertise-url``) is for a *deployed* agent that reaches this
 machine through a tunnel: the emulator still binds 127.0.0.1 (``emulator_port`` fixes its port
@@ -62,7 +64,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
 from agent_kit.driver.job_setup import (
@@ -102,6 +104,10 @@ from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import FAILED_REASON
+from agent_kit.store.run_figures import RunFigures
+
+if TYPE_CHECKING:
+    from agent_kit.reporting.summary_schema import Summary
 
 logger = logging.getLogger("agent_kit.driver.job")
 
@@ -131,24 +137,34 @@ __all__ = [
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a finished (or stopped) job left behind."""
+    """What a finished (or stopped) job left behind: its status, slot counts, the driver's
+    figures, and the summary the run's finisher wrote (None when the job ran without one)."""
 
     job_arn: str
     run_dir: Path
     status: str
     failure: str | None
-    summary: dict[str, Any]
+    summary: Summary | None
     total: int
     succeeded: int
     failed: int
+    #: The driver's own figures, as stored with the job (the summary's ``run`` section).
+    figures: RunFigures
 
     def raise_for_status(self) -> None:
         """Raise :class:`JobFailed` if the job failed."""
         if self.status == "failed":
             raise JobFailed(f"job {self.job_arn} failed: {self.failure}")
 
+    def written_summary(self) -> Summary:
+        """The summary the run's finisher wrote; :class:`AgentKitError` when the job ran
+        without a finisher (:func:`run_job` without ``finish``)."""
+        if self.summary is None:
+            raise AgentKitError(f"job {self.job_arn} ran without writing a summary")
+        return self.summary
 
-RunFinisher = Callable[[RunStore, str, Path, "str | None"], dict[str, Any]]
+
+RunFinisher = Callable[[RunStore, str, Path, "str | None"], "Summary"]
 """Called once as a job ends, before its store closes: ``(store, job_arn, run_dir, token) ->
 summary``. The driver has stored its own figures (the ``run`` section) with the job first; the
 finisher writes the run's outputs (summary.json, report.html) and returns the summary. The
@@ -160,7 +176,8 @@ class _Outcome:
     status: str = "failed"
     failure: str | None = None
     loop: RolloutLoop | None = None
-    summary: dict[str, Any] | None = None
+    figures: RunFigures | None = None
+    summary: Summary | None = None
     #: Set once the agent is up and the first rollout may start.
     playing: bool = False
     #: The agents' shutdown, started as the play ends; it runs beside the writing of the
@@ -210,8 +227,7 @@ async def run_job(
     port (default: ephemeral). ``workers`` is the number of agent processes for a ``.py``
     entrypoint (None: :func:`default_workers`). ``finish`` writes the run's outputs as the job
     ends (see :data:`RunFinisher`; :func:`agent_kit.driver.local.run_local` passes the summary
-    and report writer); without it the result's summary holds only the driver's ``run``
-    figures. Setting
+    and report writer); without it the result has the driver's figures and no summary. Setting
     ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
     for in-flight rollouts) and the result has status ``interrupted``. Raises
     :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
@@ -301,10 +317,11 @@ async def _run_opened(
             elapsed = time.monotonic() - started
             failure = outcome.failure
             stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
-            stats = redact_summary(stats, token)
-            run.store.update_job(job_arn, status=outcome.status, summary={"run": stats})
+            outcome.figures = redact_summary(stats, token)
+            run.store.update_job(
+                job_arn, status=outcome.status, summary={"run": outcome.figures.stored()}
+            )
             outcome.failure = None if failure is None else redact(failure, token)
-            outcome.summary = {"run": stats}
             if settings.finish is not None:
                 outcome.summary = settings.finish(run.store, job_arn, run.run_dir, token)
 
@@ -324,7 +341,7 @@ async def _run_opened(
             run.store.add_event("driver_error", {"error": f"{type(exc).__name__}: {exc}"})
             raise
     loop = outcome.loop
-    if loop is None or outcome.summary is None:  # _play returned, so both are set
+    if loop is None or outcome.figures is None:  # _play returned, so both are set
         raise AgentKitError(f"job {job_arn} ended without a result")
     return JobResult(
         job_arn=job_arn,
@@ -335,6 +352,7 @@ async def _run_opened(
         total=loop.stats.total,
         succeeded=loop.stats.succeeded,
         failed=loop.stats.failed,
+        figures=outcome.figures,
     )
 
 

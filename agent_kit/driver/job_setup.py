@@ -25,6 +25,7 @@ from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
+from agent_kit.store.run_figures import run_figures_of
 from agent_kit.store.runlock import RunLock
 
 __all__ = [
@@ -171,7 +172,8 @@ def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | Non
         job_row = jobs[-1]
         recorded = job_row.config
         if job_row.status == "failed":
-            reason = (job_row.summary or {}).get("run", {}).get("failure_reason")
+            figures = run_figures_of(job_row)
+            reason = figures.failure_reason if figures is not None else None
             raise UsageError(f"job {job_row.arn} failed ({reason}); a failed job is not resumed")
         config = JobConfig.from_dict(recorded.get("job", {}))
         entrypoint = entrypoint or recorded.get("entrypoint")

@@ -1,6 +1,7 @@
 """The job driver's own figures, counted from the store.
 
-:func:`driver_stats` is the ``run`` section of a job's summary: trajectories by state, slots
+:func:`driver_stats` is the ``run`` section of a job's summary
+(:class:`~agent_kit.store.run_figures.RunFigures`): trajectories by state, slots
 done/succeeded/failed, retries, rewards, turns and tokens — every figure read from the store, so
 a resumed run reports the same totals as an uninterrupted one; only ``rollouts_per_s`` is of
 this invocation (:func:`rollout_rate`). :func:`redact_summary` takes the per-run route token out
@@ -9,16 +10,20 @@ of anything written.
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from agent_kit.driver.job_setup import OpenedRun, plan_slots
 from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
 from agent_kit.driver.tunnel import redact
 from agent_kit.store import TrajectoryRow
+from agent_kit.store.run_figures import JobFailureNote, RunFigures
 
 __all__ = ["counted_retries", "driver_stats", "redact_summary", "rollout_rate"]
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def driver_stats(
@@ -28,7 +33,7 @@ def driver_stats(
     failure: str | None,
     job: RolloutLoop | None,
     elapsed: float,
-) -> dict[str, Any]:
+) -> RunFigures:
     """The driver's figures, counted from the store (so a resumed run reports the same totals
     as an uninterrupted one); only the rate is of this invocation."""
     store = run.store
@@ -43,27 +48,29 @@ def driver_stats(
             prompt_tokens += turn.prompt_tokens
             completion_tokens += turn.completion_tokens
     rewards = [r.total for r in (store.get_reward(t.id) for t in rows) if r is not None]
-    failures = [e.detail for e in store.list_events(kind="job_failure")]
+    failures = [
+        JobFailureNote.model_validate(e.detail) for e in store.list_events(kind="job_failure")
+    ]
     stats = job.stats if job is not None else None
-    return {
-        "job_arn": job_arn,
-        "status": status,
-        "failure_reason": failure,
-        "trajectories": len(rows),
-        "trajectories_by_state": by_state,
-        "rollouts_total": total,
-        "rollouts_succeeded": counts["succeeded"],
-        "rollouts_failed": counts["failed"],
-        "retries": counted_retries(rows),
-        "rewarded": len(rewards),
-        "reward_mean": sum(rewards) / len(rewards) if rewards else None,
-        "turns": turns,
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "job_failures": failures,
-        "elapsed_s": round(elapsed, 3),
-        "rollouts_per_s": rollout_rate(stats),
-    }
+    return RunFigures(
+        job_arn=job_arn,
+        status=status,
+        failure_reason=failure,
+        trajectories=len(rows),
+        trajectories_by_state=by_state,
+        rollouts_total=total,
+        rollouts_succeeded=counts["succeeded"],
+        rollouts_failed=counts["failed"],
+        retries=counted_retries(rows),
+        rewarded=len(rewards),
+        reward_mean=sum(rewards) / len(rewards) if rewards else None,
+        turns=turns,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        job_failures=failures,
+        elapsed_s=round(elapsed, 3),
+        rollouts_per_s=rollout_rate(stats),
+    )
 
 
 def counted_retries(rows: list[TrajectoryRow]) -> int:
@@ -86,9 +93,12 @@ def rollout_rate(stats: RolloutStats | None) -> float | None:
     return round(stats.done_this_run / seconds, 3) if seconds > 0 else None
 
 
-def redact_summary(summary: dict[str, Any], token: str | None) -> dict[str, Any]:
-    """``summary`` with the route ``token`` replaced wherever a string quotes it."""
+def redact_summary(summary: _Model, token: str | None) -> _Model:
+    """``summary`` (a summary or the driver's figures) with the route ``token`` replaced
+    wherever a string quotes it; the same object when no string does."""
     if not token:
         return summary
-    text = json.dumps(summary, default=str)
-    return summary if token not in text else dict(json.loads(redact(text, token)))
+    text = summary.model_dump_json(by_alias=True)
+    if token not in text:
+        return summary
+    return type(summary).model_validate_json(redact(text, token))

@@ -24,6 +24,7 @@ from agent_kit.driver.tunnel import redact
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import load_records, summarize
+from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore
 from agent_kit.store.events import REPORT_ERROR_EVENT
 
@@ -36,7 +37,7 @@ logger = logging.getLogger("agent_kit.runs")
 
 def write_run_outputs(
     store: RunStore, job_arn: str, run_dir: Path, token: str | None = None
-) -> dict[str, Any]:
+) -> Summary:
     """Summarize the job from its store and write ``summary.json`` and ``report.html``.
 
     A report that fails to render never costs the summary: the error is recorded as a
@@ -58,7 +59,8 @@ def write_run_outputs(
         logger.warning("report.html of %s was not written: %s", job_arn, error)
         (run_dir / REPORT_FILE).unlink(missing_ok=True)
         paths = (run_dir / SUMMARY_FILE,)
-        paths[0].write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+        text = json.dumps(summary.document(), indent=2, default=str)
+        paths[0].write_text(text + "\n", encoding="utf-8")
     if token:
         for path in paths:
             text = path.read_text(encoding="utf-8")

@@ -45,6 +45,7 @@ from agent_kit.export.steps import StepMetrics, step_metrics
 from agent_kit.reporting.breakdown import RunData, load_run_data
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.store import RunStore, resolve_path
 
 if TYPE_CHECKING:
@@ -261,19 +262,14 @@ def _write_traces(
         mlflow.set_tracking_uri(previous)
 
 
-def _artifacts(folder: Path, summary: Mapping[str, Any], store: RunStore) -> list[Path]:
+def _artifacts(folder: Path, summary: Summary, store: RunStore) -> list[Path]:
     """summary.json and report.html of the run, written first when either is missing or is
-    another job's."""
+    another job's (or the summary.json cannot be read as a summary)."""
     paths = [folder / SUMMARY_FILE, folder / REPORT_FILE]
     current = False
     if all(p.is_file() for p in paths):
-        import json
-
-        try:
-            on_disk = json.loads(paths[0].read_text(encoding="utf-8"))
-            current = (on_disk.get("job") or {}).get("arn") == summary["job"]["arn"]
-        except (OSError, ValueError, AttributeError):
-            current = False
+        on_disk = read_summary(paths[0])
+        current = on_disk is not None and on_disk.job.arn == summary.job.arn
     if not current:
         return list(write_reports(folder, summary, store))
     return paths
@@ -376,9 +372,9 @@ def export_run(
         summary = summarize(store, job)
         data = load_run_data(
             store,
-            summary["job"]["arn"],
-            threshold=summary["settings"]["success_threshold"],
-            advantage=summary["settings"]["advantage"],
+            summary.job.arn,
+            threshold=summary.settings.success_threshold,
+            advantage=summary.settings.advantage,
         )
         key = export_key(data.job.arn, data.job.created_at)
         tags = {

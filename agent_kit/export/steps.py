@@ -15,12 +15,11 @@ statistics (None) are left out: MLflow metrics are numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agent_kit.reporting.breakdown import RunData
 from agent_kit.reporting.metrics import eval_metrics, training_metrics
+from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore
 
 __all__ = ["StepMetrics", "step_metrics"]
@@ -36,7 +35,7 @@ class StepMetrics:
 
 
 def step_metrics(
-    data: RunData, summary: Mapping[str, Any], store: RunStore | None = None
+    data: RunData, summary: Summary, store: RunStore | None = None
 ) -> list[StepMetrics]:
     """One :class:`StepMetrics` per step with trajectories, in step order.
 
@@ -44,10 +43,9 @@ def step_metrics(
     pass@k, its ``job.mode`` whether token ``train`` counts). ``store`` adds
     ``timing_s/policy_call_mean`` from the turns' latencies.
     """
-    settings = summary.get("settings") or {}
-    threshold = float(settings.get("success_threshold", data.threshold))
-    ks = [int(k) for k in settings.get("pass_k") or [1]]
-    evaluation = (summary.get("job") or {}).get("mode") == "evaluation"
+    threshold = float(summary.settings.success_threshold)
+    ks = [int(k) for k in summary.settings.pass_k or [1]]
+    evaluation = summary.job.mode == "evaluation"
     out: list[StepMetrics] = []
     for step in sorted({r.step for r in data.records}):
         records = [r for r in data.records if r.step == step]

@@ -16,9 +16,8 @@ CSS and SVG, one static script by hash under a Content-Security-Policy, everythi
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -26,7 +25,6 @@ from typing import Any, Final
 from agent_kit.errors import UsageError
 from agent_kit.reporting import svg as plots
 from agent_kit.reporting.breakdown import (
-    FAILED_STATES,
     PromptRow,
     RunData,
     component_stats,
@@ -36,7 +34,8 @@ from agent_kit.reporting.breakdown import (
 )
 from agent_kit.reporting.page import cell, document, esc, section, sortable_head, value_attr
 from agent_kit.reporting.report import SUMMARY_FILE
-from agent_kit.reporting.summary import SUMMARY_SCHEMA, summarize
+from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.transcripts import fmt
 from agent_kit.store import RunStore, resolve_path
 
@@ -52,6 +51,8 @@ __all__ = [
 #: The default file name of a comparison page.
 COMPARISON_FILE: Final = "compare.html"
 _SETTING_KEYS: Final = ("success_threshold", "group_size", "batch_size", "steps", "temperature")
+#: Config entries shown after the summary's own settings (threshold, advantage, mode).
+_RUN_KEYS: Final = ("policy", "dataset_sha256", "entrypoint")
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class RunSide:
 
     label: str
     run_dir: Path
-    summary: Mapping[str, Any]
+    summary: Summary
     data: RunData
     summary_source: str
 
@@ -78,27 +79,19 @@ def load_side(run_dir: str | Path, label: str | None = None) -> RunSide:
         raise UsageError(f"no run store at {store_path} (expected a run directory)")
     directory = store_path.parent
     with RunStore.open(store_path, readonly=True) as store:
-        summary: dict[str, Any] | None = None
-        source = "recomputed from run.sqlite"
         path = directory / SUMMARY_FILE
-        if path.is_file():
-            try:
-                loaded = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                loaded = None
-            if isinstance(loaded, dict) and loaded.get("schema") == SUMMARY_SCHEMA:
-                summary, source = loaded, str(path)
-        job = summary["job"]["arn"] if summary else None
+        summary = read_summary(path)
+        source = str(path)
         if summary is None:
-            summary = summarize(store)
-        settings = summary["settings"]
+            summary, source = summarize(store), "recomputed from run.sqlite"
+        settings = summary.settings
         data = load_run_data(
             store,
-            job or summary["job"]["arn"],
-            threshold=float(settings["success_threshold"]),
-            advantage=str(settings["advantage"]),
+            summary.job.arn,
+            threshold=float(settings.success_threshold),
+            advantage=str(settings.advantage),
         )
-    name = label or f"{summary['job']['name']}"
+    name = label or f"{summary.job.name}"
     return RunSide(name, directory, summary, data, source)
 
 
@@ -148,18 +141,17 @@ def _grid(title_a: str, title_b: str, rows: Sequence[str], table_id: str) -> str
     return f'<table class="sortable" id="{table_id}">{head}<tbody>{"".join(rows)}</tbody></table>'
 
 
-def _settings_of(summary: Mapping[str, Any]) -> dict[str, Any]:
-    config = summary.get("config") or {}
-    nested = config.get("job") if isinstance(config, dict) else None
-    flat = {**config, **nested} if isinstance(nested, dict) else dict(config)
+def _settings_of(summary: Summary) -> dict[str, Any]:
+    flat = summary.flat_config()
     out: dict[str, Any] = {k: flat.get(k) for k in _SETTING_KEYS}
-    out["success_threshold"] = summary["settings"]["success_threshold"]
-    out["advantage"] = summary["settings"]["advantage"]
-    out["mode"] = summary["job"]["mode"]
-    out["policy"] = flat.get("policy")
-    sha = flat.get("dataset_sha256")
+    out.update(
+        success_threshold=summary.settings.success_threshold,
+        advantage=summary.settings.advantage,
+        mode=summary.job.mode,
+    )
+    out.update({k: flat.get(k) for k in _RUN_KEYS})
+    sha = out["dataset_sha256"]
     out["dataset_sha256"] = sha[:16] + "…" if isinstance(sha, str) and len(sha) > 16 else sha
-    out["entrypoint"] = flat.get("entrypoint")
     return out
 
 
@@ -192,17 +184,16 @@ def _settings_section(a: RunSide, b: RunSide) -> str:
 
 def _failure_counts(side: RunSide) -> dict[str, int]:
     overview = failure_overview(side.data)
-    counts = side.summary["counts"]
-    by_state = counts["by_state"]
+    counts = side.summary.counts
     return {
-        "agent-side failures": sum(int(x["count"]) for x in side.summary.get("agent_failures", [])),
-        "floor rewards": int(side.summary.get("floor_rewards", 0)),
+        "agent-side failures": side.summary.agent_failure_count,
+        "floor rewards": side.summary.floor_rewards,
         "non-finite rewards": overview.non_finite,
         "job failures": sum(f.count for f in overview.job),
-        "failed rollouts (no reward)": sum(by_state.get(s, 0) for s in FAILED_STATES),
-        "timed-out rollouts": by_state.get("TIMED_OUT", 0),
-        "lost slots": int(counts["lost"]),
-        "retries": int(counts["retries"]),
+        "failed rollouts (no reward)": counts.failed_rollouts,
+        "timed-out rollouts": counts.timed_out,
+        "lost slots": counts.lost,
+        "retries": counts.retries,
     }
 
 
@@ -219,22 +210,17 @@ def _failures_section(a: RunSide, b: RunSide) -> str:
 
 
 def _metrics_section(a: RunSide, b: RunSide) -> str:
-    ma, mb = a.summary["metrics"], b.summary["metrics"]
+    ma, mb = a.summary.metrics, b.summary.metrics
     names = list(ma) + [n for n in mb if n not in ma]
     rows = [_row(n, ma.get(n), mb.get(n)) for n in names]
-    ca, cb = a.summary["counts"], b.summary["counts"]
+    ca, cb = a.summary.counts, b.summary.counts
     for key in ("slots", "rewarded", "lost", "retries", "groups", "degenerate_groups", "turns"):
-        rows.append(_row(f"counts.{key}", ca[key], cb[key]))
-    ta, tb = a.summary["tokens"], b.summary["tokens"]
+        rows.append(_row(f"counts.{key}", getattr(ca, key), getattr(cb, key)))
+    ta, tb = a.summary.tokens, b.summary.tokens
     for key in ("prefill", "sample", "train", "total"):
-        rows.append(_row(f"tokens.{key}", ta[key], tb[key]))
+        rows.append(_row(f"tokens.{key}", getattr(ta, key), getattr(tb, key)))
     rows.append(
-        _row(
-            "cost.total (estimate)",
-            a.summary["cost"]["total"],
-            b.summary["cost"]["total"],
-            "cost.total",
-        )
+        _row("cost.total (estimate)", a.summary.cost.total, b.summary.cost.total, "cost.total")
     )
     return section(
         "metrics",
@@ -349,12 +335,12 @@ def _prompts_section(a: RunSide, b: RunSide) -> str:
 
 
 def _plots_section(a: RunSide, b: RunSide) -> str:
-    sa, sb = a.summary["steps"], b.summary["steps"]
+    sa, sb = a.summary.steps, b.summary.steps
     charts: list[str] = []
     if len(sa) > 1 or len(sb) > 1:
-        xs = sorted({float(s["step"]) for s in [*sa, *sb]})
-        mean_a = {float(s["step"]): s["reward_mean"] for s in sa}
-        mean_b = {float(s["step"]): s["reward_mean"] for s in sb}
+        xs = sorted({float(s.step) for s in [*sa, *sb]})
+        mean_a = {float(s.step): s.reward_mean for s in sa}
+        mean_b = {float(s.step): s.reward_mean for s in sb}
         charts.append(
             plots.lines(
                 xs,
@@ -383,8 +369,8 @@ def _plots_section(a: RunSide, b: RunSide) -> str:
 
 def render_comparison(a: RunSide, b: RunSide) -> str:
     """The comparison page of run A and run B (deltas are B − A)."""
-    cost_a, cost_b = a.summary["cost"], b.summary["cost"]
-    metric_a, metric_b = a.summary["metrics"], b.summary["metrics"]
+    cost_a, cost_b = a.summary.cost, b.summary.cost
+    metric_a, metric_b = a.summary.metrics, b.summary.metrics
     cards = []
     for label, key in (
         ("reward mean", "rollout/reward/mean"),
@@ -407,8 +393,8 @@ def render_comparison(a: RunSide, b: RunSide) -> str:
         *cards,
         "</div>",
         f'<p class="banner" id="cost-banner"><b>Costs are estimates, not bills.</b> A: '
-        f"{cost_a['total']:,.4f} {esc(cost_a['currency'])} ({esc(cost_a['label'])}); B: "
-        f"{cost_b['total']:,.4f} {esc(cost_b['currency'])} ({esc(cost_b['label'])}). "
+        f"{cost_a.total:,.4f} {esc(cost_a.currency)} ({esc(cost_a.label)}); B: "
+        f"{cost_b.total:,.4f} {esc(cost_b.currency)} ({esc(cost_b.label)}). "
         "MTRL's per-category prices are not published: give your own with "
         "<code>--pricing FILE</code>.</p>",
         _settings_section(a, b),

@@ -1,18 +1,18 @@
 """The report's "what went wrong" parts: the cost banner, hints, failures and chaos sections.
 
-Each function returns one HTML fragment of ``report.html`` from ``summary.json`` (and the run's
+Each function returns one HTML fragment of ``report.html`` from the summary (and the run's
 :class:`~agent_kit.reporting.breakdown.RunData` where it needs the store);
 :func:`agent_kit.reporting.report.render_html` puts them in order. Every run text is escaped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from agent_kit.reporting.breakdown import RunData, failure_overview
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import cell, esc, section, table
+from agent_kit.reporting.summary_schema import RolloutBrief, RunFigures, Summary
 from agent_kit.reporting.transcripts import fmt
 
 __all__ = ["briefs", "chaos_section", "cost_banner", "failures_section", "hints_html"]
@@ -22,45 +22,57 @@ def _ids(ids: Sequence[str]) -> str:
     return ", ".join(f'<a href="#tx-{esc(i)}"><code>{esc(i)}</code></a>' for i in ids) or "–"
 
 
-def cost_banner(summary: Mapping[str, Any]) -> str:
-    tokens, cost, projection = summary["tokens"], summary["cost"], summary.get("projection")
-    money = f"{cost['total']:,.4f}"
+def cost_banner(summary: Summary) -> str:
+    """The cost estimate with its pricing's label and source, the projection, and a warning
+    when token counts were estimated."""
+    tokens, cost, projection = summary.tokens, summary.cost, summary.projection
+    money = f"{cost.total:,.4f}"
     parts = [
         f'<p class="banner" id="cost-banner"><b>Cost is an estimate, not a bill.</b> '
-        f"{esc(money)} {esc(cost['currency'])} for this run's "
-        f"{esc(fmt(tokens['total']))} tokens at {esc(cost['label'])} (source: "
-        f"{esc(cost['source'])}). MTRL's per-category prices are not published: give your own "
+        f"{esc(money)} {esc(cost.currency)} for this run's "
+        f"{esc(fmt(tokens.total))} tokens at {esc(cost.label)} (source: "
+        f"{esc(cost.source)}). MTRL's per-category prices are not published: give your own "
         "with <code>--pricing FILE</code>."
     ]
-    if projection:
-        parts.append(f" Projection: {esc(projection['text'])}.")
+    if projection is not None:
+        parts.append(f" Projection: {esc(projection.text)}.")
     parts.append("</p>")
-    if tokens["estimated"]:
+    if tokens.estimated:
         parts.append(
-            f'<p class="warn">{tokens["estimated_turns"]} of {tokens["turns"]} turns have '
+            f'<p class="warn">{tokens.estimated_turns} of {tokens.turns} turns have '
             "estimated token usage (the policy reported none): token counts and costs are "
             "estimates.</p>"
         )
     return "".join(parts)
 
 
-def failures_section(summary: Mapping[str, Any], data: RunData | None) -> str:
+def _job_failures(run: RunFigures | None) -> list[tuple[str, int, Sequence[str]]]:
+    """Job failures by reason from the driver's figures (when the run store is not at hand)."""
+    if run is None or run.job_failures is None:
+        return []
+    reasons: dict[str, list[str]] = {}
+    for item in run.job_failures:
+        reasons.setdefault(str(item.reason or "unknown"), []).append(str(item.trajectory_id or ""))
+    return [(k, len(v), v[:10]) for k, v in reasons.items()]
+
+
+def failures_section(summary: Summary, data: RunData | None) -> str:
+    """Failure counts, the job's failure reason, agent-side failures, non-finite rewards, job
+    failures and failed rollouts (from the store when given, else from the summary)."""
     overview = failure_overview(data) if data is not None else None
-    agent = summary.get("agent_failures") or []
-    floor = summary.get("floor_rewards", 0)
-    counts, run = summary["counts"], summary.get("run") or {}
-    by_state = counts["by_state"]
-    failed_n = by_state.get("FAILED", 0) + by_state.get("TIMED_OUT", 0)
+    agent, floor, counts, run = (
+        summary.agent_failures,
+        summary.floor_rewards,
+        summary.counts,
+        summary.run,
+    )
+    failed_n = counts.failed_rollouts
     job_failures: list[tuple[str, int, Sequence[str]]] = []
     if overview is not None:
         job_failures = [(f.reason, f.count, f.trajectory_ids) for f in overview.job]
-    elif isinstance(run.get("job_failures"), list):
-        reasons: dict[str, list[str]] = {}
-        for item in run["job_failures"]:
-            if isinstance(item, dict):
-                key = str(item.get("reason") or "unknown")
-                reasons.setdefault(key, []).append(str(item.get("trajectory_id") or ""))
-        job_failures = [(k, len(v), v[:10]) for k, v in reasons.items()]
+    else:
+        job_failures = _job_failures(run)
+    failure_reason = run.failure_reason if run is not None else None
     non_finite = overview.non_finite if overview is not None else None
     out = [
         '<p class="muted">Vocabulary: a rollout <b>failed</b> when it got no reward (state '
@@ -70,25 +82,23 @@ def failures_section(summary: Mapping[str, Any], data: RunData | None) -> str:
         "and lost slots.</p>",
         '<table class="failure-counts"><tbody>',
         f'<tr data-count="agent_failures"><th>agent-side failures</th>'
-        f"{cell(sum(int(a['count']) for a in agent))}</tr>",
+        f"{cell(summary.agent_failure_count)}</tr>",
         f'<tr data-count="floor_rewards"><th>floor rewards</th>{cell(floor)}</tr>',
         f'<tr data-count="non_finite"><th>of which non-finite rewards</th>{cell(non_finite)}</tr>',
         f'<tr data-count="job_failures"><th>job failures</th>'
         f"{cell(sum(c for _, c, _ in job_failures))}</tr>",
         f'<tr data-count="failed_rollouts"><th>failed rollouts (no reward)</th>'
         f"{cell(failed_n)}</tr>",
-        f'<tr data-count="timed_out"><th>of which timed out</th>'
-        f"{cell(by_state.get('TIMED_OUT', 0))}</tr>",
-        f'<tr data-count="lost"><th>slots lost (no rewarded attempt)</th>'
-        f"{cell(counts['lost'])}</tr>",
-        f'<tr data-count="retries"><th>retries</th>{cell(counts["retries"])}</tr>',
+        f'<tr data-count="timed_out"><th>of which timed out</th>{cell(counts.timed_out)}</tr>',
+        f'<tr data-count="lost"><th>slots lost (no rewarded attempt)</th>{cell(counts.lost)}</tr>',
+        f'<tr data-count="retries"><th>retries</th>{cell(counts.retries)}</tr>',
         "</tbody></table>",
     ]
-    status = summary["job"]["status"]
-    if status == "failed" or run.get("failure_reason"):
+    status = summary.job.status
+    if status == "failed" or failure_reason:
         out.append(
             f'<p class="warn">job status <b>{esc(status)}</b>'
-            f"{': ' + esc(run['failure_reason']) if run.get('failure_reason') else ''}</p>"
+            f"{': ' + esc(failure_reason) if failure_reason else ''}</p>"
         )
     nothing = not agent and not floor and not job_failures and not failed_n
     if nothing:
@@ -98,8 +108,8 @@ def failures_section(summary: Mapping[str, Any], data: RunData | None) -> str:
         )
     if agent:
         rows = "".join(
-            f"<tr><td>{esc(a['reason'])}</td>{cell(a['count'])}{cell(a['floor_rewards'])}"
-            f"<td>{_ids(a['trajectory_ids'])}</td></tr>"
+            f"<tr><td>{esc(a.reason)}</td>{cell(a.count)}{cell(a.floor_rewards)}"
+            f"<td>{_ids(a.trajectory_ids)}</td></tr>"
             for a in agent
         )
         out.append(
@@ -129,45 +139,44 @@ def failures_section(summary: Mapping[str, Any], data: RunData | None) -> str:
             )
         else:
             rows = "".join(
-                f"<tr><td>{esc(f['reason'])}</td>{cell(f['count'])}<td>–</td></tr>"
-                for f in summary["failures"]
+                f"<tr><td>{esc(f.reason)}</td>{cell(f.count)}<td>–</td></tr>"
+                for f in summary.failures
             )
         out.append(
             '<h3>Failed rollouts (no reward)</h3><table id="failure-reasons"><thead><tr>'
             "<th>reason</th><th>count</th><th>first trajectories</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
         )
-        out.append(briefs(summary["failed"]))
+        out.append(briefs(summary.failed))
     return section("failures", "Failures", "".join(out))
 
 
-def hints_html(summary: Mapping[str, Any]) -> str:
+def hints_html(summary: Summary) -> str:
     """The run's hints (e.g. a new connection per policy call), one warning line each."""
-    hints = summary.get("hints") or []
-    return "".join(f'<p class="warn hint">{esc(h)}</p>' for h in hints)
+    return "".join(f'<p class="warn hint">{esc(h)}</p>' for h in summary.hints)
 
 
-def chaos_section(summary: Mapping[str, Any]) -> str:
+def chaos_section(summary: Summary) -> str:
     """Per injected fault of a ``--chaos`` run: calls, rollouts hit, how they ended, examples."""
-    chaos = summary.get("chaos")
-    if not chaos:
+    chaos = summary.chaos
+    if chaos is None:
         return ""
-    fate = "the job failed" if chaos["job_failed"] else "the job survived"
+    fate = "the job failed" if chaos.job_failed else "the job survived"
     intro = (
-        f"<p>Spec <code>{esc(chaos['spec'] or '(faults recorded)')}</code> · {fate}. A rollout "
+        f"<p>Spec <code>{esc(chaos.spec or '(faults recorded)')}</code> · {fate}. A rollout "
         "hit by a fault is <b>recovered</b> (rewarded normally), <b>floor</b> (the agent's floor "
         "reward), <b>retried</b> (failed, a retry was rewarded), <b>lost</b> (no reward) or "
         "<b>open</b> (not finished).</p>"
     )
     rows = [
         [
-            row["fault"],
-            row["calls"],
-            row["rollouts"],
-            *(row["outcomes"].get(o, 0) for o in OUTCOMES),
-            "; ".join(f"{o}: {', '.join(ids)}" for o, ids in row["examples"].items()) or "—",
+            row.fault,
+            row.calls,
+            row.rollouts,
+            *(row.outcomes.get(o, 0) for o in OUTCOMES),
+            "; ".join(f"{o}: {', '.join(ids)}" for o, ids in row.examples.items()) or "—",
         ]
-        for row in chaos["faults"]
+        for row in chaos.faults
     ]
     body = (
         table(["fault", "calls", "rollouts", *OUTCOMES, "examples"], rows, "chaos")
@@ -177,14 +186,16 @@ def chaos_section(summary: Mapping[str, Any]) -> str:
     return section("chaos", "Chaos", intro + body)
 
 
-def briefs(items: Sequence[Mapping[str, Any]]) -> str:
+def briefs(items: Sequence[RolloutBrief]) -> str:
+    """A table of listed rollouts: id (a link to its transcript), slot, state, reward, turns,
+    tokens, seconds and reason."""
     headers = ["id", "step", "prompt", "sample", "attempt", "state", "reward", "turns", "tokens"]
     keys = ["step", "prompt_index", "sample_index", "attempt", "state", "reward", "turns"]
     keys += ["tokens", "duration_s"]
     rows = "".join(
-        f"<tr><td>{_ids([i['id']])}</td>"
-        + "".join(cell(i[k]) for k in keys)
-        + f"<td>{esc(i['reason'] or '')}</td></tr>"
+        f"<tr><td>{_ids([i.id])}</td>"
+        + "".join(cell(getattr(i, k)) for k in keys)
+        + f"<td>{esc(i.reason or '')}</td></tr>"
         for i in items
     )
     head = "".join(f"<th>{esc(h)}</th>" for h in [*headers, "seconds", "reason"])

@@ -19,7 +19,7 @@ Nothing here prints; ``agent_kit.cli`` prints the renderables this module return
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ from agent_kit.reporting.page import (
 )
 from agent_kit.reporting.reward_view import breakdown_section, plots_section, prompts_section
 from agent_kit.reporting.summary import SUMMARY_FILE
+from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import num, render_json, render_terminal
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
 from agent_kit.store import RunStore
@@ -85,6 +86,14 @@ _METRIC_NOTES: Final = {
     "eval/reward/pass_power_k": "P(all k succeed), largest k",
 }
 
+#: The page's metric cards: (label, metric name as the service spells it).
+_METRIC_CARDS: Final = (
+    ("reward mean", "rollout/reward/mean"),
+    ("success rate (pass@1)", "eval/reward/pass_at_1"),
+    ("zero_frac", "rollout/reward/zero_frac"),
+    ("turns mean", "rollout/turns/mean"),
+)
+
 _NAV: Final = (
     ("failures", "Failures"),
     ("chaos", "Chaos"),
@@ -100,11 +109,11 @@ _NAV: Final = (
 )
 
 
-def _metrics_section(summary: Mapping[str, Any]) -> str:
+def _metrics_section(summary: Summary) -> str:
     rows = "".join(
         f'<tr data-metric="{esc(name)}"><td><code>{esc(name)}</code></td>{cell(value)}'
         f"<td class=muted>{esc(_METRIC_NOTES.get(name, ''))}</td></tr>"
-        for name, value in summary["metrics"].items()
+        for name, value in summary.metrics.items()
     )
     grid = (
         '<table id="metrics-table"><thead><tr><th>metric (service name)</th><th>value</th>'
@@ -113,24 +122,35 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     return section("metrics", "Metrics", grid)
 
 
-def _tokens_section(summary: Mapping[str, Any]) -> str:
-    tokens, cost, projection = summary["tokens"], summary["cost"], summary.get("projection")
-    token_rows = [(k, tokens[k]) for k in ("prefill", "sample", "train", "total")]
-    cost_rows = [(k, cost[k]) for k in ("prefill", "sample", "train", "total")]
+def _tokens_section(summary: Summary) -> str:
+    tokens, cost, projection = summary.tokens, summary.cost, summary.projection
+    token_rows = [
+        ("prefill", tokens.prefill),
+        ("sample", tokens.sample),
+        ("train", tokens.train),
+        ("total", tokens.total),
+    ]
+    cost_rows = [
+        ("prefill", cost.prefill),
+        ("sample", cost.sample),
+        ("train", cost.train),
+        ("total", cost.total),
+    ]
     body = (
         table(["category", "tokens"], token_rows)
-        + table(["category", f"estimated cost ({cost['currency']})"], cost_rows)
-        + f"<p class=muted>pricing: {esc(cost['label'])} (source: {esc(cost['source'])})</p>"
+        + table(["category", f"estimated cost ({cost.currency})"], cost_rows)
+        + f"<p class=muted>pricing: {esc(cost.label)} (source: {esc(cost.source)})</p>"
     )
-    if projection:
-        body += f"<h3>Projection</h3><p>{esc(projection['text'])}</p>"
+    if projection is not None:
+        body += f"<h3>Projection</h3><p>{esc(projection.text)}</p>"
     return section("tokens", "Tokens and cost", body)
 
 
-def _steps_section(summary: Mapping[str, Any]) -> str:
+def _steps_section(summary: Summary) -> str:
     keys = ["step", "trajectories", "rewarded", "lost", "reward_mean", "reward_std"]
     keys += ["valid_mean", "zero_frac", "turns_mean", "prefill", "sample", "train"]
-    grid = table(keys, [[s[k] for k in keys] for s in summary["steps"]], "steps")
+    rows = [[getattr(s, k) for k in keys] for s in summary.steps]
+    grid = table(keys, rows, "steps")
     return section("steps", "Per step", grid)
 
 
@@ -162,7 +182,7 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
 
 
 def render_html(
-    summary: Mapping[str, Any],
+    summary: Summary,
     store: RunStore | None = None,
     *,
     records: Sequence[RolloutRecord] | None = None,
@@ -179,28 +199,22 @@ def render_html(
     is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
     and no fetch at all.
     """
-    job, counts, tokens, cost = (summary[k] for k in ("job", "counts", "tokens", "cost"))
-    metrics = summary["metrics"]
-    settings = summary["settings"]
+    job, counts, cost, settings = summary.job, summary.counts, summary.cost, summary.settings
     data = None
     if store is not None:
         data = load_run_data(
             store,
-            job["arn"],
-            threshold=float(settings["success_threshold"]),
-            advantage=str(settings["advantage"]),
+            job.arn,
+            threshold=float(settings.success_threshold),
+            advantage=str(settings.advantage),
             records=records,
         )
-    agent_failures = sum(int(a["count"]) for a in summary.get("agent_failures") or [])
     cards: list[tuple[str, str, Any]] = [
-        ("rollouts rewarded / slots", f"{counts['rewarded']} / {counts['slots']}", None),
-        ("reward mean", "rollout/reward/mean", metrics.get("rollout/reward/mean")),
-        ("success rate (pass@1)", "eval/reward/pass_at_1", metrics.get("eval/reward/pass_at_1")),
-        ("zero_frac", "rollout/reward/zero_frac", metrics.get("rollout/reward/zero_frac")),
-        ("turns mean", "rollout/turns/mean", metrics.get("rollout/turns/mean")),
-        ("tokens", "tokens.total", tokens["total"]),
+        ("rollouts rewarded / slots", f"{counts.rewarded} / {counts.slots}", None),
+        *((label, key, summary.metrics.get(key)) for label, key in _METRIC_CARDS),
+        ("tokens", "tokens.total", summary.tokens.total),
         ("estimated cost", "cost.total", None),
-        ("agent-side failures", "agent_failures", agent_failures),
+        ("agent-side failures", "agent_failures", summary.agent_failure_count),
     ]
     card_html = []
     for label, key, value in cards:
@@ -211,18 +225,18 @@ def render_html(
             )
         elif key == "cost.total":
             card_html.append(
-                f'<div class="card" data-metric="cost.total"{value_attr(float(cost["total"]))}>'
-                f"{esc(label)}<b>{cost['total']:,.4f} {esc(cost['currency'])}</b></div>"
+                f'<div class="card" data-metric="cost.total"{value_attr(float(cost.total))}>'
+                f"{esc(label)}<b>{cost.total:,.4f} {esc(cost.currency)}</b></div>"
             )
         else:
             card_html.append(f'<div class="card">{esc(label)}<b>{esc(key)}</b></div>')
-    shown = [(a, t) for a, t in _NAV if a != "chaos" or summary.get("chaos")]
+    shown = [(a, t) for a, t in _NAV if a != "chaos" or summary.chaos is not None]
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown)
     parts = [
-        f"<h1>agent_kit run report: {esc(job['name'])}</h1>",
-        f"<div class=muted>{esc(job['arn'])} · {esc(job['mode'])} · status {esc(job['status'])}"
-        f" · success threshold {esc(fmt(settings['success_threshold']))}"
-        f" · advantage {esc(settings['advantage'])} · schema {esc(summary['schema'])}</div>",
+        f"<h1>agent_kit run report: {esc(job.name)}</h1>",
+        f"<div class=muted>{esc(job.arn)} · {esc(job.mode)} · status {esc(job.status)}"
+        f" · success threshold {esc(fmt(settings.success_threshold))}"
+        f" · advantage {esc(settings.advantage)} · schema {esc(summary.schema_id)}</div>",
         f"<nav>{nav}</nav>",
         '<div class="cards">',
         *card_html,
@@ -238,19 +252,19 @@ def render_html(
         _tokens_section(summary),
         _steps_section(summary),
         _transcripts_section(store, data),
-        section("slowest", "Slowest rollouts", briefs(summary["slowest"])),
+        section("slowest", "Slowest rollouts", briefs(summary.slowest)),
         section(
             "config",
             "Configuration",
-            f"<pre>{esc(json.dumps(summary['config'], indent=2, ensure_ascii=False))}</pre>",
+            f"<pre>{esc(json.dumps(summary.config, indent=2, ensure_ascii=False))}</pre>",
         ),
     ]
-    return document(f"agent_kit report — {job['name']}", parts)
+    return document(f"agent_kit report — {job.name}", parts)
 
 
 def write_reports(
     run_dir: str | Path,
-    summary: Mapping[str, Any],
+    summary: Summary,
     store: RunStore | None = None,
     *,
     records: Sequence[RolloutRecord] | None = None,
@@ -262,7 +276,7 @@ def write_reports(
     directory.mkdir(parents=True, exist_ok=True)
     paths = (directory / SUMMARY_FILE, directory / REPORT_FILE)
     texts = (
-        json.dumps(summary, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+        json.dumps(summary.document(), indent=2, ensure_ascii=False, allow_nan=False) + "\n",
         render_html(summary, store, records=records),
     )
     for path, text in zip(paths, texts, strict=True):

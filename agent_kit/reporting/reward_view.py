@@ -1,18 +1,19 @@
 """The report's reward parts: the reward breakdown, the per-prompt table and the plots.
 
 Each function returns one HTML fragment of ``report.html`` from the run's
-:class:`~agent_kit.reporting.breakdown.RunData` (and ``summary.json`` for the plots);
+:class:`~agent_kit.reporting.breakdown.RunData` (and the summary for the plots);
 :func:`agent_kit.reporting.report.render_html` puts them in order. Every run text is escaped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 from agent_kit.reporting import svg as plots
 from agent_kit.reporting.breakdown import RunData, component_stats, prompt_rows
 from agent_kit.reporting.page import cell, esc, section, sortable_head, value_attr
+from agent_kit.reporting.summary_schema import StepRow, Summary
 from agent_kit.reporting.transcripts import fmt
 
 __all__ = ["breakdown_section", "plots_section", "prompts_section"]
@@ -156,111 +157,120 @@ def prompts_section(data: RunData | None) -> str:
     return section("prompts", "Per prompt", intro + grid)
 
 
-def plots_section(summary: Mapping[str, Any], data: RunData | None) -> str:
-    steps = summary["steps"]
-    threshold = float(summary["settings"]["success_threshold"])
+def _step_curves(steps: Sequence[StepRow], data: RunData | None) -> list[str]:
+    """Curves over the steps: reward (mean, valid mean, min, max), zero_frac, turns and,
+    with the store, tokens per rollout."""
+    xs = [float(s.step) for s in steps]
+    step_x = "training step (index)"
+    charts = [
+        plots.lines(
+            xs,
+            [
+                ("reward mean", [s.reward_mean for s in steps]),
+                ("valid mean", [s.valid_mean for s in steps]),
+                ("min", [s.reward_min for s in steps]),
+                ("max", [s.reward_max for s in steps]),
+            ],
+            title="Reward per step",
+            x_label=step_x,
+            y_label="reward (unitless)",
+            integer_x=True,
+        ),
+        plots.lines(
+            xs,
+            [("zero_frac", [s.zero_frac for s in steps])],
+            title="Zero-variance groups per step (zero_frac)",
+            x_label=step_x,
+            y_label="fraction of groups (0–1)",
+            ylim=(0.0, 1.0),
+            integer_x=True,
+        ),
+        plots.lines(
+            xs,
+            [("turns mean", [s.turns_mean for s in steps])],
+            title="Turns per rollout, mean per step",
+            x_label=step_x,
+            y_label="turns (policy calls per rollout)",
+            integer_x=True,
+        ),
+    ]
+    if data is not None:
+        per_step: dict[int, list[float]] = {}
+        for r in data.chosen:
+            per_step.setdefault(r.step, []).append(float(r.tokens))
+        means: list[float | None] = [
+            (sum(v) / len(v)) if (v := per_step.get(int(x))) else None for x in xs
+        ]
+        charts.append(
+            plots.lines(
+                xs,
+                [("tokens mean", means)],
+                title="Tokens per rollout, mean per step",
+                x_label=step_x,
+                y_label="tokens per rollout (prefill + sample)",
+                integer_x=True,
+            )
+        )
+    return charts
+
+
+def _distributions(data: RunData, marker: list[tuple[str, float]]) -> list[str]:
+    """Histograms of one step's rollouts: reward (with the threshold), turns and tokens."""
+    chosen = data.chosen
+    return [
+        plots.histogram(
+            [float(r.reward) for r in chosen if r.reward is not None],
+            title="Reward distribution",
+            x_label="reward (unitless)",
+            markers=marker,
+        ),
+        plots.histogram(
+            [float(r.turns) for r in chosen],
+            title="Turns per rollout",
+            x_label="turns per rollout (policy calls)",
+            integer=True,
+        ),
+        plots.histogram(
+            [float(r.tokens) for r in chosen],
+            title="Tokens per rollout",
+            x_label="tokens per rollout (prefill + sample)",
+        ),
+    ]
+
+
+def _group_plots(data: RunData, marker: list[tuple[str, float]], advantage: str) -> list[str]:
+    """Rewards per group (the last groups when there are many) and the advantages."""
+    groups = data.groups
+    shown = groups[-_MAX_STRIP_GROUPS:]
+    note = "" if len(shown) == len(groups) else f" (last {len(shown)} of {len(groups)})"
+    return [
+        plots.strip(
+            [(f"{g.step}:{g.prompt_index}", g.rewards, g.degenerate) for g in shown],
+            title=f"Reward distribution per group{note}",
+            y_label="reward (unitless)",
+            markers=marker,
+        ),
+        plots.histogram(
+            [a for g in groups for a in g.advantages],
+            title=f"Advantages ({advantage})",
+            x_label="advantage (unitless; 0 for zero-variance groups)",
+        ),
+    ]
+
+
+def plots_section(summary: Summary, data: RunData | None) -> str:
+    """The plots: curves over the steps for a run of several steps, distributions for one
+    step (they need the store), then the per-group rewards and advantages (with the store)."""
+    steps = summary.steps
+    threshold = float(summary.settings.success_threshold)
     marker = [(f"success threshold {fmt(threshold)}", threshold)]
     charts: list[str] = []
-    chosen = data.chosen if data is not None else []
     if len(steps) > 1:
-        xs = [float(s["step"]) for s in steps]
-        step_x = "training step (index)"
-        charts.append(
-            plots.lines(
-                xs,
-                [
-                    ("reward mean", [s["reward_mean"] for s in steps]),
-                    ("valid mean", [s["valid_mean"] for s in steps]),
-                    ("min", [s["reward_min"] for s in steps]),
-                    ("max", [s["reward_max"] for s in steps]),
-                ],
-                title="Reward per step",
-                x_label=step_x,
-                y_label="reward (unitless)",
-                integer_x=True,
-            )
-        )
-        charts.append(
-            plots.lines(
-                xs,
-                [("zero_frac", [s["zero_frac"] for s in steps])],
-                title="Zero-variance groups per step (zero_frac)",
-                x_label=step_x,
-                y_label="fraction of groups (0–1)",
-                ylim=(0.0, 1.0),
-                integer_x=True,
-            )
-        )
-        charts.append(
-            plots.lines(
-                xs,
-                [("turns mean", [s["turns_mean"] for s in steps])],
-                title="Turns per rollout, mean per step",
-                x_label=step_x,
-                y_label="turns (policy calls per rollout)",
-                integer_x=True,
-            )
-        )
-        if data is not None:
-            per_step: dict[int, list[float]] = {}
-            for r in chosen:
-                per_step.setdefault(r.step, []).append(float(r.tokens))
-            means: list[float | None] = [
-                (sum(v) / len(v)) if (v := per_step.get(int(x))) else None for x in xs
-            ]
-            charts.append(
-                plots.lines(
-                    xs,
-                    [("tokens mean", means)],
-                    title="Tokens per rollout, mean per step",
-                    x_label=step_x,
-                    y_label="tokens per rollout (prefill + sample)",
-                    integer_x=True,
-                )
-            )
+        charts += _step_curves(steps, data)
     elif data is not None:
-        charts.append(
-            plots.histogram(
-                [float(r.reward) for r in chosen if r.reward is not None],
-                title="Reward distribution",
-                x_label="reward (unitless)",
-                markers=marker,
-            )
-        )
-        charts.append(
-            plots.histogram(
-                [float(r.turns) for r in chosen],
-                title="Turns per rollout",
-                x_label="turns per rollout (policy calls)",
-                integer=True,
-            )
-        )
-        charts.append(
-            plots.histogram(
-                [float(r.tokens) for r in chosen],
-                title="Tokens per rollout",
-                x_label="tokens per rollout (prefill + sample)",
-            )
-        )
+        charts += _distributions(data, marker)
     if data is not None:
-        groups = data.groups
-        shown = groups[-_MAX_STRIP_GROUPS:]
-        note = "" if len(shown) == len(groups) else f" (last {len(shown)} of {len(groups)})"
-        charts.append(
-            plots.strip(
-                [(f"{g.step}:{g.prompt_index}", g.rewards, g.degenerate) for g in shown],
-                title=f"Reward distribution per group{note}",
-                y_label="reward (unitless)",
-                markers=marker,
-            )
-        )
-        charts.append(
-            plots.histogram(
-                [a for g in groups for a in g.advantages],
-                title=f"Advantages ({summary['settings']['advantage']})",
-                x_label="advantage (unitless; 0 for zero-variance groups)",
-            )
-        )
+        charts += _group_plots(data, marker, summary.settings.advantage)
     if not charts:
         body = "<p class=muted>one step and no run store: the distributions need the store</p>"
         return section("plots", "Plots", body)

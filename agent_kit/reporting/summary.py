@@ -9,10 +9,10 @@ section, which :func:`summarize_records` calls in document order) is read togeth
 :func:`summarize` reads a :class:`~agent_kit.store.RunStore` into plain
 :class:`~agent_kit.reporting.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure
 metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
-:mod:`agent_kit.reporting.pricing`, and returns a JSON-ready dict validated by :class:`Summary`
-(``"schema": "agent_kit.summary/1"``). The document's models live in
-:mod:`agent_kit.reporting.summary_schema` and are re-exported here. Undefined statistics (no
-rollouts yet) are ``null``, never NaN.
+:mod:`agent_kit.reporting.pricing`, and returns the :class:`Summary`
+(``"schema": "agent_kit.summary/1"``; :meth:`Summary.document` is its JSON). The document's
+models live in :mod:`agent_kit.reporting.summary_schema` and are re-exported here. Undefined
+statistics (no rollouts yet) are ``None``, never NaN.
 """
 
 from __future__ import annotations
@@ -44,19 +44,24 @@ from agent_kit.reporting.summary_schema import (
     CostInfo,
     Counts,
     Failure,
+    JobFailureNote,
     JobInfo,
     Number,
     Projection,
     RolloutBrief,
+    RunFigures,
     Settings,
     StepRow,
     Summary,
     Timing,
     Tokens,
+    flat_config,
+    read_summary,
 )
 from agent_kit.store import INVOCATION_EVENT, JobRow, RunStore
 from agent_kit.store.events import STOPPED_REASON
 from agent_kit.store.rows import TurnTotals
+from agent_kit.store.run_figures import run_figures_of
 
 __all__ = [
     "INTERRUPTED_STATE",
@@ -66,10 +71,12 @@ __all__ = [
     "CostInfo",
     "Counts",
     "Failure",
+    "JobFailureNote",
     "JobInfo",
     "Number",
     "Projection",
     "RolloutBrief",
+    "RunFigures",
     "Settings",
     "StepRow",
     "Summary",
@@ -77,6 +84,7 @@ __all__ = [
     "Tokens",
     "agent_failure_of",
     "load_records",
+    "read_summary",
     "resolve_job",
     "summarize",
     "summarize_records",
@@ -167,12 +175,6 @@ def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
             )
         )
     return records
-
-
-def _settings(config: dict[str, Any]) -> dict[str, Any]:
-    """The job config flattened: the driver nests its settings under ``"job"``."""
-    nested = config.get("job")
-    return {**config, **nested} if isinstance(nested, dict) else dict(config)
 
 
 def _config_int(config: dict[str, Any], *names: str) -> int | None:
@@ -395,8 +397,9 @@ def summarize_records(
     pricing: Pricing | None = None,
     projection_steps: int | None = None,
     pass_k: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """Build the summary dict from a job row and its records (pure; no store access).
+) -> Summary:
+    """Build the summary of a job row and its records (pure; no store access); without the
+    sections that need the store (``chaos``, ``hints``, ``run``: see :func:`summarize`).
 
     ``success_threshold`` defaults to the job config's ``success_threshold``, else 1.0. The job
     config may hold the settings at the top level or under ``"job"`` (the driver's layout):
@@ -407,7 +410,7 @@ def summarize_records(
     :data:`DEFAULT_PROJECTION_STEPS` (100, the published run's length), else 100.
     """
     config = dict(job.config)
-    flat = _settings(config)
+    flat = flat_config(config)
     evaluation = _is_evaluation(flat)
     threshold = _success_threshold(flat, success_threshold)
     pricing = pricing or default_pricing()
@@ -433,7 +436,7 @@ def summarize_records(
             dataset_rows=_config_int(flat, "dataset_rows", "dataset_size"),
         )
     failed = [r for r in records if r.state in _FAILED_STATES]
-    summary = Summary(
+    return Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),
         job=JobInfo(
@@ -464,7 +467,6 @@ def summarize_records(
         failed=[_brief(r) for r in failed[: _LIST_LIMIT * 5]],
         lowest=[_brief(r) for r in _lowest(records)],
     )
-    return summary.model_dump(mode="json", by_alias=True)
 
 
 def summarize(
@@ -477,8 +479,8 @@ def summarize(
     projection_steps: int | None = None,
     pass_k: Sequence[int] | None = None,
     records: Sequence[RolloutRecord] | None = None,
-) -> dict[str, Any]:
-    """The ``summary.json`` content of a job in ``store`` (JSON-ready, schema-validated).
+) -> Summary:
+    """The summary (``summary.json``) of a job in ``store``, schema-validated.
 
     ``job_arn`` may be an ARN, a job name, or None for the store's latest job;
     ``success_threshold`` None means the job's configured one (else 1.0). The ``run`` section
@@ -497,14 +499,12 @@ def summarize(
         projection_steps=projection_steps,
         pass_k=pass_k,
     )
-    spec = _settings(dict(job.config)).get("chaos")
+    spec = flat_config(dict(job.config)).get("chaos")
     chaos = chaos_report(
         store, records, spec=spec if isinstance(spec, str) else "", job_status=job.status
     )
-    summary["chaos"] = None if chaos is None else Chaos.model_validate(chaos.to_dict()).model_dump()
+    summary.chaos = None if chaos is None else Chaos.model_validate(chaos.to_dict())
     hint = connection_hint(store, records)
-    summary["hints"] = [hint] if hint else []
-    previous = (job.summary or {}).get("run")
-    if isinstance(previous, dict):
-        summary["run"] = previous  # the driver's figures survive a re-render
+    summary.hints = [hint] if hint else []
+    summary.run = run_figures_of(job)  # the driver's figures survive a re-render
     return summary

@@ -1,16 +1,24 @@
 """The ``summary.json`` document: its pydantic models, version ``agent_kit.summary/1``.
 
-:class:`Summary` validates what :func:`agent_kit.reporting.summary.summarize` produces (and what
-a reader loads); the other models are its sections. Every model forbids unknown fields, and
-undefined statistics are ``None`` (``null`` in JSON), never NaN. Re-exported from
-:mod:`agent_kit.reporting.summary`.
+:class:`Summary` is what :func:`agent_kit.reporting.summary.summarize` returns and what every
+reader of a summary (terminal, HTML report, comparison, MLflow export, doctor, CLI) takes; the
+other models are its sections, and the driver's ``run`` section is
+:class:`~agent_kit.store.run_figures.RunFigures`. Every model of this module forbids unknown
+fields, and undefined statistics are ``None`` (``null`` in JSON), never NaN. A summary becomes
+JSON only where it is written (:meth:`Summary.document`); a ``summary.json`` is read back
+through :func:`read_summary`. Re-exported from :mod:`agent_kit.reporting.summary`.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent_kit.store.run_figures import JobFailureNote, RunFigures
 
 __all__ = [
     "SUMMARY_SCHEMA",
@@ -18,15 +26,19 @@ __all__ = [
     "CostInfo",
     "Counts",
     "Failure",
+    "JobFailureNote",
     "JobInfo",
     "Number",
     "Projection",
     "RolloutBrief",
+    "RunFigures",
     "Settings",
     "StepRow",
     "Summary",
     "Timing",
     "Tokens",
+    "flat_config",
+    "read_summary",
 ]
 
 #: The ``schema`` tag of a summary document.
@@ -34,6 +46,13 @@ SUMMARY_SCHEMA: Final = "agent_kit.summary/1"
 
 #: A statistic that is undefined (``None``) when there is nothing to compute it over.
 Number = float | None
+
+
+def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A job config flattened: the driver nests its settings under ``"job"``; those win over
+    the top level's."""
+    nested = config.get("job")
+    return {**config, **nested} if isinstance(nested, dict) else dict(config)
 
 
 class _Strict(BaseModel):
@@ -73,6 +92,16 @@ class Counts(_Strict):
     groups: int
     degenerate_groups: int
     turns: int
+
+    @property
+    def failed_rollouts(self) -> int:
+        """Trajectories that ended without a reward (FAILED or TIMED_OUT)."""
+        return self.by_state.get("FAILED", 0) + self.timed_out
+
+    @property
+    def timed_out(self) -> int:
+        """Trajectories that ended TIMED_OUT."""
+        return self.by_state.get("TIMED_OUT", 0)
 
 
 class Failure(_Strict):
@@ -229,4 +258,32 @@ class Summary(_Strict):
     #: One-line advice the run's records call for (e.g. a new connection per policy call).
     hints: list[str] = Field(default_factory=list)
     #: Figures the job driver adds about its own run (progress counters, elapsed time).
-    run: dict[str, Any] | None = None
+    run: RunFigures | None = None
+
+    def flat_config(self) -> dict[str, Any]:
+        """The job's config with the driver's nested settings merged in (:func:`flat_config`)."""
+        return flat_config(self.config)
+
+    @property
+    def agent_failure_count(self) -> int:
+        """Rollouts with an agent-side failure, over every reason."""
+        return sum(failure.count for failure in self.agent_failures)
+
+    def document(self) -> dict[str, Any]:
+        """The ``summary.json`` content: JSON-ready, fields under their JSON names (``schema``),
+        in the order declared here; what is written to a file or printed."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def read_summary(path: Path) -> Summary | None:
+    """The summary in the ``summary.json`` at ``path``; None when there is none to trust: no
+    file, unreadable, not JSON, another schema, or not a valid :class:`Summary` (a file from
+    another agent_kit version). Callers then summarize the run store again."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:  # the schema tag is a Literal: another schema does not validate
+        return Summary.model_validate(loaded)
+    except ValidationError:
+        return None

@@ -1,7 +1,8 @@
 """The end summary of a run on the terminal (Rich renderables) and as one line of JSON.
 
-Built from ``summary.json`` content only; nothing here prints (``agent_kit.cli`` prints what
-:func:`render_terminal` returns). :func:`num` is the one rounding rule of every figure shown.
+Built from the :class:`~agent_kit.reporting.summary_schema.Summary` only; nothing here prints
+(``agent_kit.cli`` prints what :func:`render_terminal` returns). :func:`num` is the one rounding
+rule of every figure shown.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from rich.text import Text
 
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import REPORT_FILE
+from agent_kit.reporting.summary_schema import Summary
 
 __all__ = ["num", "render_json", "render_terminal"]
 
 #: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
 _NOISE: Final = 1e-12
+#: The ``rollout/reward/*`` statistics of the headline's reward line, in its order.
+_REWARD_STATS: Final = ("mean", "std", "min", "max")
 #: Metric groups in the order the end summary lists them (others follow, sorted).
 _GROUP_ORDER: Final = (
     "rollout/reward",
@@ -87,24 +91,24 @@ def _retries(n: int) -> str:
     return f"{num(n)} retr{'y' if n == 1 else 'ies'}"
 
 
-def _headline(summary: Mapping[str, Any]) -> list[Text]:
-    job, counts, metrics = summary["job"], summary["counts"], summary["metrics"]
-    timing, cost = summary["timing"], summary["cost"]
-    threshold = summary["settings"]["success_threshold"]
+def _headline(summary: Summary) -> list[Text]:
+    job, counts, metrics = summary.job, summary.counts, summary.metrics
+    timing, cost = summary.timing, summary.cost
+    threshold = summary.settings.success_threshold
     title = Text()
-    title.append(f"agent-kit run {job['name']}", style="bold")
-    title.append(f"  {job['status']}", style=_STATUS_STYLE.get(job["status"], "bold"))
-    steps = len(summary["steps"])
-    title.append(f"  ({job['mode']}, {steps} step{'' if steps == 1 else 's'})")
-    rewarded, lost, pending = counts["rewarded"], counts["lost"], counts["pending"]
+    title.append(f"agent-kit run {job.name}", style="bold")
+    title.append(f"  {job.status}", style=_STATUS_STYLE.get(job.status, "bold"))
+    steps = len(summary.steps)
+    title.append(f"  ({job.mode}, {steps} step{'' if steps == 1 else 's'})")
+    rewarded, lost, pending = counts.rewarded, counts.lost, counts.pending
     succeeded = metrics.get("eval/reward/succeeded_rollouts")
     finished = rewarded + lost
-    lines = [title, _id(f"  {'job':<10}{job['arn']}")]
+    lines = [title, _id(f"  {'job':<10}{job.arn}")]
     lines.append(
         _line(
             "rollouts",
-            f"{num(rewarded)} / {num(counts['slots'])} rewarded · {num(lost)} failed "
-            f"(no reward) · {num(pending)} pending · {_retries(counts['retries'])}",
+            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} failed "
+            f"(no reward) · {num(pending)} pending · {_retries(counts.retries)}",
         )
     )
     if succeeded is not None and finished:
@@ -116,27 +120,21 @@ def _headline(summary: Mapping[str, Any]) -> list[Text]:
                 f"{num(succeeded)} succeeded, {num(unsolved)} unsolved",
             )
         )
-    mean, std = metrics.get("rollout/reward/mean"), metrics.get("rollout/reward/std")
-    lines.append(
-        _line(
-            "reward",
-            f"{num(mean)} ± {num(std)} (min {num(metrics.get('rollout/reward/min'))}, "
-            f"max {num(metrics.get('rollout/reward/max'))})",
-        )
-    )
+    mean, std, low, high = (metrics.get(f"rollout/reward/{stat}") for stat in _REWARD_STATS)
+    lines.append(_line("reward", f"{num(mean)} ± {num(std)} (min {num(low)}, max {num(high)})"))
     lines.append(
         _line(
             "speed",
-            f"{num(timing['rollouts_per_s'])} rollouts/s · wall {num(timing['wall_s'])} s · "
-            f"{num(counts['turns'])} turns",
+            f"{num(timing.rollouts_per_s)} rollouts/s · wall {num(timing.wall_s)} s · "
+            f"{num(counts.turns)} turns",
         )
     )
-    est = ", estimated token usage" if summary["tokens"]["estimated"] else ""
+    est = ", estimated token usage" if summary.tokens.estimated else ""
     lines.append(
         _line(
             "cost",
-            f"≈ {num(cost['total'])} {cost['currency']} · {num(summary['tokens']['total'])} "
-            f"tokens{est} · {cost['label']}",
+            f"≈ {num(cost.total)} {cost.currency} · {num(summary.tokens.total)} "
+            f"tokens{est} · {cost.label}",
         )
     )
     return lines
@@ -150,15 +148,14 @@ _STATUS_STYLE: Final = {
 }
 
 
-def _problems(summary: Mapping[str, Any]) -> list[Text]:
+def _problems(summary: Summary) -> list[Text]:
     """One line for the failed rollouts by reason, one for the agent-side failures."""
     lines: list[Text] = []
-    run = summary.get("run") or {}
-    reason = run.get("failure_reason")
-    if summary["job"]["status"] == "failed" and reason:
+    reason = summary.run.failure_reason if summary.run is not None else None
+    if summary.job.status == "failed" and reason:
         lines.append(_line("failure", Text(str(reason), style="red")))
-    if summary["job"]["status"] == "interrupted":
-        pending = summary["counts"]["pending"]
+    if summary.job.status == "interrupted":
+        pending = summary.counts.pending
         lines.append(
             _line(
                 "stopped",
@@ -169,12 +166,12 @@ def _problems(summary: Mapping[str, Any]) -> list[Text]:
                 ),
             )
         )
-    if summary["failures"]:
-        parts = "; ".join(f"{item['reason']} ×{item['count']}" for item in summary["failures"])
+    if summary.failures:
+        parts = "; ".join(f"{item.reason} ×{item.count}" for item in summary.failures)
         lines.append(_line("failed", Text(f"rollouts without a reward: {parts}", style="red")))
-    if summary.get("agent_failures"):
-        floors = summary.get("floor_rewards", 0)
-        parts = "; ".join(f"{f['reason']} ×{f['count']}" for f in summary["agent_failures"])
+    if summary.agent_failures:
+        floors = summary.floor_rewards
+        parts = "; ".join(f"{f.reason} ×{f.count}" for f in summary.agent_failures)
         lines.append(
             _line(
                 "agent",
@@ -185,41 +182,41 @@ def _problems(summary: Mapping[str, Any]) -> list[Text]:
                 ),
             )
         )
-    for hint in summary.get("hints") or ():
+    for hint in summary.hints:
         lines.append(_line("hint", Text(str(hint), style="yellow")))
     return lines
 
 
-def _chaos_block(summary: Mapping[str, Any]) -> list[RenderableType]:
+def _chaos_block(summary: Summary) -> list[RenderableType]:
     """Per injected fault: calls and rollouts it hit, and how those rollouts ended."""
-    chaos = summary.get("chaos")
-    if not chaos:
+    chaos = summary.chaos
+    if chaos is None:
         return []
-    fate = "the job failed" if chaos["job_failed"] else "the job survived"
+    fate = "the job failed" if chaos.job_failed else "the job survived"
     title = Text("chaos", style="bold")
     title.append(f"  {fate}")
-    head: list[RenderableType] = [title, _id(f"  {'spec':<10}{chaos['spec'] or '(none)'}")]
-    if not chaos["faults"]:
+    head: list[RenderableType] = [title, _id(f"  {'spec':<10}{chaos.spec or '(none)'}")]
+    if not chaos.faults:
         return [*head, Text("  no fault was injected at these rates", style="dim")]
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
     table.add_column("  fault", no_wrap=True)
     for name in ("calls", "rollouts", *OUTCOMES):
         table.add_column(name, justify="right", no_wrap=True)
-    for row in chaos["faults"]:
-        outcomes = row["outcomes"]
+    for row in chaos.faults:
+        outcomes = row.outcomes
         table.add_row(
-            f"  {row['fault']}",
-            num(row["calls"]),
-            num(row["rollouts"]),
+            f"  {row.fault}",
+            num(row.calls),
+            num(row.rollouts),
             *(num(outcomes.get(name, 0)) for name in OUTCOMES),
         )
     return [*head, table]
 
 
-def _metrics_block(summary: Mapping[str, Any]) -> list[RenderableType]:
+def _metrics_block(summary: Summary) -> list[RenderableType]:
     """The metrics, one block per service group, full names (as the service spells them) in
     as many columns as the width allows."""
-    groups = _metric_groups(summary["metrics"])
+    groups = _metric_groups(summary.metrics)
     width = max((len(name) for _, group in groups for name, _ in group), default=0) + 10
     parts: list[RenderableType] = [Text("MTRL metrics", style="bold")]
     for _, group in groups:
@@ -232,7 +229,7 @@ def _metrics_block(summary: Mapping[str, Any]) -> list[RenderableType]:
     return parts
 
 
-def _next_block(summary: Mapping[str, Any], run_dir: Path | None) -> list[Text]:
+def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
     if run_dir is None:
         return []
     where = str(run_dir)
@@ -245,21 +242,20 @@ def _next_block(summary: Mapping[str, Any], run_dir: Path | None) -> list[Text]:
     report = run_dir / REPORT_FILE
     if report.exists():
         step("open the report:", report.resolve().as_uri())
-    lowest = summary.get("lowest") or []
-    if lowest:
-        worst = lowest[0]
+    if summary.lowest:
+        worst = summary.lowest[0]
         step(
-            f"replay the lowest-scoring rollout (reward {num(worst['reward'])}):",
-            f"agent-kit replay {where} --trajectory {worst['id']}",
+            f"replay the lowest-scoring rollout (reward {num(worst.reward)}):",
+            f"agent-kit replay {where} --trajectory {worst.id}",
         )
     step("audit the reward function:", f"agent-kit doctor reward {where}")
-    if summary["job"]["status"] in ("interrupted", "stopped") or summary["counts"]["pending"]:
+    if summary.job.status in ("interrupted", "stopped") or summary.counts.pending:
         step("play the remaining slots:", f"agent-kit run --resume {where}")
     return lines
 
 
-def render_terminal(summary: Mapping[str, Any], run_dir: Path | None = None) -> RenderableType:
-    """The end summary of a run, from its ``summary.json`` content: a headline (rollouts
+def render_terminal(summary: Summary, run_dir: Path | None = None) -> RenderableType:
+    """The end summary of a run, from its summary: a headline (rollouts
     rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
     table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
@@ -278,14 +274,16 @@ def render_terminal(summary: Mapping[str, Any], run_dir: Path | None = None) -> 
     if chaos:
         parts += [Text(""), *chaos]
     parts += [Text(""), *_metrics_block(summary)]
-    if summary.get("projection"):
-        parts += [Text(""), Text("projection: " + summary["projection"]["text"])]
+    if summary.projection is not None:
+        parts += [Text(""), Text("projection: " + summary.projection.text)]
     next_lines = _next_block(summary, run_dir)
     if next_lines:
         parts += [Text(""), *next_lines]
     return Group(*parts)
 
 
-def render_json(summary: Mapping[str, Any]) -> str:
-    """The summary as one line of strict JSON (no NaN), key order preserved."""
-    return json.dumps(summary, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+def render_json(summary: Summary) -> str:
+    """The summary as one line of strict JSON (no NaN), keys in ``summary.json``'s order."""
+    return json.dumps(
+        summary.document(), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )

@@ -9,6 +9,8 @@ never through the service that wrote it:
 - :mod:`~agent_kit.store.schema` — the versioned schema and its migrations;
 - :mod:`~agent_kit.store.events` — event kinds and trajectory reasons;
 - :mod:`~agent_kit.store.runlock` — the run directory's lock file.
+- :mod:`~agent_kit.store.run_figures` — the driver's figures stored with a job (the summary's
+  ``run`` section); imported by name, not re-exported here (it loads pydantic).
 """
 
 from __future__ import annotations

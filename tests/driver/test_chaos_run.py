@@ -25,6 +25,7 @@ from rich.console import Console
 
 from agent_kit.driver.job import JobConfig
 from agent_kit.driver.local import run_local
+from agent_kit.reporting.summary import Summary
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.store import RunStore
 from agent_kit.store.events import CHAOS_EVENT
@@ -127,7 +128,8 @@ def test_chaos_section_matches_the_store_in_every_view(tmp_path: Path, dataset: 
     assert summary["counts"]["rewarded"] == summary["counts"]["slots"] == 8
 
     console = Console(record=True, width=120)
-    console.print(render_terminal(summary, run_dir), soft_wrap=False, crop=False)
+    view = render_terminal(Summary.model_validate(summary), run_dir)
+    console.print(view, soft_wrap=False, crop=False)
     text = console.export_text()
     assert "chaos  the job survived" in text
     assert f"  spec      {MIXED}\n" in text  # never wrapped

@@ -126,10 +126,10 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
         assert sum(store.count_turns(r.id) for r in firsts) >= 1
         assert len(store.list_events(kind="agent_exit")) >= 1
         assert len(store.list_events(kind="rollout_retry")) >= 2
-    first = result.summary["run"]
+    first = result.written_summary().document()["run"]
     assert first["retries"] >= 2
     # Resuming the finished run plays nothing and reports the same totals, read from the store.
-    again = (await run_local(None, None, resume=result.run_dir)).summary["run"]
+    again = (await run_local(None, None, resume=result.run_dir)).written_summary().document()["run"]
     for key in ("retries", "rollouts_total", "rollouts_succeeded", "rollouts_failed", "turns"):
         assert again[key] == first[key], key
 
@@ -395,7 +395,9 @@ async def test_graceful_stop_then_resume_finishes_every_slot_once(
     with RunStore.open(result.run_dir, readonly=True) as store:
         for rows in _slots(store, resumed.job_arn).values():
             assert [r.state for r in rows].count("REWARDED") == 1
-    assert resumed.summary["run"]["retries"] == 0  # interrupted attempts are free retries
+    assert (
+        resumed.written_summary().document()["run"]["retries"] == 0
+    )  # interrupted attempts are free retries
 
 
 def test_default_workers_follow_the_cores_and_the_concurrency(
@@ -438,4 +440,4 @@ async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
             os.kill(pid, 0)  # exited and reaped
     assert (result.run_dir / "summary.json").is_file()
     assert (result.run_dir / "report.html").is_file()
-    assert result.summary["counts"]["rewarded"] == 6
+    assert result.written_summary().counts.rewarded == 6

@@ -210,8 +210,8 @@ async def test_job_through_tunnel(tmp_path: Path) -> None:
     for text in (
         (tmp_path / "tunnel" / "summary.json").read_text(),
         (tmp_path / "tunnel" / "report.html").read_text(),
-        json.dumps(result.summary),
-        json.dumps(resumed.summary),
+        json.dumps(result.written_summary().document()),
+        json.dumps(resumed.written_summary().document()),
     ):
         assert token not in text
     assert tunnel in (tmp_path / "tunnel" / "summary.json").read_text()

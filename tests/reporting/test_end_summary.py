@@ -20,7 +20,12 @@ from rich.console import Console
 
 from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.report import num, render_terminal
-from agent_kit.reporting.summary import INTERRUPTED_STATE, Summary, summarize_records
+from agent_kit.reporting.summary import (
+    INTERRUPTED_STATE,
+    RunFigures,
+    Summary,
+    summarize_records,
+)
 from agent_kit.store.rows import JobRow
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -60,7 +65,7 @@ def _record(
     )
 
 
-def _healthy() -> dict[str, Any]:
+def _healthy() -> Summary:
     rewards = [[1.2, 1.3, 0.4, 1.1], [1.45, 1.45, 1.2, 1.0]]
     records = [
         _record(p, g, "REWARDED", reward)
@@ -70,7 +75,7 @@ def _healthy() -> dict[str, Any]:
     return summarize_records(_job("completed"), records)
 
 
-def _with_failures() -> dict[str, Any]:
+def _with_failures() -> Summary:
     records = [
         _record(0, 0, "REWARDED", 1.2),
         _record(
@@ -97,11 +102,11 @@ def _with_failures() -> dict[str, Any]:
         _record(1, 3, "REWARDED", 1.3),
     ]
     summary = summarize_records(_job("failed"), records)
-    summary["run"] = {"failure_reason": "The agent signaled that the trajectory failed"}
+    summary.run = RunFigures(failure_reason="The agent signaled that the trajectory failed")
     return summary
 
 
-def _interrupted() -> dict[str, Any]:
+def _interrupted() -> Summary:
     records = [
         _record(0, 0, "REWARDED", 1.2),
         _record(0, 1, "REWARDED", 1.0),
@@ -114,7 +119,7 @@ def _interrupted() -> dict[str, Any]:
 CASES = {"healthy": _healthy, "failures": _with_failures, "interrupted": _interrupted}
 
 
-def _render(summary: dict[str, Any], run_dir: Path | None) -> str:
+def _render(summary: Summary, run_dir: Path | None) -> str:
     console = Console(record=True, width=WIDTH, color_system=None)
     console.print(render_terminal(summary, run_dir), crop=False)
     text = console.export_text()
@@ -130,7 +135,7 @@ def test_end_summary_golden(case: str, tmp_path: Path) -> None:
     """The end summary of each run equals its golden file (regenerate with
     AGENT_KIT_REGEN_GOLDEN=1)."""
     summary = CASES[case]()
-    Summary.model_validate(summary)  # what summarize_records made is a valid summary.json
+    Summary.model_validate(summary.document())  # what summarize_records made is valid JSON
     run_dir = tmp_path / "runs" / "wordle-golden"
     run_dir.mkdir(parents=True)
     (run_dir / "report.html").write_text("<!DOCTYPE html>")

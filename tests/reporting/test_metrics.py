@@ -34,7 +34,7 @@ from agent_kit.reporting.pricing import (
     estimate_cost,
     load_pricing,
 )
-from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize_records
+from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, read_summary, summarize_records
 from agent_kit.store import JobRow
 
 rewards_lists = st.lists(
@@ -363,7 +363,7 @@ def _records() -> list[RolloutRecord]:
 def test_summary_projection_arithmetic() -> None:
     """Projection = per-slot tokens × steps × batch × group, priced per category."""
     pricing = default_pricing()
-    s = summarize_records(JOB, _records(), pricing=pricing, projection_steps=10)
+    s = summarize_records(JOB, _records(), pricing=pricing, projection_steps=10).document()
     p = s["projection"]
     slots = 8
     prefill, sample = 800, 110
@@ -384,7 +384,7 @@ def test_summary_projection_arithmetic() -> None:
 
 def test_summary_is_versioned_and_validates() -> None:
     """The summary round-trips through the Summary model and JSON with no NaN."""
-    s = summarize_records(JOB, _records(), advantage="rloo")
+    s = summarize_records(JOB, _records(), advantage="rloo").document()
     assert s["schema"] == SUMMARY_SCHEMA
     Summary.model_validate(json.loads(json.dumps(s, allow_nan=False)))
     assert s["counts"]["by_state"] == {"FAILED": 1, "REWARDED": 8}
@@ -402,7 +402,7 @@ def test_summary_is_versioned_and_validates() -> None:
 
 def test_summary_of_empty_job_has_nulls() -> None:
     """A job with no trajectories summarizes to nulls and no projection, not NaN or a crash."""
-    s = summarize_records(JOB, [])
+    s = summarize_records(JOB, []).document()
     assert s["metrics"]["rollout/reward/mean"] is None
     assert s["projection"] is None
     assert s["timing"]["rollouts_per_s"] is None
@@ -412,7 +412,7 @@ def test_summary_of_empty_job_has_nulls() -> None:
 def test_evaluation_job_has_no_train_tokens() -> None:
     """A job configured as evaluation bills no train tokens."""
     job = JobRow(JOB.arn, "ev", 1.0, {"mode": "evaluation"}, "completed", None)
-    s = summarize_records(job, _records())
+    s = summarize_records(job, _records()).document()
     assert s["job"]["mode"] == "evaluation"
     assert s["tokens"]["train"] == 0
 
@@ -421,13 +421,12 @@ def test_driver_config_layout_and_threshold_default() -> None:
     """Settings nested under "job" (the driver's layout) are read; the threshold defaults to it."""
     config = {"job": {"group_size": 2, "batch_size": 2, "steps": 300, "success_threshold": 1.5}}
     job = JobRow(JOB.arn, "nested", 1.0, config, "completed", None)
-    s = summarize_records(job, _records())
+    s = summarize_records(job, _records()).document()
     assert s["settings"]["success_threshold"] == 1.5
     assert s["metrics"]["eval/reward/succeeded_rollouts"] == 1  # only the 2.0 reward
     assert s["projection"]["steps"] == 300
     assert (
-        summarize_records(job, _records(), success_threshold=0.0)["settings"]["success_threshold"]
-        == 0.0
+        summarize_records(job, _records(), success_threshold=0.0).settings.success_threshold == 0.0
     )
     Summary.model_validate({**s, "run": {"elapsed_s": 1.5}})
 
@@ -447,3 +446,31 @@ def test_summary_models_stay_importable_from_the_summary_module() -> None:
     for name in summary_schema.__all__:
         assert getattr(summary, name) is getattr(summary_schema, name), name
     assert summary.SUMMARY_SCHEMA == "agent_kit.summary/1"
+
+
+def test_read_summary_trusts_only_a_valid_summary(tmp_path: Path) -> None:
+    """read_summary gives the model of a valid summary.json and None for a missing file, bad
+    JSON, another schema or an invalid document."""
+    path = tmp_path / "summary.json"
+    summary = summarize_records(JOB, _records())
+    assert read_summary(path) is None
+    path.write_text(json.dumps(summary.document()), encoding="utf-8")
+    assert read_summary(path) == summary
+    path.write_text("{not json", encoding="utf-8")
+    assert read_summary(path) is None
+    path.write_text(json.dumps({**summary.document(), "schema": "other/2"}), encoding="utf-8")
+    assert read_summary(path) is None
+    path.write_text(json.dumps({**summary.document(), "counts": {}}), encoding="utf-8")
+    assert read_summary(path) is None
+
+
+def test_summary_accessors_match_the_sections() -> None:
+    """The typed accessors count what the sections hold."""
+    s = summarize_records(JOB, _records())
+    by_state = s.counts.by_state
+    assert s.counts.failed_rollouts == by_state.get("FAILED", 0) + by_state.get("TIMED_OUT", 0)
+    assert s.counts.timed_out == by_state.get("TIMED_OUT", 0)
+    assert s.agent_failure_count == sum(a.count for a in s.agent_failures)
+    config = {"steps": 3, "job": {"steps": 5, "group_size": 2}}
+    nested = JobRow(JOB.arn, "nested", 1.0, config, "completed", None)
+    assert summarize_records(nested, []).flat_config() == {**config, "steps": 5, "group_size": 2}

@@ -159,8 +159,8 @@ class _Audit(HTMLParser):
 def test_summarize_from_store(run_dir: Path) -> None:
     """summarize reads the store: retries, lost slots, tokens equal the sum of turns."""
     with RunStore.open(run_dir, readonly=True) as store:
-        s = summarize(store)
-        assert summarize(store, "report-test", advantage="rloo")["settings"] == {
+        s = summarize(store).document()
+        assert summarize(store, "report-test", advantage="rloo").document()["settings"] == {
             **s["settings"],
             "advantage": "rloo",
         }
@@ -243,7 +243,7 @@ def test_terminal_and_json(run_dir: Path) -> None:
     assert "blended estimate from the published Wordle run" in out
     line = render_json(s)
     assert "\n" not in line
-    assert json.loads(line) == s
+    assert json.loads(line) == s.document()
 
 
 def test_write_reports(run_dir: Path) -> None:
@@ -252,7 +252,7 @@ def test_write_reports(run_dir: Path) -> None:
         s = summarize(store)
         paths = write_reports(run_dir, s, store)
     assert [p.name for p in paths] == ["summary.json", "report.html"]
-    assert json.loads(paths[0].read_text()) == s
+    assert json.loads(paths[0].read_text()) == s.document()
     assert paths[1].read_text().startswith("<!DOCTYPE html>")
     assert not list(run_dir.glob("*.tmp"))
 

@@ -678,7 +678,7 @@ def test_comparison_page(tmp_path: Path) -> None:
     assert root.one("h1").text() == "agent_kit comparison: before vs after"
     sa = json.loads((a_dir / "summary.json").read_text())
     with RunStore.open(b_dir, readonly=True) as store:
-        sb = summarize(store)
+        sb = summarize(store).document()
     rows = {r.get("data-metric"): r.all("td") for r in root.one(id="metrics-table").all("tr")[1:]}
     for name, value in sa["metrics"].items():
         cells = rows[name]
