@@ -72,10 +72,17 @@ class InferenceParams(_Model):
 
     temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | StrictInt | None = Field(
-        default=None, gt=0, le=1, validation_alias=AliasChoices("topP", "top_p")
+        default=None,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("topP", "top_p"),
+        serialization_alias="topP",
     )
     max_tokens: StrictInt | None = Field(
-        default=None, gt=0, validation_alias=AliasChoices("maxTokens", "max_tokens")
+        default=None,
+        gt=0,
+        validation_alias=AliasChoices("maxTokens", "max_tokens"),
+        serialization_alias="maxTokens",
     )
 
     def to_openai(self) -> dict[str, Any]:
@@ -93,11 +100,14 @@ class InferenceParams(_Model):
 class RolloutMetadata(_Model):
     """``payload.metadata``: the rollout's job and trajectory, and where to report."""
 
-    job_arn: str = Field(validation_alias=AliasChoices("jobArn", "job_arn"))
+    job_arn: str = Field(
+        validation_alias=AliasChoices("jobArn", "job_arn"), serialization_alias="jobArn"
+    )
     rollout_id: str = Field(
         min_length=1,
         max_length=256,
         validation_alias=AliasChoices("rolloutId", "trajectoryId", "trajectory_id", "rollout_id"),
+        serialization_alias="rolloutId",
     )
     endpoint: str | None = None
     region: str | None = None
@@ -127,14 +137,24 @@ class RolloutMetadata(_Model):
 
 
 class RolloutPayload(_Model):
-    """The body the service sends to the agent for one rollout (docs/contract.md §2)."""
+    """The body the service sends to the agent for one rollout (docs/contract.md §2).
+
+    Read from either spelling; :meth:`wire` writes the contract's camelCase names.
+    """
 
     prompt: str
     metadata: RolloutMetadata | None = None
     inference_params: InferenceParams = Field(
         default_factory=InferenceParams,
         validation_alias=AliasChoices("inferenceParams", "inference_params"),
+        serialization_alias="inferenceParams",
     )
+
+    def wire(self) -> dict[str, Any]:
+        """The payload as the service sends it: the contract's names (``metadata.jobArn``,
+        ``rolloutId``, ``inferenceParams.topP``, …) in field order, unset (None) fields left
+        out, nothing else added."""
+        return self.model_dump(by_alias=True, exclude_none=True)
 
     def task(self) -> dict[str, Any]:
         """The JSON object packed in ``prompt``; a non-JSON prompt becomes ``{"prompt": text}``."""

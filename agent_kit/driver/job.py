@@ -4,9 +4,10 @@
 :func:`run_job` runs a whole local job in the current event loop:
 
 1. the run directory ``OUT/<job-name>/`` gets its store (``run.sqlite``) and ``logs/``;
-2. the emulator (:class:`~agent_kit.emulator.core.Emulator` + the server of
-   :func:`~agent_kit.emulator.server.create_app`) is served by uvicorn on 127.0.0.1 and an
-   ephemeral port, inside this process;
+2. the emulator is served by :func:`~agent_kit.emulator.local_service.local_service`
+   (:class:`~agent_kit.emulator.core.Emulator` + the app of
+   :func:`~agent_kit.emulator.server.create_app`, uvicorn on 127.0.0.1 and an ephemeral port)
+   inside this process;
 3. the agent is reached through an :mod:`~agent_kit.driver.invokers` invoker (for an
    entrypoint file: local processes whose environment points at the emulator);
 4. each of ``steps`` steps plays ``batch_size`` prompts × ``group_size`` rollouts, at most
@@ -70,7 +71,6 @@ from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
 from agent_kit.driver.job_setup import (
     OpenedRun,
     Plan,
-    close_policy,
     default_workers,
     expire_stale,
     job_config,
@@ -98,8 +98,7 @@ from agent_kit.driver.tunnel import (
     validate_advertise_url,
 )
 from agent_kit.emulator.chaos import parse_chaos
-from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.local_service import LocalService, local_service
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
@@ -273,36 +272,37 @@ async def _run_opened(
     run: OpenedRun, outcome: _Outcome, started: float, settings: _PlaySettings
 ) -> JobResult:
     """Serve, play and finalize an opened run (see :func:`run_job`)."""
-    from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.server import RequestGate, create_app
-
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(run.lock.release)  # the very last thing to go
         stack.callback(run.store.close)
-        policy = load_policy(run.config.policy, seed=run.config.seed, base_dir=Path.cwd())
-        stack.push_async_callback(close_policy, policy, run.job_name)
         chaos = run.config.chaos
-        emu = Emulator(
-            run.store,
-            policy,
-            region=run.config.region,
-            seed=run.config.seed,
-            chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
-        )
         token = new_route_token() if run.advertise_url is not None else None
-        gate = RequestGate()
-        app = create_app(emu, path_prefix=token, gate=gate)
-        server = EmbeddedServer(app, port=run.emulator_port or 0)
-        stack.push_async_callback(server.stop)  # releases the bound port
+        # Bound now, served once _play starts it; on exit it stops, then the policy closes.
+        svc = await stack.enter_async_context(
+            local_service(
+                run.store,
+                run.config.policy,
+                seed=run.config.seed,
+                base_dir=Path.cwd(),
+                path_prefix=token,
+                port=run.emulator_port or 0,
+                gate=True,
+                start=False,
+                region=run.config.region,
+                chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+            )
+        )
+        emu, gate = svc.emulator, svc.gate
         stack.push_async_callback(_agents_closed, outcome)  # after the outputs are written
         job_arn = emu.create_job(run.job_name, job_config(run, settings.workers)).arn
         run.store.update_job(job_arn, status="running")
 
         async def finalize() -> None:
-            await gate.close()  # no turn lands while the figures are taken
+            if gate is not None:
+                await gate.close()  # no turn lands while the figures are taken
             # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
             # _play) go on beside them in this loop; an interrupt waits for the writes.
-            stopping = asyncio.create_task(server.stop())
+            stopping = asyncio.create_task(svc.stop())
             writing = asyncio.ensure_future(asyncio.to_thread(write_outputs))
             try:
                 await asyncio.shield(writing)
@@ -327,7 +327,7 @@ async def _run_opened(
 
         stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
         try:
-            outcome.loop = await _play(run, emu, server, job_arn, token, settings, outcome)
+            outcome.loop = await _play(run, svc, job_arn, token, settings, outcome)
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome.status, outcome.failure = "interrupted", "interrupted"
             raise
@@ -364,19 +364,17 @@ async def _agents_closed(outcome: _Outcome) -> None:
 
 async def _play(
     run: OpenedRun,
-    emu: Emulator,
-    server: EmbeddedServer,
+    svc: LocalService,
     job_arn: str,
     token: str | None,
     settings: _PlaySettings,
     outcome: _Outcome,
 ) -> RolloutLoop:
     """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``."""
-    store, config = run.store, run.config
-    endpoint = local_endpoint = await server.start()
+    store, config, emu = run.store, run.config, svc.emulator
+    endpoint = local_endpoint = await svc.start()  # with the route token, if any
     if token is not None and run.advertise_url is not None:
         endpoint = advertised_endpoint(run.advertise_url, token)
-        local_endpoint = advertised_endpoint(local_endpoint, token)
     if settings.resumed:
         detail: dict[str, Any] = {"stale_trajectories": expire_stale(emu, store, job_arn)}
         if run.advertise_url is not None:

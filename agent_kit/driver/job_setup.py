@@ -13,7 +13,6 @@ left open. :func:`job_config` is what the job records about itself. Used by
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +30,6 @@ from agent_kit.store.runlock import RunLock
 __all__ = [
     "OpenedRun",
     "Plan",
-    "close_policy",
     "dataset_digest",
     "default_workers",
     "expire_stale",
@@ -41,7 +39,6 @@ __all__ = [
     "plan_slots",
 ]
 
-logger = logging.getLogger("agent_kit.driver.job")
 
 Plan: TypeAlias = list[tuple[tuple[int, int, int], list[TrajectoryRow]]]
 """Slots ``(step, prompt_index, sample_index)`` still to play, each with its earlier attempts."""
@@ -230,12 +227,3 @@ def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
     if run.emulator_port:
         config["emulator_port"] = run.emulator_port
     return config
-
-
-async def close_policy(policy: Any, job: str) -> None:
-    """Close a policy backend; a failure is logged at debug, never raised over the job's own
-    outcome."""
-    try:
-        await policy.aclose()
-    except Exception as exc:  # noqa: BLE001 - closing must not mask the job's own outcome
-        logger.debug("closing the policy of job %s failed: %s: %s", job, type(exc).__name__, exc)

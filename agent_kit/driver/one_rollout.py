@@ -12,10 +12,8 @@ from pathlib import Path
 
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import InvokeResult, agent_env, make_invoker
-from agent_kit.driver.job_setup import close_policy
 from agent_kit.driver.rollouts import JobConfig, RolloutLoop, trajectory_id_for
-from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.emulator.local_service import local_service
 from agent_kit.errors import UsageError
 from agent_kit.store import RUN_FILE, RunStore
 
@@ -48,9 +46,6 @@ async def invoke_once(
     endpoint_url: str | None = None,
 ) -> InvokeOutcome:
     """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``."""
-    from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.server import create_app
-
     run = Path(run_dir)
     if (run / RUN_FILE).exists():
         raise UsageError(f"{run} already holds a run")
@@ -70,12 +65,13 @@ async def invoke_once(
     data = Dataset(path=Path("<prompt>"), column="prompt", prompts=(prompt,))
     store = RunStore.open(run)
     try:
-        backend = load_policy(policy, seed=seed, base_dir=Path.cwd())
-        emu = Emulator(store, backend, region=config.region, seed=seed)
-        job_arn = emu.create_job("invoke", {"job": config.to_dict(), "entrypoint": entrypoint}).arn
-        server = EmbeddedServer(create_app(emu))
-        endpoint = await server.start()
-        try:
+        async with local_service(
+            store, policy, seed=seed, base_dir=Path.cwd(), region=config.region
+        ) as svc:
+            emu, endpoint = svc.emulator, svc.endpoint
+            job_arn = emu.create_job(
+                "invoke", {"job": config.to_dict(), "entrypoint": entrypoint}
+            ).arn
             invoker = make_invoker(
                 entrypoint,
                 env=agent_env(endpoint, config.region),
@@ -100,9 +96,6 @@ async def invoke_once(
                 await job.play_slot((0, 0, 0), [])
             finally:
                 await invoker.aclose()
-        finally:
-            await server.stop()
-            await close_policy(backend, "invoke")
         last = job.last
         tid = last.trajectory_id if last else trajectory_id_for("invoke", 0, 0, 0, 0)
         row = store.get_trajectory(tid)

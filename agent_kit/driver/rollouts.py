@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.contract import TrajectoryState
+from agent_kit.contract import InferenceParams, RolloutMetadata, RolloutPayload, TrajectoryState
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import Invoker, InvokeResult
 from agent_kit.emulator.chaos import parse_chaos
@@ -232,16 +232,14 @@ class _Attempt:
 def _payload(
     trajectory_id: str, job_arn: str, prompt: str, endpoint: str, config: JobConfig
 ) -> dict[str, Any]:
-    return {
-        "prompt": prompt,
-        "metadata": {
-            "jobArn": job_arn,
-            "rolloutId": trajectory_id,
-            "endpoint": endpoint,
-            "region": config.region,
-        },
-        "inferenceParams": config.inference_params(),
-    }
+    """The MTRL payload of one rollout attempt (docs/contract.md §2), as the agent receives it."""
+    return RolloutPayload(
+        prompt=prompt,
+        metadata=RolloutMetadata(
+            job_arn=job_arn, rollout_id=trajectory_id, endpoint=endpoint, region=config.region
+        ),
+        inference_params=InferenceParams.model_validate(config.inference_params()),
+    ).wire()
 
 
 class RolloutLoop:

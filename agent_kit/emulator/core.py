@@ -10,9 +10,10 @@ into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
 State lives in the :class:`~agent_kit.store.RunStore`; the hot fields of each trajectory
 (job, state, turn count) are mirrored in memory by
 :class:`~agent_kit.emulator.trajectory_table.TrajectoryTable` (which also wakes
-:meth:`Emulator.wait_state`), so a turn costs one SQLite write and no read.
+:meth:`Emulator.wait_state`), so a turn costs one SQLite transaction (its row and the events it
+noted, :meth:`~agent_kit.store.RunStore.record_turn`) and no read.
 
-Why one module of ~500 lines: it is one noun, the service's rules. The three operations (a
+Why one module of ~700 lines: it is one noun, the service's rules. The three operations (a
 turn, CompleteRollout, UpdateReward) decide under one lock from one cached state and share the
 job checks and the idempotency tokens; split apart, each half would need the other's
 internals. The pieces that are their own concern live beside it: body parsing
@@ -59,7 +60,7 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
-from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnRow
+from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnEvent, TurnRow
 from agent_kit.store.events import CHAOS_EVENT, CONNECTION_EVENT, FAILED_REASON
 
 #: Trajectories whose last connection is remembered (far more than can be in flight).
@@ -117,6 +118,19 @@ class TurnOutcome:
     response_json: bytes = b""
     #: Chaos ``truncated_sse``: the server cuts the answer short.
     truncated: bool = False
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The policy's answer to one turn, shaped: what :meth:`Emulator._record` stores."""
+
+    response: dict[str, Any]
+    chunks: list[dict[str, Any]] | None
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+    response_json: bytes
+    truncated: bool
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:
@@ -315,9 +329,15 @@ class Emulator:
             return traj.state
 
     # -- turns -------------------------------------------------------------------------------
+    #
+    # A turn is five steps: admit (job, trajectory, state) → request (the PolicyRequest) →
+    # chaos (this call's injected fault) → backend (the policy's answer, shaped) → record (the
+    # second state check and the write). Events noted on the way (a new connection, a fault, a
+    # policy error, a discarded answer) wait in ``events`` and land with the turn's row in one
+    # store transaction, or alone when the turn records no row.
 
     def _admit_turn(
-        self, job_arn: str | None, trajectory_id: str | None
+        self, job_arn: str | None, trajectory_id: str | None, events: list[TurnEvent]
     ) -> tuple[str, str, CachedTrajectory]:
         """The first check of a turn: job, trajectory and its state; (job, id, cached state)."""
         job_arn = self.check_job(job_arn)
@@ -329,7 +349,7 @@ class Emulator:
                 traj = self._table.get(trajectory_id)
                 if traj is None:
                     self.open_trajectory(job_arn, "", trajectory_id=trajectory_id)
-                    self.store.add_event("lenient_open", {"job_arn": job_arn}, trajectory_id)
+                    events.append(_event("lenient_open", {"job_arn": job_arn}))
                     traj = self._table.get(trajectory_id)
         if traj is None or traj.job_arn != job_arn:
             raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
@@ -364,60 +384,45 @@ class Emulator:
         trajectory's previous one is recorded as a ``policy_connection`` event, so the summary
         can tell an agent that opens a new client per call. Policy failures are recorded
         as ``policy_error`` events and raised as 5xx InternalServiceError (or the backend's own
-        JobRuntimeError); nothing is recorded as a turn then.
+        JobRuntimeError); nothing is recorded as a turn then. Everything one call writes (its
+        turn row and the events it noted) is one store transaction.
         """
         started = time.perf_counter()
-        job_arn, trajectory_id, traj = self._admit_turn(job_arn, trajectory_id)
-        if peer is not None:
-            self._note_peer(trajectory_id, peer, traj.turns)
-        chat = parsed if parsed is not None else parse_chat(body)
-        turn = traj.turns
-        request = policy_request(
-            body,
-            seed=self.seed,
-            trajectory_id=trajectory_id,
-            job_arn=job_arn,
-            turn=turn,
-            context=traj.context,
-            parsed=chat,
-        )
-        fault = await self._policy_chaos(trajectory_id, turn) if self.chaos else None
+        events: list[TurnEvent] = []
         try:
-            result: _ResultLike = await self.policy.complete(request)
-            response = result.response
-            if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
-                raise TypeError("policy returned something that is not a chat.completion")
-        except JobRuntimeError as exc:
-            self.store.add_event(
-                "policy_error",
-                {"error": exc.error_type, "message": exc.message, "turn": turn, "route": route},
-                trajectory_id,
+            job_arn, trajectory_id, traj = self._admit_turn(job_arn, trajectory_id, events)
+            if peer is not None:
+                self._note_peer(trajectory_id, peer, traj.turns, events)
+            request = policy_request(
+                body,
+                seed=self.seed,
+                trajectory_id=trajectory_id,
+                job_arn=job_arn,
+                turn=traj.turns,
+                context=traj.context,
+                parsed=parsed if parsed is not None else parse_chat(body),
             )
-            raise
-        except Exception as exc:  # noqa: BLE001 - any backend failure becomes a recorded 5xx
-            self.store.add_event(
-                "policy_error",
-                {
-                    "error": type(exc).__name__,
-                    "message": str(exc)[:2000],
-                    "turn": turn,
-                    "route": route,
-                },
-                trajectory_id,
-            )
-            raise InternalServiceError(
-                f"The policy {self.policy.name!r} failed: {type(exc).__name__}: {str(exc)[:500]}"
-            ) from None
-        chunks = result.chunks
+            fault = await self._policy_chaos(request, events) if self.chaos else None
+            answer = await self._answer(request, fault, route, events)
+            return self._record(traj, request, answer, body, raw, route, stream, started, events)
+        finally:
+            if events and trajectory_id:  # noted by a call that recorded no turn: written alone
+                self.store.record_turn(trajectory_id, events)
+
+    async def _answer(
+        self, request: PolicyRequest, fault: str | None, route: str, events: list[TurnEvent]
+    ) -> _Answer:
+        """Ask the policy; apply a tool-call fault to its answer, fill in usage, encode it."""
+        result = await self._ask_policy(request, route, events)
+        response, chunks = result.response, result.chunks
         if fault in ("text_tool_calls", "malformed_tool_calls"):
             rewrite = as_text_tool_calls if fault == "text_tool_calls" else with_malformed_arguments
             rewritten = rewrite(response)
             if rewritten is not None:
                 response, chunks = rewritten, None
+                events.append(_chaos_event(fault, request.turn))
             else:  # nothing to rewrite: the fault did not apply to this answer
                 fault = None
-            if fault:
-                self._record_chaos(trajectory_id, fault, turn)
         usage = result.usage
         prompt_tokens = int(usage.prompt_tokens)
         completion_tokens = int(usage.completion_tokens)
@@ -434,47 +439,9 @@ class Emulator:
             response_json = dumps(response)
         except (TypeError, ValueError) as exc:  # e.g. a NaN or an object the policy produced
             raise InternalServiceError(f"The policy response is not JSON: {exc}") from None
-        request_json: str | None = None
-        if raw is not None:
-            try:
-                request_json = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                request_json = None
-        with self._lock:
-            # The second check of docs/contract.md §4: a trajectory sealed while the policy was
-            # answering gets the sealed-state answer, and the turn is not recorded.
-            if traj.state is not TrajectoryState.OPEN:
-                self.store.add_event(
-                    "turn_discarded",
-                    {"state": traj.state.value, "turn": turn, "route": route},
-                    trajectory_id,
-                )
-                raise _not_sampling(trajectory_id, traj.state)
-            idx = traj.turns
-            try:
-                self.store.add_turn(
-                    TurnRow(
-                        trajectory_id=trajectory_id,
-                        idx=idx,
-                        route=route,
-                        request=body,
-                        response=response,
-                        prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens,
-                        usage_estimated=bool(usage.estimated),
-                        latency_ms=(time.perf_counter() - started) * 1000.0,
-                        stream=stream,
-                    ),
-                    request_json=request_json,
-                    response_json=response_json.decode("utf-8"),
-                )
-            except (TypeError, ValueError, UsageError) as exc:
-                raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
-            traj.turns += 1
-        return TurnOutcome(
+        return _Answer(
             response,
             chunks,
-            idx,
             prompt_tokens,
             completion_tokens,
             bool(usage.estimated),
@@ -482,7 +449,93 @@ class Emulator:
             truncated=fault == "truncated_sse",
         )
 
-    def _note_peer(self, trajectory_id: str, peer: str, turn: int) -> None:
+    async def _ask_policy(
+        self, request: PolicyRequest, route: str, events: list[TurnEvent]
+    ) -> _ResultLike:
+        """The backend's answer, checked to be a chat.completion; a failure is noted as a
+        ``policy_error`` event and raised (its own JobRuntimeError, else a 5xx)."""
+        try:
+            result: _ResultLike = await self.policy.complete(request)
+            response = result.response
+            if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+                raise TypeError("policy returned something that is not a chat.completion")
+        except JobRuntimeError as exc:
+            detail = {"error": exc.error_type, "message": exc.message}
+            events.append(_event("policy_error", {**detail, "turn": request.turn, "route": route}))
+            raise
+        except Exception as exc:  # noqa: BLE001 - any backend failure becomes a recorded 5xx
+            detail = {"error": type(exc).__name__, "message": str(exc)[:2000]}
+            events.append(_event("policy_error", {**detail, "turn": request.turn, "route": route}))
+            raise InternalServiceError(
+                f"The policy {self.policy.name!r} failed: {type(exc).__name__}: {str(exc)[:500]}"
+            ) from None
+        return result
+
+    def _record(
+        self,
+        traj: CachedTrajectory,
+        request: PolicyRequest,
+        answer: _Answer,
+        body: Any,
+        raw: bytes | None,
+        route: str,
+        stream: bool,
+        started: float,
+        events: list[TurnEvent],
+    ) -> TurnOutcome:
+        """The second check of docs/contract.md §4, then the turn's one write (its row and the
+        events noted so far, which are then no longer pending)."""
+        trajectory_id, turn = request.trajectory_id, request.turn
+        request_json: str | None = None
+        if raw is not None:
+            try:
+                request_json = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                request_json = None
+        with self._lock:
+            # A trajectory sealed while the policy was answering gets the sealed-state answer,
+            # and the turn is not recorded.
+            if traj.state is not TrajectoryState.OPEN:
+                detail = {"state": traj.state.value, "turn": turn, "route": route}
+                events.append(_event("turn_discarded", detail))
+                raise _not_sampling(trajectory_id, traj.state)
+            idx = traj.turns
+            row = TurnRow(
+                trajectory_id=trajectory_id,
+                idx=idx,
+                route=route,
+                request=body,
+                response=answer.response,
+                prompt_tokens=answer.prompt_tokens,
+                completion_tokens=answer.completion_tokens,
+                usage_estimated=answer.usage_estimated,
+                latency_ms=(time.perf_counter() - started) * 1000.0,
+                stream=stream,
+            )
+            try:
+                self.store.record_turn(
+                    trajectory_id,
+                    events,
+                    row,
+                    request_json=request_json,
+                    response_json=answer.response_json.decode("utf-8"),
+                )
+            except (TypeError, ValueError, UsageError) as exc:
+                raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
+            events.clear()
+            traj.turns += 1
+        return TurnOutcome(
+            answer.response,
+            answer.chunks,
+            idx,
+            answer.prompt_tokens,
+            answer.completion_tokens,
+            answer.usage_estimated,
+            answer.response_json,
+            truncated=answer.truncated,
+        )
+
+    def _note_peer(self, trajectory_id: str, peer: str, turn: int, events: list[TurnEvent]) -> None:
         with self._lock:
             if self._last_peer.get(trajectory_id) == peer:
                 return
@@ -490,18 +543,14 @@ class Emulator:
             self._last_peer.move_to_end(trajectory_id)
             while len(self._last_peer) > _PEER_MEMORY:
                 self._last_peer.popitem(last=False)
-        self.store.add_event(CONNECTION_EVENT, {"turn": turn}, trajectory_id)
+        events.append(_event(CONNECTION_EVENT, {"turn": turn}))
 
     # -- chaos -------------------------------------------------------------------------------
 
-    def _record_chaos(self, trajectory_id: str, fault: str, index: int) -> None:
-        key = "call" if fault in REPORT_FAULTS else "turn"
-        self.store.add_event(CHAOS_EVENT, {"fault": fault, key: index}, trajectory_id)
-
-    async def _policy_chaos(self, trajectory_id: str, turn: int) -> str | None:
-        """Apply this call's policy-route fault (raise, or wait); return the fault left for the
-        answer (truncation or a tool-call rewrite), if any."""
-        chaos = self.chaos
+    async def _policy_chaos(self, request: PolicyRequest, events: list[TurnEvent]) -> str | None:
+        """Apply this call's policy-route fault (noted in ``events``; raise, or wait); return the
+        fault left for the answer (truncation or a tool-call rewrite), if any."""
+        chaos, trajectory_id = self.chaos, request.trajectory_id
         if chaos is None:
             return None
         with self._lock:
@@ -511,8 +560,8 @@ class Emulator:
         if fault is None:
             return None
         if fault in ("text_tool_calls", "malformed_tool_calls"):
-            return fault  # recorded once the answer is known to have tool calls
-        self._record_chaos(trajectory_id, fault, turn)
+            return fault  # noted once the answer is known to have tool calls
+        events.append(_chaos_event(fault, request.turn))
         if fault == "policy_5xx":
             raise InternalServiceError("chaos: injected policy failure")
         if fault == "policy_429":
@@ -534,7 +583,8 @@ class Emulator:
         fault = self.chaos.report_fault(trajectory_id, call)
         if fault is None:
             return None
-        self._record_chaos(trajectory_id, fault, call)
+        event = _chaos_event(fault, call)
+        self.store.add_event(event.kind, event.detail, trajectory_id)
         if fault == "report_throttle":
             raise ThrottlingError("chaos: injected throttling of the report, retry")
         return fault
@@ -621,6 +671,18 @@ class Emulator:
     async def aclose(self) -> None:
         """Close the policy backend (the store is the caller's to close)."""
         await self.policy.aclose()
+
+
+def _event(kind: str, detail: dict[str, Any]) -> TurnEvent:
+    """An event a turn notes now (written with the turn)."""
+    return TurnEvent(kind, detail, time.time())
+
+
+def _chaos_event(fault: str, index: int) -> TurnEvent:
+    """The ``chaos`` event of ``fault`` on a policy call's turn or a report call's index."""
+    return _event(
+        CHAOS_EVENT, {"fault": fault, ("call" if fault in REPORT_FAULTS else "turn"): index}
+    )
 
 
 def _not_sampling(trajectory_id: str, state: TrajectoryState) -> ValidationError:

@@ -51,7 +51,6 @@ from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
-from agent_kit.emulator.serving import EmbeddedServer
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import RecordedEpisode, Recording, open_recording
 from agent_kit.replay.inprocess import replay_in_process
@@ -285,7 +284,7 @@ async def replay_run(
     InvokerError when the agent cannot be started; changed episodes are data, see
     :meth:`ReplayReport.raise_for_mismatch`.
     """
-    from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.local_service import local_service
     from agent_kit.store import RunStore
 
     started = time.monotonic()
@@ -315,9 +314,10 @@ async def replay_run(
     store = RunStore.open(run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
-        emu = Emulator(store, backend, region=region, seed=plan.seed)
-        job_arn = emu.create_job(job_name, _job_config(plan, backend.name)).arn
-        reports = await _play_episodes(emu, plan, job_arn, progress)
+        service = local_service(store, backend, seed=plan.seed, region=region, own_policy=False)
+        async with service as svc:
+            job_arn = svc.emulator.create_job(job_name, _job_config(plan, backend.name)).arn
+            reports = await _play_episodes(svc.emulator, svc.endpoint, plan, job_arn, progress)
         report = ReplayReport(
             source=str(recording.source),
             run_dir=str(run_dir),
@@ -348,48 +348,45 @@ async def _close_backend(backend: ReplayBackend, job_name: str) -> None:
 
 async def _play_episodes(
     emu: Any,
+    url: str,
     plan: _Plan,
     job_arn: str,
     progress: Callable[[int, int], None] | None,
 ) -> list[EpisodeReport]:
-    """Serve the emulator on loopback, start the invoker and replay every episode through it,
+    """Start the invoker on the emulator served at ``url`` and replay every episode through it,
     ``plan.concurrency`` at a time; reports in the recording's order."""
     from agent_kit.driver.invokers import agent_env, make_invoker
     from agent_kit.driver.job import session_id_for
-    from agent_kit.emulator.server import create_app
 
     episodes = plan.recording.episodes
     ids = _new_ids(plan.job_name, episodes)
     done = 0
-    async with EmbeddedServer(create_app(emu)) as url:
-        invoker = make_invoker(
-            plan.target,
-            env=agent_env(url, plan.region),
-            workers=plan.workers,
-            log_dir=plan.run_dir / "logs",
-            concurrency=plan.concurrency,
-            on_event=lambda kind, detail: emu.store.add_event(kind, detail),
-        )
-        sem = asyncio.Semaphore(plan.concurrency)
+    invoker = make_invoker(
+        plan.target,
+        env=agent_env(url, plan.region),
+        workers=plan.workers,
+        log_dir=plan.run_dir / "logs",
+        concurrency=plan.concurrency,
+        on_event=lambda kind, detail: emu.store.add_event(kind, detail),
+    )
+    sem = asyncio.Semaphore(plan.concurrency)
 
-        async def one(episode: RecordedEpisode, tid: str) -> EpisodeReport:
-            nonlocal done
-            async with sem:
-                report = await _replay_episode(
-                    emu, invoker, plan, job_arn, url, episode, tid, session_id_for(tid)
-                )
-            done += 1
-            if progress is not None:
-                progress(done, len(episodes))
-            return report
-
-        await invoker.start()
-        try:
-            return list(
-                await asyncio.gather(*(one(e, t) for e, t in zip(episodes, ids, strict=True)))
+    async def one(episode: RecordedEpisode, tid: str) -> EpisodeReport:
+        nonlocal done
+        async with sem:
+            report = await _replay_episode(
+                emu, invoker, plan, job_arn, url, episode, tid, session_id_for(tid)
             )
-        finally:
-            await invoker.aclose()
+        done += 1
+        if progress is not None:
+            progress(done, len(episodes))
+        return report
+
+    await invoker.start()
+    try:
+        return list(await asyncio.gather(*(one(e, t) for e, t in zip(episodes, ids, strict=True))))
+    finally:
+        await invoker.aclose()
 
 
 async def _replay_episode(

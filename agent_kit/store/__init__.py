@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from agent_kit.store.events import INVOCATION_EVENT
 from agent_kit.store.rows import EventRow, JobRow, RewardRow, TrajectoryRow, TurnRow, TurnTotals
-from agent_kit.store.run_store import RUN_FILE, RunStore, resolve_path
+from agent_kit.store.run_store import RUN_FILE, RunStore, TurnEvent, resolve_path
 from agent_kit.store.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "RewardRow",
     "RunStore",
     "TrajectoryRow",
+    "TurnEvent",
     "TurnRow",
     "TurnTotals",
     "resolve_path",

@@ -1,7 +1,7 @@
 """The run store: one SQLite file per run (``RUN_DIR/run.sqlite``) holding jobs, trajectories,
 turns, rewards, events and idempotency tokens.
 
-Why one module of ~450 lines: it is the one class :class:`RunStore`, whose methods share one
+Why one module of ~550 lines: it is the one class :class:`RunStore`, whose methods share one
 connection, lock and transaction helper. The row types are :mod:`agent_kit.store.rows`
 and the schema with its migrations is :mod:`agent_kit.store.schema` (both re-exported
 here where they were public before).
@@ -20,7 +20,8 @@ Guarantees:
   SQLite file that is not a run store. A ``readonly`` open never migrates (it cannot write):
   it refuses a newer store and reads an older one as it is, which works because no step so
   far has changed a table (a step that does must make read-only opens refuse older files).
-- **Durable per turn.** WAL journal, ``synchronous=NORMAL``, one transaction per write call.
+- **Durable per turn.** WAL journal, ``synchronous=NORMAL``, one transaction per write call;
+  a turn and the events it noted are one call (:meth:`RunStore.record_turn`).
   In WAL mode every commit is written to the ``-wal`` file before the call returns, so after a
   ``kill -9`` of the writing process the OS still holds every committed page: only a write that
   was in flight (not yet committed) is lost. ``NORMAL`` skips the fsync per commit, which only
@@ -45,7 +46,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store.events import INVOCATION_EVENT
@@ -73,6 +74,7 @@ __all__ = [
     "RewardRow",
     "RunStore",
     "TrajectoryRow",
+    "TurnEvent",
     "TurnRow",
     "TurnTotals",
     "resolve_path",
@@ -95,6 +97,45 @@ def resolve_path(path: str | Path) -> Path:
     if p.suffix in _FILE_SUFFIXES:
         return p
     return p / RUN_FILE
+
+
+_INSERT_EVENT: Final = (
+    "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)"
+)
+_INSERT_TURN: Final = (
+    "INSERT INTO turns(trajectory_id, idx, route, request, response, prompt_tokens, "
+    "completion_tokens, usage_estimated, latency_ms, created_at, stream) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+class TurnEvent(NamedTuple):
+    """An event one turn noted (a new connection, a chaos fault, a policy error, a discarded
+    answer), written with the turn by :meth:`RunStore.record_turn`; ``created_at`` is when it
+    happened, not when it was written."""
+
+    kind: str
+    detail: dict[str, Any]
+    created_at: float
+
+
+def _turn_values(
+    row: TurnRow, request_json: str | None, response_json: str | None
+) -> tuple[Any, ...]:
+    """The parameters of :data:`_INSERT_TURN` for ``row`` (JSON encoded unless given)."""
+    return (
+        row.trajectory_id,
+        row.idx,
+        row.route,
+        request_json if request_json is not None else _dumps(row.request),
+        response_json if response_json is not None else _dumps(row.response),
+        row.prompt_tokens,
+        row.completion_tokens,
+        int(row.usage_estimated),
+        row.latency_ms,
+        row.created_at or time.time(),
+        int(row.stream),
+    )
 
 
 class RunStore:
@@ -293,7 +334,7 @@ class RunStore:
                     ),
                 )
                 conn.execute(
-                    "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)",
+                    _INSERT_EVENT,
                     (row.id, "state", _dumps({"state": row.state, "reason": "created"}), created),
                 )
         except sqlite3.IntegrityError:
@@ -318,7 +359,7 @@ class RunStore:
                 (state, reason, now, trajectory_id),
             )
             conn.execute(
-                "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)",
+                _INSERT_EVENT,
                 (trajectory_id, "state", _dumps({"state": state, "reason": reason}), now),
             )
 
@@ -352,28 +393,41 @@ class RunStore:
         re-encoding ``row.request`` / ``row.response`` (the caller guarantees they are the same
         values as strict JSON); the emulator passes the bytes it already has.
         """
+        self.record_turn(
+            row.trajectory_id, (), row, request_json=request_json, response_json=response_json
+        )
+
+    def record_turn(
+        self,
+        trajectory_id: str,
+        events: Sequence[TurnEvent],
+        turn: TurnRow | None = None,
+        *,
+        request_json: str | None = None,
+        response_json: str | None = None,
+    ) -> None:
+        """Write what one turn left behind in one transaction: its ``events`` (in order, for
+        ``trajectory_id``, each with its own ``created_at``) and then its row, if any.
+
+        All or nothing: a duplicate (id, idx) raises UsageError and a value that is not strict
+        JSON raises TypeError/ValueError, and then none of it is stored. ``request_json`` /
+        ``response_json`` are as for :meth:`add_turn`. A turn without events is one INSERT.
+        """
+        rows = [(trajectory_id, e.kind, _dumps(e.detail), e.created_at) for e in events]
+        values = None if turn is None else _turn_values(turn, request_json, response_json)
         try:
-            with self._lock:
-                self._conn.execute(
-                    "INSERT INTO turns(trajectory_id, idx, route, request, response, "
-                    "prompt_tokens, completion_tokens, usage_estimated, latency_ms, created_at, "
-                    "stream) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        row.trajectory_id,
-                        row.idx,
-                        row.route,
-                        request_json if request_json is not None else _dumps(row.request),
-                        response_json if response_json is not None else _dumps(row.response),
-                        row.prompt_tokens,
-                        row.completion_tokens,
-                        int(row.usage_estimated),
-                        row.latency_ms,
-                        row.created_at or time.time(),
-                        int(row.stream),
-                    ),
-                )
+            if not rows:
+                if values is not None:
+                    with self._lock:
+                        self._conn.execute(_INSERT_TURN, values)
+                return
+            with self._tx() as conn:
+                conn.executemany(_INSERT_EVENT, rows)
+                if values is not None:
+                    conn.execute(_INSERT_TURN, values)
         except sqlite3.IntegrityError:
-            raise UsageError(f"turn {row.idx} of {row.trajectory_id!r} already stored") from None
+            what = f"turn {turn.idx}" if turn is not None else "an event"
+            raise UsageError(f"{what} of {trajectory_id!r} already stored") from None
 
     def list_turns(self, trajectory_id: str) -> list[TurnRow]:
         """The turns of a trajectory in order."""
@@ -423,7 +477,7 @@ class RunStore:
                     (state, now, trajectory_id),
                 )
                 conn.execute(
-                    "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)",
+                    _INSERT_EVENT,
                     (trajectory_id, "state", _dumps({"state": state, "reason": None}), now),
                 )
         reward = self.get_reward(trajectory_id)
@@ -471,7 +525,7 @@ class RunStore:
         """Append an event (``kind`` plus JSON ``detail``)."""
         with self._lock:
             self._conn.execute(
-                "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)",
+                _INSERT_EVENT,
                 (trajectory_id, kind, _dumps(detail), time.time()),
             )
 

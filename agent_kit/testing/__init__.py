@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,30 +100,35 @@ class LocalEmulator:
         return payload
 
 
-def _run_coroutine(coroutine: Any) -> None:
-    """Run ``coroutine`` to completion, also when called from inside a running event loop
-    (``run_emulator`` used in async code): then in a thread with its own loop."""
+@contextmanager
+def _on_loop_thread(service: AbstractAsyncContextManager[Any], close: Any) -> Iterator[Any]:
+    """Enter the async context ``service`` on an event loop of its own thread, for a
+    synchronous caller (or one inside a running loop); on exit leave it, then await ``close()``
+    (if given) on that loop, re-raising its failure here."""
     import asyncio
     import threading
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(coroutine)
-        return
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            asyncio.run(coroutine)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=target, name="agent-kit-emulator-close")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="agent-kit-emulator", daemon=True)
     thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
+
+    def run(coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+    try:
+        value = run(service.__aenter__())
+        try:
+            yield value
+        finally:
+            try:
+                run(service.__aexit__(None, None, None))
+            finally:
+                if close is not None:
+                    run(close())
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
 
 
 @contextmanager
@@ -139,13 +144,13 @@ def run_emulator(
 
     ``policy`` is a spec (``"random"``, ``"scripted:policies.py:Solver"``, …) or a backend
     object; the store lives in ``run_dir`` (a temporary folder, removed afterwards, if None).
-    ``emulator_options`` go to :class:`~agent_kit.emulator.core.Emulator`. Everything is
-    closed when the block exits.
+    ``emulator_options`` go to :class:`~agent_kit.emulator.core.Emulator`. The service
+    (:func:`~agent_kit.emulator.local_service.local_service`) runs on an event loop of its own
+    thread, so this works from synchronous and asynchronous code alike. Everything is closed
+    when the block exits; a backend that fails to close raises then.
     """
-    from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.local_service import local_service
     from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.server import create_app
-    from agent_kit.emulator.serving import serve_in_thread
     from agent_kit.store import RunStore
 
     with ExitStack() as stack:
@@ -154,12 +159,7 @@ def run_emulator(
         backend = load_policy(policy, seed=seed) if isinstance(policy, str) else policy
         store = RunStore.open(run_dir)
         stack.callback(store.close)
-        emulator = Emulator(store, backend, seed=seed, **emulator_options)
-        job = emulator.create_job(job_name, {"purpose": "agent_kit.testing.run_emulator"})
-        url = stack.enter_context(serve_in_thread(create_app(emulator)))
-        try:
-            yield LocalEmulator(url, emulator, store, job.arn)
-        finally:
-            aclose = getattr(backend, "aclose", None)
-            if aclose is not None:
-                _run_coroutine(aclose())
+        service = local_service(store, backend, seed=seed, own_policy=False, **emulator_options)
+        svc = stack.enter_context(_on_loop_thread(service, getattr(backend, "aclose", None)))
+        job = svc.emulator.create_job(job_name, {"purpose": "agent_kit.testing.run_emulator"})
+        yield LocalEmulator(svc.endpoint, svc.emulator, store, job.arn)

@@ -441,3 +441,23 @@ async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
     assert (result.run_dir / "summary.json").is_file()
     assert (result.run_dir / "report.html").is_file()
     assert result.written_summary().counts.rewarded == 6
+
+
+def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
+    """The driver's payload is the §2 body with camelCase names in the documented order."""
+    from agent_kit.driver.rollouts import _payload
+
+    arn = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/p"
+    config = JobConfig(name="p", temperature=0.5, top_p=1, max_tokens=9, region="eu-west-1")
+    expected = {
+        "prompt": '{"q": 1}',
+        "metadata": {
+            "jobArn": arn,
+            "rolloutId": "p-s0-p0-g0-a0",
+            "endpoint": "http://127.0.0.1:9/tok",
+            "region": "eu-west-1",
+        },
+        "inferenceParams": {"temperature": 0.5, "topP": 1, "maxTokens": 9},
+    }
+    payload = _payload("p-s0-p0-g0-a0", arn, '{"q": 1}', "http://127.0.0.1:9/tok", config)
+    assert json.dumps(payload) == json.dumps(expected)

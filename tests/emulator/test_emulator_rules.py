@@ -245,7 +245,7 @@ async def test_a_bug_is_one_logged_traceback_and_a_500_in_the_route_shape(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(h.emu.store, "add_turn", broken)
+    monkeypatch.setattr(h.emu.store, "record_turn", broken)
     with caplog.at_level(logging.INFO, logger="agent_kit.emulator"):
         response = await h.client.post(route, content=json.dumps(CHAT), headers=h.headers(tid))
     assert_error(response, 500, "InternalServiceError", "Internal error in the emulator")
@@ -255,3 +255,36 @@ async def test_a_bug_is_one_logged_traceback_and_a_500_in_the_route_shape(
     assert records[0].exc_info is not None
     monkeypatch.undo()
     assert (await h.chat(tid)).status_code == 200
+
+
+async def test_each_turn_is_one_store_write(
+    h: Harness, emulator_policy: GatedPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn reaches the store in one write holding its row and the events it noted (here the
+    first connection); a turn discarded after sealing writes its events in one write too."""
+    writes: list[tuple[list[str], bool]] = []
+    record_turn = h.emu.store.record_turn
+
+    def counted(trajectory_id: str, events: Any, turn: Any = None, **kw: Any) -> None:
+        writes.append(([e.kind for e in events], turn is not None))
+        record_turn(trajectory_id, events, turn, **kw)
+
+    def no_event(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a turn wrote an event on its own")
+
+    monkeypatch.setattr(h.emu.store, "record_turn", counted)
+    monkeypatch.setattr(h.emu.store, "add_event", no_event)
+    emulator_policy.release.set()
+    tid = h.open()
+    assert (await h.chat(tid)).status_code == 200
+    assert (await h.chat(tid)).status_code == 200
+    assert writes == [(["policy_connection"], True), ([], True)]
+    emulator_policy.release.clear()
+    sealed = h.open()
+    pending = await _in_flight(h, emulator_policy, sealed)
+    h.emu.expire(sealed, "rollout_timeout")
+    emulator_policy.release.set()
+    assert (await asyncio.wait_for(pending, 10)).status_code == 400
+    assert writes[2:] == [(["policy_connection", "turn_discarded"], False)]
+    kinds = [e.kind for e in h.emu.store.list_events(sealed)]
+    assert kinds[-2:] == ["policy_connection", "turn_discarded"]

@@ -40,6 +40,24 @@ def test_full_payload_parses_with_documented_names() -> None:
     assert resolve_endpoint(payload.metadata) == "http://127.0.0.1:1"
 
 
+def test_wire_writes_the_documented_names_in_order_and_drops_unset_fields() -> None:
+    """RolloutPayload.wire() gives the §2 camelCase names in field order, no None, no extras."""
+    body = {
+        "prompt": "p",
+        "metadata": {"jobArn": ARN, "rolloutId": "t-1", "endpoint": "http://h/x", "region": "r"},
+        "inferenceParams": {"temperature": 1.0, "topP": 0.5, "maxTokens": 7},
+    }
+    wire = parse_payload({**body, "extra": 1}).wire()
+    assert json.dumps(wire) == json.dumps(body)
+    sparse = parse_payload({"prompt": "p", "metadata": {"job_arn": ARN, "trajectory_id": "t"}})
+    assert sparse.wire() == {
+        "prompt": "p",
+        "metadata": {"jobArn": ARN, "rolloutId": "t"},
+        "inferenceParams": {},
+    }
+    assert parse_payload(wire) == parse_payload(body)
+
+
 def test_lenient_aliases_are_accepted() -> None:
     """snake_case and trajectoryId spellings are accepted as the contract says."""
     payload = parse_payload(

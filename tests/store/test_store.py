@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ from agent_kit.store import (
     SCHEMA_VERSION,
     RunStore,
     TrajectoryRow,
+    TurnEvent,
     TurnRow,
     TurnTotals,
     resolve_path,
@@ -84,6 +86,31 @@ def test_duplicates_are_usage_errors(tmp_path: Path) -> None:
         store.add_turn(_turn("t", 0))
         with pytest.raises(UsageError, match="already stored"):
             store.add_turn(_turn("t", 0))
+
+
+def test_a_turn_and_its_events_are_one_transaction(tmp_path: Path) -> None:
+    """record_turn stores a turn's events in order with their own times, then its row; a
+    duplicate turn stores none of it; events alone are stored without a row."""
+    with RunStore.open(tmp_path / "run") as store:
+        store.create_job(ARN, "j", {})
+        store.create_trajectory(TrajectoryRow(id="t", job_arn=ARN, state="OPEN", prompt=""))
+        noted = [TurnEvent("policy_connection", {"turn": 0}, 1.5), TurnEvent("chaos", {}, 2.5)]
+        store.record_turn("t", noted, _turn("t", 0), response_json='{"a":1}')
+        (turn,) = store.list_turns("t")
+        assert turn.response == {"a": 1}
+        events = [(e.kind, e.detail, e.created_at) for e in store.list_events("t")][1:]
+        assert events == [("policy_connection", {"turn": 0}, 1.5), ("chaos", {}, 2.5)]
+        with pytest.raises(UsageError, match="turn 0 of 't' already stored"):
+            store.record_turn("t", [TurnEvent("lost", {}, 3.0)], _turn("t", 0))
+        assert store.list_events("t", kind="lost") == []
+        nan_turn = dataclasses.replace(_turn("t", 1), request={"x": float("nan")})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            store.record_turn("t", [TurnEvent("lost", {}, 3.0)], nan_turn)
+        assert store.list_events("t", kind="lost") == []
+        assert store.count_turns("t") == 1
+        store.record_turn("t", [TurnEvent("policy_error", {"turn": 1}, 4.0)])
+        assert [e.kind for e in store.list_events("t")][-1] == "policy_error"
+        assert store.count_turns("t") == 1
 
 
 def test_path_resolution_and_pragmas(tmp_path: Path) -> None:

@@ -1,0 +1,120 @@
+"""The one way to bring up the local service: policy → :class:`~agent_kit.emulator.core.Emulator`
+→ :func:`~agent_kit.emulator.server.create_app` →
+:class:`~agent_kit.emulator.serving.EmbeddedServer` on 127.0.0.1 → the endpoint agents are given.
+
+The job driver, ``agent-kit invoke``'s single rollout, the replay runner and the test kit all
+serve the emulator this way::
+
+    async with local_service(store, "random", seed=0) as svc:
+        job_arn = svc.emulator.create_job("demo", {}).arn
+        ...  # agents reach svc.endpoint
+
+Guarantees: the port is bound before the context is entered (``svc.url`` is known then; a fixed
+``port`` that cannot be bound is a :class:`~agent_kit.errors.UsageError`); on exit the server
+stops (releasing the port) *before* the policy is closed, and a failure to close the policy is
+logged, never raised over the caller's own outcome. The store stays the caller's to close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent_kit.emulator.core import Emulator, PolicyBackendLike
+from agent_kit.emulator.serving import EmbeddedServer
+
+if TYPE_CHECKING:
+    from agent_kit.emulator.server import RequestGate
+    from agent_kit.store import RunStore
+
+__all__ = ["LocalService", "local_service"]
+
+logger = logging.getLogger("agent_kit.emulator")
+
+
+class LocalService:
+    """The emulator served on loopback inside the running event loop (see :func:`local_service`).
+
+    ``url`` is ``http://127.0.0.1:<port>``; ``endpoint`` is where agents are sent (``url``, plus
+    ``/<path_prefix>`` when the routes are mounted under one); ``gate`` is the app's
+    :class:`~agent_kit.emulator.server.RequestGate`, if it has one.
+    """
+
+    def __init__(
+        self, emulator: Emulator, app: Any, server: EmbeddedServer, prefix: str | None, gate: Any
+    ) -> None:
+        self.emulator = emulator
+        self.app = app
+        self.server = server
+        self.gate: RequestGate | None = gate
+        self.url = server.url
+        self.endpoint = f"{self.url}/{prefix.strip('/')}" if prefix else self.url
+
+    async def start(self) -> str:
+        """Start serving; return :attr:`endpoint` once the server accepts connections."""
+        await self.server.start()
+        return self.endpoint
+
+    async def stop(self) -> None:
+        """Stop serving and release the port (idempotent: a second call only closes the
+        already closed socket)."""
+        await self.server.stop()
+
+
+@asynccontextmanager
+async def local_service(
+    store: RunStore,
+    policy: str | PolicyBackendLike,
+    *,
+    seed: int | None = None,
+    base_dir: Path | None = None,
+    secret: str | None = None,
+    path_prefix: str | None = None,
+    port: int = 0,
+    gate: bool = False,
+    start: bool = True,
+    own_policy: bool = True,
+    **emulator_options: Any,
+) -> AsyncIterator[LocalService]:
+    """Serve an emulator over ``store`` on 127.0.0.1 for the ``async with`` block.
+
+    ``policy`` is a spec (loaded with ``seed`` and ``base_dir``) or a backend object;
+    ``seed`` and ``emulator_options`` (``region``, ``chaos``, ``lenient``, …) go to
+    :class:`Emulator`. ``secret`` and ``path_prefix`` go to ``create_app``; ``gate=True`` puts a
+    :class:`~agent_kit.emulator.server.RequestGate` in front of the app (:attr:`LocalService.gate`).
+    ``port`` 0 is ephemeral. With ``start=False`` the server is bound but only serves after
+    ``await svc.start()`` (a caller with work between learning the URL and serving). With
+    ``own_policy=False`` the policy is left open for the caller to close.
+    """
+    from agent_kit.emulator.server import RequestGate, create_app
+
+    if isinstance(policy, str):
+        from agent_kit.emulator.policies import load_policy
+
+        policy = load_policy(policy, seed=seed or 0, base_dir=base_dir)
+    try:
+        emulator = Emulator(store, policy, seed=seed, **emulator_options)
+        door = RequestGate() if gate else None
+        app = create_app(emulator, secret=secret, path_prefix=path_prefix, gate=door)
+        service = LocalService(emulator, app, EmbeddedServer(app, port=port), path_prefix, door)
+        try:
+            if start:
+                await service.start()
+            yield service
+        finally:
+            await service.stop()
+    finally:
+        if own_policy:
+            await _close_policy(policy)
+
+
+async def _close_policy(policy: PolicyBackendLike) -> None:
+    """Close a policy backend; a failure is logged at debug, never raised."""
+    try:
+        await policy.aclose()
+    except Exception as exc:  # noqa: BLE001 - closing must not mask the caller's own outcome
+        name = getattr(policy, "name", type(policy).__name__)
+        logger.debug("closing the policy %s failed: %s: %s", name, type(exc).__name__, exc)
