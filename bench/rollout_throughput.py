@@ -291,7 +291,7 @@ async def full_pipeline(
     if sampler is not None:
         await sampler
     seconds = marks["last"] - marks["first"]
-    turns = result.summary["run"]["turns"]
+    turns = result.figures.turns or 0
     return {
         "rollouts": result.total,
         "ok": result.succeeded,
