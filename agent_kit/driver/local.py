@@ -32,8 +32,6 @@ __all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_r
 
 logger = logging.getLogger("agent_kit.runs")
 
-#: Store event recorded when report.html could not be rendered (summary.json is still written).
-
 
 def write_run_outputs(
     store: RunStore, job_arn: str, run_dir: Path, token: str | None = None

@@ -33,7 +33,7 @@ CONNECTION_EVENT: Final = "policy_connection"
 JOB_FAILURE_EVENT: Final = "job_failure"
 #: One rollout slot finished (rewarded or given up); resume keeps such slots.
 ROLLOUT_DONE_EVENT: Final = "rollout_done"
-#: summary.json or report.html could not be written at the end of a run.
+#: report.html could not be rendered at the end of a run (summary.json is still written).
 REPORT_ERROR_EVENT: Final = "report_error"
 #: A replayed rollout diverged from its recording.
 DIVERGENCE_EVENT: Final = "replay_divergence"
