@@ -397,6 +397,26 @@ class RunStore:
         )
         return {str(r[0]): TurnTotals(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
+    def job_turns(
+        self, job_arn: str, states: Iterable[str] | None = None
+    ) -> dict[str, list[TurnRow]]:
+        """Per trajectory of the job (optionally only those in ``states``) that has turns, its
+        turns in order (one query)."""
+        sql = (
+            "SELECT t.* FROM turns t JOIN trajectories j ON j.id = t.trajectory_id "
+            "WHERE j.job_arn = ?"
+        )
+        args: list[Any] = [job_arn]
+        if states is not None:
+            wanted = [str(getattr(s, "value", s)) for s in states]
+            sql += f" AND j.state IN ({','.join('?' * len(wanted))})"
+            args.extend(wanted)
+        turns: dict[str, list[TurnRow]] = {}
+        for r in self._all(sql + " ORDER BY t.trajectory_id, t.idx", args):
+            turn = turn_from_row(r)
+            turns.setdefault(turn.trajectory_id, []).append(turn)
+        return turns
+
     # -- rewards, tokens, events -------------------------------------------------------------
 
     def set_reward(
@@ -439,6 +459,15 @@ class RunStore:
             (job_arn,),
         )
         return {str(r[0]): float(r[1]) for r in rows}
+
+    def job_rewards(self, job_arn: str) -> dict[str, RewardRow]:
+        """The reward row of every rewarded trajectory of the job (one query)."""
+        rows = self._all(
+            "SELECT r.* FROM rewards r JOIN trajectories j ON j.id = r.trajectory_id "
+            "WHERE j.job_arn = ?",
+            (job_arn,),
+        )
+        return {str(r[0]): reward_from_row(r) for r in rows}
 
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
