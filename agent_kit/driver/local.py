@@ -11,8 +11,8 @@ from agent_kit.driver.job import JobResult, redact_summary, run_job
 from agent_kit.driver.tunnel import redact
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
-from agent_kit.reporting.summary import load_records, summarize
-from agent_kit.store import RunStore
+from agent_kit.reporting.summary import summarize
+from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import REPORT_ERROR_EVENT
 
 __all__ = ["REPORT_ERROR_EVENT", "run_local", "write_run_outputs"]
@@ -31,7 +31,7 @@ def write_run_outputs(
     ``report_error`` event, logged, and ``summary.json`` is written alone. A route ``token`` is
     scrubbed from both files. Returns the summary.
     """
-    records = load_records(store, job_arn)  # read once, for the summary and the report
+    records = load_rollouts(store, job_arn)  # read once, for the summary and the report
     summary = redact_summary(summarize(store, job_arn, records=records), token)
     try:
         paths: tuple[Path, ...] = write_reports(run_dir, summary, store, records=records)
