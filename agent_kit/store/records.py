@@ -8,16 +8,17 @@ what was played is :class:`agent_kit.episode.Episode`, a different thing.
 :class:`Rollout` is the record every reader of a run works on: the summary and report, the
 export's traces, the doctor's episode views, replay and cassettes. It is *composed of* the
 store's rows (its trajectory row, reward row, turn sums, the agent's recorded answer and, when
-asked for, its turn rows), never a copy of their fields; everything else (slot, state as
-reports read it, reward, tokens, agent failure, reward breakdown, …) is a property computed
-from them. :func:`load_rollouts` reads a job's rollouts in four queries whatever their number.
+asked for, its turn rows), never handed copies of their fields; everything else (slot, state as
+reports read it, reward, tokens, agent failure, reward breakdown, …) is a view computed from
+them in one place: once when the record is built for what the metrics read over and over,
+else on access. :func:`load_rollouts` reads a job's rollouts in four queries whatever their
+number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Final
 
 from agent_kit.store.events import INVOCATION_EVENT, STOPPED_REASON
@@ -84,16 +85,23 @@ def turn_totals_of(turns: Iterable[TurnRow]) -> TurnTotals:
     )
 
 
+def _derived() -> Any:
+    """A field computed by :meth:`Rollout.__post_init__`, never passed in or compared."""
+    return field(init=False, repr=False, compare=False)
+
+
 @dataclass(frozen=True)
 class Rollout:
     """One rollout (one attempt at one slot) as the store knows it; plain data, no store handle.
 
-    Guarantees: the fields are the store's own rows, unchanged: ``trajectory`` (its
+    Guarantees: the fields passed in are the store's own rows, unchanged: ``trajectory`` (its
     ``trajectories`` row), ``reward_row`` (None until a reward is reported), ``usage`` (the sums
     over its turns, always set), ``invocation`` (the detail of its last ``invocation`` event:
     the agent's answer; None when none was recorded) and ``turn_rows`` (its turns in order,
     loaded only on request, else empty: ``turns`` is the count either way). Every other
-    attribute is a view computed from these.
+    attribute is a view of these: the ones the metrics read over and over are computed once
+    when the record is built (``init=False``: never passed in, never compared, recomputed by
+    :func:`dataclasses.replace`), the rest are properties.
     """
 
     trajectory: TrajectoryRow
@@ -102,32 +110,62 @@ class Rollout:
     invocation: Mapping[str, Any] | None = None
     turn_rows: tuple[TurnRow, ...] = ()
 
-    # -- identity --------------------------------------------------------------------------
+    #: The rollout id (the wire's trajectory id).
+    id: str = _derived()
+    #: The training step of the slot.
+    step: int = _derived()
+    #: The dataset row of the slot within its step.
+    prompt_index: int = _derived()
+    #: The sample of the slot within its group.
+    sample_index: int = _derived()
+    #: 0 for the first attempt at the slot, n for its n-th retry.
+    attempt: int = _derived()
+    #: The state reports read: the stored state, except :data:`INTERRUPTED_STATE` for an
+    #: attempt cut short when the job was stopped (``trajectory.state`` keeps the service's).
+    state: str = _derived()
+    #: The reward the metrics count: the total once the stored state is REWARDED, else None.
+    reward: float | None = _derived()
+    #: True when the rollout reached REWARDED with a reward.
+    rewarded: bool = _derived()
+    #: When the rollout was opened and when its state last changed (epoch seconds).
+    started_at: float = _derived()
+    ended_at: float = _derived()
+    #: How many turns (policy calls) the rollout made.
+    turns: int = _derived()
+    #: Prompt and completion tokens summed over its turns, and their sum.
+    prefill_tokens: int = _derived()
+    sample_tokens: int = _derived()
+    tokens: int = _derived()
+    #: Turns whose token counts are estimated (no usage from the policy, no tokenizer).
+    estimated_turns: int = _derived()
+    #: Why the agent's own side went wrong (``"reward: ValueError: …"``), from its answer: a
+    #: RolloutApp's ``failure``, or a foreign agent's error answer. None if it did not.
+    agent_failure: str | None = _derived()
+    #: True when the agent reported its floor reward (a failure on its side).
+    floor_reward: bool = _derived()
 
-    @property
-    def id(self) -> str:
-        """The rollout id (the wire's trajectory id)."""
-        return self.trajectory.id
-
-    @property
-    def step(self) -> int:
-        """The training step of the slot."""
-        return self.trajectory.step
-
-    @property
-    def prompt_index(self) -> int:
-        """The dataset row of the slot within its step."""
-        return self.trajectory.prompt_index
-
-    @property
-    def sample_index(self) -> int:
-        """The sample of the slot within its group."""
-        return self.trajectory.sample_index
-
-    @property
-    def attempt(self) -> int:
-        """0 for the first attempt at the slot, n for its n-th retry."""
-        return self.trajectory.attempt
+    def __post_init__(self) -> None:
+        row, usage, put = self.trajectory, self.usage, object.__setattr__  # frozen: set once
+        state = INTERRUPTED_STATE if row.reason in _CUT_REASONS else row.state
+        reward = self.reward_row.total if self.reward_row and row.state == REWARDED else None
+        failure, floor = agent_failure_of(self.invocation) if self.invocation else (None, False)
+        put(self, "id", row.id)
+        put(self, "step", row.step)
+        put(self, "prompt_index", row.prompt_index)
+        put(self, "sample_index", row.sample_index)
+        put(self, "attempt", row.attempt)
+        put(self, "state", state)
+        put(self, "reward", reward)
+        put(self, "rewarded", state == REWARDED and reward is not None)
+        put(self, "started_at", row.created_at)
+        put(self, "ended_at", row.updated_at)
+        put(self, "turns", usage.turns)
+        put(self, "prefill_tokens", usage.prompt_tokens)
+        put(self, "sample_tokens", usage.completion_tokens)
+        put(self, "tokens", usage.prompt_tokens + usage.completion_tokens)
+        put(self, "estimated_turns", usage.estimated)
+        put(self, "agent_failure", failure)
+        put(self, "floor_reward", floor)
 
     @property
     def slot(self) -> tuple[int, int, int]:
@@ -161,30 +199,10 @@ class Rollout:
         """Why the rollout reached its state (failure or timeout reason), if recorded."""
         return self.trajectory.reason
 
-    # -- state and time ----------------------------------------------------------------------
-
-    @property
-    def state(self) -> str:
-        """The state reports read: the stored state, except :data:`INTERRUPTED_STATE` for an
-        attempt cut short when the job was stopped (``trajectory.state`` keeps the service's)."""
-        return INTERRUPTED_STATE if self.reason in _CUT_REASONS else self.trajectory.state
-
-    @property
-    def started_at(self) -> float:
-        """When the rollout was opened (epoch seconds)."""
-        return self.trajectory.created_at
-
-    @property
-    def ended_at(self) -> float:
-        """When its state last changed (epoch seconds)."""
-        return self.trajectory.updated_at
-
     @property
     def duration_s(self) -> float:
         """Wall-clock seconds from creation to the last state change (≥ 0)."""
         return max(0.0, self.ended_at - self.started_at)
-
-    # -- reward ------------------------------------------------------------------------------
 
     @property
     def rewards(self) -> tuple[float, ...] | None:
@@ -197,69 +215,15 @@ class Rollout:
         return None if self.reward_row is None else self.reward_row.total
 
     @property
-    def reward(self) -> float | None:
-        """The reward the metrics count: the total once the stored state is REWARDED, else None."""
-        return self.reward_total if self.trajectory.state == REWARDED else None
-
-    @property
-    def rewarded(self) -> bool:
-        """True when the rollout reached REWARDED with a reward."""
-        return self.state == REWARDED and self.reward is not None
-
-    # -- the agent's answer ------------------------------------------------------------------
-
-    @property
     def body(self) -> Mapping[str, Any] | None:
         """The agent's JSON answer to its invocation (None when none was recorded)."""
         body = (self.invocation or {}).get("body")
         return body if isinstance(body, dict) else None
 
-    @cached_property
-    def _failure(self) -> tuple[str | None, bool]:
-        return agent_failure_of(self.invocation or {})
-
-    @property
-    def agent_failure(self) -> str | None:
-        """Why the agent's own side went wrong (``"reward: ValueError: …"``), from its answer:
-        a RolloutApp's ``failure``, or a foreign agent's error answer. None if it did not."""
-        return self._failure[0]
-
-    @property
-    def floor_reward(self) -> bool:
-        """True when the agent reported its floor reward (a failure on its side)."""
-        return self._failure[1]
-
     @property
     def reward_breakdown(self) -> dict[str, dict[str, Any]] | None:
         """The agent's ``{component: {value, weight, contribution, kind}}``, when it sent one."""
         return breakdown_of(self.body)
-
-    # -- turns and tokens --------------------------------------------------------------------
-
-    @property
-    def turns(self) -> int:
-        """How many turns (policy calls) the rollout made."""
-        return self.usage.turns
-
-    @property
-    def prefill_tokens(self) -> int:
-        """Prompt tokens summed over its turns."""
-        return self.usage.prompt_tokens
-
-    @property
-    def sample_tokens(self) -> int:
-        """Completion tokens summed over its turns."""
-        return self.usage.completion_tokens
-
-    @property
-    def tokens(self) -> int:
-        """prefill + sample tokens of this rollout's turns."""
-        return self.prefill_tokens + self.sample_tokens
-
-    @property
-    def estimated_turns(self) -> int:
-        """Turns whose token counts are estimated (no usage from the policy, no tokenizer)."""
-        return self.usage.estimated
 
 
 def load_rollouts(

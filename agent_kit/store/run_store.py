@@ -461,13 +461,15 @@ class RunStore:
         return {str(r[0]): float(r[1]) for r in rows}
 
     def job_rewards(self, job_arn: str) -> dict[str, RewardRow]:
-        """The reward row of every rewarded trajectory of the job (one query)."""
+        """The reward row of every rewarded trajectory of the job (one query; the reward lists,
+        each stored as a JSON array, are decoded together as one array of arrays)."""
         rows = self._all(
             "SELECT r.* FROM rewards r JOIN trajectories j ON j.id = r.trajectory_id "
             "WHERE j.job_arn = ?",
             (job_arn,),
         )
-        return {str(r[0]): reward_from_row(r) for r in rows}
+        lists = json.loads(f"[{','.join(r[1] for r in rows)}]")
+        return {str(r[0]): reward_from_row(r, v) for r, v in zip(rows, lists, strict=True)}
 
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
@@ -520,4 +522,5 @@ class RunStore:
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         rows = self._all(sql + " ORDER BY id", args)
-        return [event_from_row(r) for r in rows]
+        details = json.loads(f"[{','.join(r[3] for r in rows)}]")  # one decode for all
+        return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]

@@ -90,3 +90,5 @@ def test_rollouts_with_turns_carry_their_turn_rows(tmp_path: Path) -> None:
         assert sorted(store.job_turns(ARN)) == ["a", "b"]
         assert sorted(store.job_rewards(ARN)) == ["a", "b"]
         assert store.job_rewards(OTHER)["x"].rewards == [2.0]
+        assert store.job_rewards(ARN) == {t: store.get_reward(t) for t in ("a", "b")}
+        assert store.job_rewards("arn:none") == {}
