@@ -84,7 +84,7 @@ def main() -> None:
         record_s = time.perf_counter() - started
         recording = load_recording(run_dir)
         n = len(recording.episodes)
-        turns = sum(len(e.turns) for e in recording.episodes)
+        turns = sum(len(e.turn_rows) for e in recording.episodes)
         print(f"episodes: {n} ({turns} turns)")
         record_rate = n / record_s
         print(f"record (full pipeline, 1 agent process):   {record_rate:7.1f} rollouts/s")
@@ -98,7 +98,7 @@ def main() -> None:
             f"({report.counts['identical']}/{n} identical)"
         )
 
-        ids = [e.trajectory_id for e in recording.episodes]
+        ids = [e.id for e in recording.episodes]
         chunks = [ids[i :: args.workers] for i in range(args.workers)]
         load_app(WORDLE / "agent.py")  # preload (imports only) before forking, as a test runner
         context = multiprocessing.get_context("fork")

@@ -24,11 +24,13 @@ import bisect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import ModuleType
 from typing import Any, Final
 
 from agent_kit.doctor.findings import Finding
 from agent_kit.errors import UsageError
+from agent_kit.store import Rollout
 
 __all__ = [
     "ORDERINGS_NAME",
@@ -46,36 +48,86 @@ _SHOWN: Final = 5
 
 @dataclass(frozen=True)
 class EpisodeView:
-    """One recorded episode as an ordering predicate sees it.
+    """One recorded rollout as an ordering predicate sees it: the episode the agent played.
 
-    ``reward`` is the reward the checks use: the re-scored one when the run was re-scored with
-    the entrypoint (``recorded_reward`` keeps the stored one). ``components`` maps each reward
-    component to its *value* (``contributions`` to weight × value, ``weights`` to its declared
-    weight, ``kinds`` to outcome/strategy),
-    from the agent's ``reward_breakdown``. ``result`` is what the environment passed to
-    ``finish()``, known only when the episode was re-played with the entrypoint (else None).
-    ``task`` is the dataset row (the prompt's JSON, or ``{"prompt": text}``).
+    A view of the :class:`~agent_kit.store.Rollout` record plus what the checks decide about
+    it, not a copy: ``trajectory_id``, ``step``, ``prompt_index``, ``sample_index``, ``turns``,
+    ``tokens``, ``recorded_reward`` (the stored reward), ``body`` (the agent's answer),
+    ``tool_calls``/``recovered_tool_calls`` (from that answer) and ``task`` (the dataset row: the
+    prompt's JSON, or ``{"prompt": text}``) are read from the rollout. ``reward`` is the reward
+    the checks use: the re-scored one when the run was re-scored with the entrypoint.
+    ``components`` maps each reward component to its *value* (``contributions`` to weight ×
+    value, ``weights`` to its declared weight, ``kinds`` to outcome/strategy), from the agent's
+    ``reward_breakdown``. ``result`` is what the environment passed to ``finish()``, known only
+    when the episode was re-played with the entrypoint (else None).
     """
 
-    trajectory_id: str
-    step: int
-    prompt_index: int
-    sample_index: int
+    rollout: Rollout
     reward: float | None
-    recorded_reward: float | None
     outcome: str
     floor: bool
-    turns: int
-    tokens: int
-    tool_calls: int | None = None
-    recovered_tool_calls: int | None = None
     components: Mapping[str, float] = field(default_factory=dict)
     contributions: Mapping[str, float] = field(default_factory=dict)
     weights: Mapping[str, float] = field(default_factory=dict)
     kinds: Mapping[str, str] = field(default_factory=dict)
     result: Any = None
-    task: Mapping[str, Any] = field(default_factory=dict)
-    body: Mapping[str, Any] | None = None
+
+    @property
+    def trajectory_id(self) -> str:
+        """The rollout's id."""
+        return self.rollout.id
+
+    @property
+    def step(self) -> int:
+        """The rollout's training step."""
+        return self.rollout.step
+
+    @property
+    def prompt_index(self) -> int:
+        """The rollout's dataset row within its step."""
+        return self.rollout.prompt_index
+
+    @property
+    def sample_index(self) -> int:
+        """The rollout's sample within its group."""
+        return self.rollout.sample_index
+
+    @property
+    def recorded_reward(self) -> float | None:
+        """The reward the run stored (None when it got none)."""
+        return self.rollout.reward
+
+    @property
+    def turns(self) -> int:
+        """How many policy calls the episode made."""
+        return self.rollout.turns
+
+    @property
+    def tokens(self) -> int:
+        """Prompt + completion tokens over its turns."""
+        return self.rollout.tokens
+
+    @property
+    def body(self) -> Mapping[str, Any] | None:
+        """The agent's recorded answer, or None."""
+        return self.rollout.body
+
+    @property
+    def tool_calls(self) -> int | None:
+        """The tool calls the agent reported, or None when its answer does not say."""
+        calls = self.body.get("tool_calls") if self.body else None
+        return calls if isinstance(calls, int) else None
+
+    @property
+    def recovered_tool_calls(self) -> int | None:
+        """Tool calls recovered from text, as the agent reported them, or None."""
+        calls = self.body.get("recovered_tool_calls") if self.body else None
+        return calls if isinstance(calls, int) else None
+
+    @cached_property
+    def task(self) -> Mapping[str, Any]:
+        """The dataset row (the prompt's JSON, or ``{"prompt": text}``)."""
+        return task_of(self.rollout.prompt)
 
     @property
     def scored(self) -> bool:

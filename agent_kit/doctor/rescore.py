@@ -17,8 +17,9 @@ from typing import Any
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import AgentKitError
-from agent_kit.replay.cassette import RecordedEpisode, open_recording
+from agent_kit.replay.cassette import open_recording
 from agent_kit.replay.policy import reply_from_completion
+from agent_kit.store import Rollout
 
 __all__ = ["Rescored", "rescore_run"]
 
@@ -40,13 +41,13 @@ class Rescored:
 class _Recorded:
     """A scripted policy answering each turn with the recorded response."""
 
-    def __init__(self, episode: RecordedEpisode) -> None:
+    def __init__(self, episode: Rollout) -> None:
         self.episode = episode
 
     def __call__(self, request: PolicyRequest) -> PolicyReply:
-        if request.turn >= len(self.episode.turns):
+        if request.turn >= len(self.episode.turn_rows):
             return PolicyReply(content="(end of the recording)")
-        return reply_from_completion(self.episode.turns[request.turn].response)
+        return reply_from_completion(self.episode.turn_rows[request.turn].response)
 
 
 def rescore_run(
@@ -64,16 +65,14 @@ def rescore_run(
     return asyncio.run(_rescore(app, recording.episodes, concurrency))
 
 
-async def _rescore(
-    app: Any, episodes: Sequence[RecordedEpisode], concurrency: int
-) -> dict[str, Rescored]:
+async def _rescore(app: Any, episodes: Sequence[Rollout], concurrency: int) -> dict[str, Rescored]:
     from agent_kit.contract import parse_payload
     from agent_kit.driver.inprocess import scripted_model_factory
     from agent_kit.episode_loop import run_episode
 
     sem = asyncio.Semaphore(concurrency)
 
-    async def one(episode: RecordedEpisode) -> Rescored:
+    async def one(episode: Rollout) -> Rescored:
         envs: list[Any] = []
 
         def environment() -> Any:
@@ -94,12 +93,12 @@ async def _rescore(
                     model_factory=scripted_model_factory(_Recorded(episode)),
                 )
             except AgentKitError as exc:  # a task the entrypoint now refuses (ContractError)
-                return Rescored(episode.trajectory_id, None, None, None, False, exc.message)
+                return Rescored(episode.id, None, None, None, False, exc.message)
         body = outcome.body()
         failure = body.get("failure")
         breakdown = body.get("reward_breakdown")
         return Rescored(
-            trajectory_id=episode.trajectory_id,
+            trajectory_id=episode.id,
             reward=float(outcome.reward.total),
             breakdown=breakdown if isinstance(breakdown, dict) and breakdown else None,
             result=envs[-1].result if envs else None,

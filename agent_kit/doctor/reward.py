@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.doctor.findings import Finding, count_by_severity
-from agent_kit.doctor.invariants import EpisodeView, check_orderings, load_orderings, task_of
+from agent_kit.doctor.invariants import EpisodeView, check_orderings, load_orderings
 from agent_kit.doctor.rescore import Rescored, rescore_run
 from agent_kit.emulator.loader import load_module, module_name_for
 from agent_kit.errors import UsageError
-from agent_kit.reporting.breakdown import RunData, breakdown_of, load_run_data, prompt_label
+from agent_kit.reporting.breakdown import RunData, load_run_data, prompt_label
 from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import summarize
@@ -124,11 +124,10 @@ def episode_views(
     """One view per chosen (scored or floor-scored) slot, re-scored ones when given."""
     views: list[EpisodeView] = []
     for record in data.chosen:
-        body = data.body(record.id)
         reward, floor, breakdown, result = (
             record.reward,
             record.floor_reward,
-            breakdown_of(body),
+            record.reward_breakdown,
             None,
         )
         again = (rescored or {}).get(record.id)
@@ -140,30 +139,17 @@ def episode_views(
                 again.result,
             )
         values, contributions, weights, kinds = _parts(breakdown)
-        traj = data.trajectories.get(record.id)
-        calls = body.get("tool_calls") if body else None
-        recovered = body.get("recovered_tool_calls") if body else None
         views.append(
             EpisodeView(
-                trajectory_id=record.id,
-                step=record.step,
-                prompt_index=record.prompt_index,
-                sample_index=record.sample_index,
+                rollout=record,
                 reward=reward,
-                recorded_reward=record.reward,
                 outcome=_outcome(reward, floor, data.threshold),
                 floor=floor,
-                turns=record.turns,
-                tokens=record.tokens,
-                tool_calls=calls if isinstance(calls, int) else None,
-                recovered_tool_calls=recovered if isinstance(recovered, int) else None,
                 components=values,
                 contributions=contributions,
                 weights=weights,
                 kinds=kinds,
                 result=result,
-                task=task_of(traj.prompt) if traj is not None else {},
-                body=body,
             )
         )
     return views
@@ -267,10 +253,7 @@ def _zero_variance_hint(
 
 
 def _labels(data: RunData) -> dict[int, str]:
-    labels: dict[int, str] = {}
-    for traj in data.trajectories.values():
-        labels.setdefault(traj.prompt_index, prompt_label(traj.prompt) or str(traj.prompt_index))
-    return labels
+    return {index: prompt_label(prompt) or str(index) for index, prompt in data.prompts.items()}
 
 
 def _reward(view: EpisodeView) -> float:

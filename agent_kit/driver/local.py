@@ -23,9 +23,9 @@ from agent_kit.driver.stop import GracefulStop, StopHook
 from agent_kit.driver.tunnel import redact
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
-from agent_kit.reporting.summary import load_records, summarize
+from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
-from agent_kit.store import RunStore
+from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import REPORT_ERROR_EVENT
 
 __all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_run_outputs"]
@@ -42,7 +42,7 @@ def write_run_outputs(
     ``report_error`` event, logged, and ``summary.json`` is written alone. A route ``token`` is
     scrubbed from both files. Returns the summary.
     """
-    records = load_records(store, job_arn)  # read once, for the summary and the report
+    records = load_rollouts(store, job_arn)  # read once, for the summary and the report
     summary = redact_summary(summarize(store, job_arn, records=records), token)
     try:
         paths: tuple[Path, ...] = write_reports(run_dir, summary, store, records=records)

@@ -26,7 +26,14 @@ __all__ = ["CachedTrajectory", "TrajectoryTable", "trajectory_context"]
 
 @dataclass
 class CachedTrajectory:
-    """What the emulator keeps in memory of one trajectory (mutated under the table's lock)."""
+    """What the emulator keeps in memory of one trajectory (mutated under the table's lock).
+
+    Not a copy of the rollout record (:class:`~agent_kit.store.Rollout`, what readers of a run
+    get): this is the service's *working state*, the few fields its state machine checks and
+    changes on every call (state, turn count, the context a policy sees), kept so a turn costs
+    one SQLite write and no read. It is mutable, lives only while the service runs, and is
+    rebuilt from the store on a miss; the store stays the record.
+    """
 
     job_arn: str
     state: TrajectoryState

@@ -1,7 +1,7 @@
 """One trace per rollout, as plain data: the span trees :mod:`~agent_kit.export.mlflow` writes.
 
-:func:`rollout_traces` reads a job's trajectories from its :class:`RunData` and the store's
-turns and builds, for every trajectory (every attempt: failed, timed-out and still-open ones
+:func:`rollout_traces` reads a job's rollouts from its :class:`RunData` and the store's
+turns and builds, for every rollout (every attempt: failed, timed-out and still-open ones
 too), a :class:`RolloutTrace` whose root :class:`SpanData` is the rollout and whose children
 are, in time order, one span per policy turn and one per tool call. Nothing here imports
 MLflow or OpenTelemetry, so the same trees go to MLflow and to an OTLP collector unchanged.
@@ -38,9 +38,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_kit.reporting.breakdown import RunData, breakdown_of
-from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.transcripts import last_tool_results, stop_reason
-from agent_kit.store import RunStore, TurnRow
+from agent_kit.store import Rollout, RunStore, TurnRow
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -87,7 +86,11 @@ class SpanData:
 
 @dataclass(frozen=True)
 class RolloutTrace:
-    """The trace of one trajectory: its root span and the trace tags that identify it."""
+    """The trace of one rollout: its root span and the trace tags that identify it.
+
+    A document for MLflow and OTLP built from the :class:`~agent_kit.store.Rollout` record and
+    its turns, not a copy of the record's fields (``trajectory_id`` is the rollout's id).
+    """
 
     trajectory_id: str
     root: SpanData
@@ -228,7 +231,7 @@ def _tool_span(
 
 
 def _reward_attributes(
-    record: RolloutRecord, body: Mapping[str, Any] | None
+    record: Rollout, body: Mapping[str, Any] | None
 ) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {}
     if record.reward is not None:
@@ -259,15 +262,14 @@ def _last_results(
 
 
 def _trace(
-    record: RolloutRecord,
+    record: Rollout,
     turns: Sequence[TurnRow],
     data: RunData,
     agent_name: str,
     common_tags: Mapping[str, str],
 ) -> RolloutTrace:
-    traj = data.trajectories.get(record.id)
-    detail = data.invocations.get(record.id)
-    body = data.body(record.id)
+    detail = record.invocation
+    body = record.body
     start = _ns(record.started_at)
     last_end = max((_ns(t.created_at) for t in turns), default=start)
     end = max(_ns(record.ended_at), last_end, start)
@@ -291,7 +293,7 @@ def _trace(
         for call in calls:
             result = results.get(str(call.get("id") or ""))
             children.append(_tool_span(call, result, turn_end, gap_end, turn.idx))
-    prompt = traj.prompt if traj is not None else ""
+    prompt = record.prompt
     model = next(
         (t.request.get("model") for t in turns if isinstance(t.request.get("model"), str)), None
     )

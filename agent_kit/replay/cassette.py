@@ -1,24 +1,28 @@
-"""Recordings: the episodes a replay serves back, read from a run store or a cassette file.
+"""Recordings: the rollouts a replay serves back, read from a run store or a cassette file.
 
 A :class:`~agent_kit.replay.recording.Recording` is the in-memory form (defined, with the run
 store reader, in :mod:`agent_kit.replay.recording`, and re-exported here):
 :func:`load_recording` reads one from a run directory (``run.sqlite``) or from a cassette, and
 :func:`open_recording` also accepts one already loaded.
 
-A **cassette** is the compact, versioned, human-readable export of selected episodes, so a
+A **cassette** is the compact, versioned, human-readable export of selected rollouts, so a
 test suite can check a recording into the repository without the SQLite file. It is JSON Lines:
 
 - line 1, the header: ``{"format": "agent_kit.cassette/1", "created_at", "source",
   "entrypoint" (relative to the cassette's directory), "job" (recorded settings), "episodes"}``;
-- then one line per episode: ``{"trajectory_id", "prompt", "inference_params", "step",
-  "prompt_index", "sample_index", "state", "reward": {"rewards", "total"},
-  "reward_breakdown", "turns": [...]}``. To stay compact a turn stores only what changed
+- then one line per rollout (an "episode" line): ``{"trajectory_id", "prompt",
+  "inference_params", "step", "prompt_index", "sample_index", "state", "reward": {"rewards",
+  "total"}, "reward_breakdown", "turns": [...]}``. To stay compact a turn stores only what changed
   since the previous turn: ``keep`` (messages carried over from the previous request),
   ``messages`` (the ones added), ``request`` (the other request fields, omitted when equal to
   the previous turn's), ``response`` (the chat.completion) and ``usage``.
 
-Both directions are validated with pydantic: :func:`write_cassette` refuses a recording it could
-not read back, :func:`read_cassette` names the line and field of the first problem
+The pydantic models below are the file's format, not a second record: :func:`_episode_line`
+builds a line from a :class:`~agent_kit.store.Rollout` and :func:`_rollout` reads one back into
+a rollout (what a cassette does not keep, e.g. timestamps and latencies, reads as 0, and the
+agent's answer keeps only its ``reward_breakdown``). Both directions are validated with
+pydantic: :func:`write_cassette` refuses a recording it could not read back,
+:func:`read_cassette` names the line and field of the first problem
 (:class:`~agent_kit.errors.UsageError`), and refuses unknown format versions.
 """
 
@@ -36,19 +40,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from agent_kit.errors import UsageError
-from agent_kit.replay.recording import (
-    REPLAYABLE_STATES,
-    RecordedEpisode,
-    RecordedTurn,
-    Recording,
-    read_run,
-)
+from agent_kit.replay.recording import REPLAYABLE_STATES, Recording, read_run
+from agent_kit.store import RewardRow, Rollout, TrajectoryRow, TurnRow
+from agent_kit.store.records import turn_totals_of
 
 __all__ = [
     "CASSETTE_FORMAT",
     "REPLAYABLE_STATES",
-    "RecordedEpisode",
-    "RecordedTurn",
     "Recording",
     "load_recording",
     "open_recording",
@@ -171,7 +169,7 @@ class CassetteReward(_Strict):
 
 
 class CassetteEpisode(_Strict):
-    """One episode line of a cassette."""
+    """One episode line of a cassette: one recorded rollout and its turns."""
 
     trajectory_id: str = Field(min_length=1, max_length=256)
     prompt: str
@@ -185,7 +183,7 @@ class CassetteEpisode(_Strict):
     turns: list[CassetteTurn]
 
 
-def _encode_turns(turns: Sequence[RecordedTurn]) -> list[CassetteTurn]:
+def _encode_turns(turns: Sequence[TurnRow]) -> list[CassetteTurn]:
     out: list[CassetteTurn] = []
     prev_messages: list[Any] = []
     prev_rest: dict[str, Any] | None = None
@@ -216,8 +214,8 @@ def _encode_turns(turns: Sequence[RecordedTurn]) -> list[CassetteTurn]:
     return out
 
 
-def _decode_turns(turns: Sequence[CassetteTurn]) -> tuple[RecordedTurn, ...]:
-    out: list[RecordedTurn] = []
+def _decode_turns(rollout_id: str, turns: Sequence[CassetteTurn]) -> tuple[TurnRow, ...]:
+    out: list[TurnRow] = []
     prev_messages: list[dict[str, Any]] = []
     prev_rest: dict[str, Any] | None = None
     for i, turn in enumerate(turns):
@@ -232,40 +230,68 @@ def _decode_turns(turns: Sequence[CassetteTurn]) -> tuple[RecordedTurn, ...]:
         messages = prev_messages[: turn.keep] + list(turn.messages)
         request = {**rest, "messages": messages}
         out.append(
-            RecordedTurn(
+            TurnRow(
+                trajectory_id=rollout_id,
                 idx=i,
                 route=turn.route,
-                stream=turn.stream,
                 request=request,
                 response=turn.response,
                 prompt_tokens=turn.usage.prompt_tokens,
                 completion_tokens=turn.usage.completion_tokens,
                 usage_estimated=turn.usage.estimated,
+                latency_ms=0.0,
+                stream=turn.stream,
             )
         )
         prev_messages, prev_rest = messages, rest
     return tuple(out)
 
 
-def _episode_line(episode: RecordedEpisode) -> CassetteEpisode:
+def _episode_line(rollout: Rollout) -> CassetteEpisode:
+    """The cassette line of a rollout loaded with its turns (the one place a line is built)."""
     reward = None
-    if episode.rewards is not None:
-        total = episode.reward_total
+    if rollout.reward_row is not None:
         reward = CassetteReward(
-            rewards=list(episode.rewards),
-            total=float(sum(episode.rewards)) if total is None else total,
+            rewards=list(rollout.reward_row.rewards), total=rollout.reward_row.total
         )
     return CassetteEpisode(
-        trajectory_id=episode.trajectory_id,
-        prompt=episode.prompt,
-        inference_params=episode.inference_params,
-        step=episode.step,
-        prompt_index=episode.prompt_index,
-        sample_index=episode.sample_index,
-        state=episode.state,
+        trajectory_id=rollout.id,
+        prompt=rollout.prompt,
+        inference_params=rollout.inference_params,
+        step=rollout.step,
+        prompt_index=rollout.prompt_index,
+        sample_index=rollout.sample_index,
+        state=rollout.trajectory.state,
         reward=reward,
-        reward_breakdown=episode.reward_breakdown,
-        turns=_encode_turns(episode.turns),
+        reward_breakdown=rollout.reward_breakdown,
+        turns=_encode_turns(rollout.turn_rows),
+    )
+
+
+def _rollout(line: CassetteEpisode, job_arn: str | None) -> Rollout:
+    """The rollout a cassette line records, with its turns (the one place one is read back)."""
+    turns = _decode_turns(line.trajectory_id, line.turns)
+    params = line.inference_params
+    breakdown = line.reward_breakdown
+    return Rollout(
+        trajectory=TrajectoryRow(
+            id=line.trajectory_id,
+            job_arn=job_arn or "",
+            state=line.state,
+            prompt=line.prompt,
+            payload=None if params is None else {"inferenceParams": params},
+            step=line.step,
+            prompt_index=line.prompt_index,
+            sample_index=line.sample_index,
+        ),
+        reward_row=None
+        if line.reward is None
+        else RewardRow(
+            line.trajectory_id, list(line.reward.rewards), line.reward.total, None, None, 0.0
+        ),
+        usage=turn_totals_of(turns),
+        invocation=None if breakdown is None else {"body": {"reward_breakdown": breakdown}},
+        turn_rows=turns,
     )
 
 
@@ -290,7 +316,7 @@ def write_cassette(
     path: str | Path,
     recording: Recording,
     *,
-    episodes: Iterable[RecordedEpisode] | None = None,
+    episodes: Iterable[Rollout] | None = None,
 ) -> Path:
     """Write ``recording`` (or the given subset of its ``episodes``) as a cassette at ``path``.
 
@@ -363,28 +389,12 @@ def read_cassette(path: str | Path) -> Recording:
         header = CassetteHeader.model_validate(first)
     except PydanticValidationError as exc:
         raise _line_error(file, number, exc) from None
-    episodes: list[RecordedEpisode] = []
+    episodes: list[Rollout] = []
     for number, row in rows[1:]:
         try:
-            parsed = CassetteEpisode.model_validate(row)
-            turns = _decode_turns(parsed.turns)
+            episodes.append(_rollout(CassetteEpisode.model_validate(row), header.source.job_arn))
         except (PydanticValidationError, ValueError) as exc:
             raise _line_error(file, number, exc) from None
-        episodes.append(
-            RecordedEpisode(
-                trajectory_id=parsed.trajectory_id,
-                prompt=parsed.prompt,
-                inference_params=parsed.inference_params,
-                step=parsed.step,
-                prompt_index=parsed.prompt_index,
-                sample_index=parsed.sample_index,
-                state=parsed.state,
-                turns=turns,
-                rewards=None if parsed.reward is None else tuple(parsed.reward.rewards),
-                reward_total=None if parsed.reward is None else parsed.reward.total,
-                reward_breakdown=parsed.reward_breakdown,
-            )
-        )
     if len(episodes) != header.episodes:
         raise UsageError(
             f"{file}: the header announces {header.episodes} episodes but the file holds "

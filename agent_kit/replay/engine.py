@@ -52,7 +52,7 @@ from typing import Any, Final
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
-from agent_kit.replay.cassette import RecordedEpisode, Recording, open_recording
+from agent_kit.replay.cassette import Recording, open_recording
 from agent_kit.replay.inprocess import replay_in_process
 from agent_kit.replay.policy import (
     DEFAULT_IGNORED_FIELDS,
@@ -71,7 +71,7 @@ from agent_kit.replay.verdicts import (
     describe,
     judge,
 )
-from agent_kit.store import INVOCATION_EVENT, RUN_FILE
+from agent_kit.store import INVOCATION_EVENT, RUN_FILE, Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
 
 __all__ = [
@@ -143,7 +143,7 @@ def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
     return parent / candidate, candidate
 
 
-def _new_ids(job_name: str, episodes: Sequence[RecordedEpisode]) -> list[str]:
+def _new_ids(job_name: str, episodes: Sequence[Rollout]) -> list[str]:
     seen: set[str] = set()
     out = []
     for e in episodes:
@@ -371,7 +371,7 @@ async def _play_episodes(
     )
     sem = asyncio.Semaphore(plan.concurrency)
 
-    async def one(episode: RecordedEpisode, tid: str) -> EpisodeReport:
+    async def one(episode: Rollout, tid: str) -> EpisodeReport:
         nonlocal done
         async with sem:
             report = await _replay_episode(
@@ -395,7 +395,7 @@ async def _replay_episode(
     plan: _Plan,
     job_arn: str,
     url: str,
-    episode: RecordedEpisode,
+    episode: Rollout,
     tid: str,
     session_id: str,
 ) -> EpisodeReport:
@@ -412,7 +412,7 @@ async def _replay_episode(
         step=episode.step,
         prompt_index=episode.prompt_index,
         sample_index=episode.sample_index,
-        replay_of=episode.trajectory_id,
+        replay_of=episode.id,
         trajectory_id=tid,
         payload=payload,
     )
@@ -432,7 +432,7 @@ async def _replay_episode(
     if state not in _TERMINAL:
         error = result.error or f"the agent left the rollout {state.value} (no reward reported)"
         emu.expire(tid, f"replay: {error}")
-    elif state is not TrajectoryState.REWARDED and episode.state == "REWARDED":
+    elif state is not TrajectoryState.REWARDED and episode.trajectory.state == "REWARDED":
         row = store.get_trajectory(tid)
         error = f"the rollout ended {state.value}: {getattr(row, 'reason', None)}"
     reward = store.get_reward(tid)

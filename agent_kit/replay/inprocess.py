@@ -19,7 +19,7 @@ from typing import Any
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import UsageError
-from agent_kit.replay.cassette import RecordedEpisode, Recording, open_recording
+from agent_kit.replay.cassette import Recording, open_recording
 from agent_kit.replay.policy import (
     Divergence,
     Normalization,
@@ -29,6 +29,7 @@ from agent_kit.replay.policy import (
     request_diff,
 )
 from agent_kit.replay.verdicts import EpisodeReport, ReplayReport, judge
+from agent_kit.store import Rollout
 
 __all__ = ["replay_in_process"]
 
@@ -36,7 +37,7 @@ __all__ = ["replay_in_process"]
 class _InProcessPolicy:
     """A scripted policy serving one recorded episode to :class:`ScriptedModel`."""
 
-    def __init__(self, episode: RecordedEpisode, normalization: Normalization) -> None:
+    def __init__(self, episode: Rollout, normalization: Normalization) -> None:
         self.episode = episode
         self.normalization = normalization
         self.divergence: Divergence | None = None
@@ -44,18 +45,16 @@ class _InProcessPolicy:
     def __call__(self, request: PolicyRequest) -> PolicyReply:
         turn = request.turn
         now = self.normalization.view(request.raw)
-        if turn >= len(self.episode.turns):
+        if turn >= len(self.episode.turn_rows):
             self._stop(turn, f"turn {turn} is beyond the recording", request_diff({}, now))
-        before = self.normalization.view(self.episode.turns[turn].request)
+        before = self.normalization.view(self.episode.turn_rows[turn].request)
         if before != now:
             self._stop(turn, first_difference(before, now), request_diff(before, now))
-        return reply_from_completion(self.episode.turns[turn].response)
+        return reply_from_completion(self.episode.turn_rows[turn].response)
 
     def _stop(self, turn: int, where: str, diff: str) -> None:
         if self.divergence is None:
-            self.divergence = Divergence(
-                self.episode.trajectory_id, self.episode.trajectory_id, turn, where, diff
-            )
+            self.divergence = Divergence(self.episode.id, self.episode.id, turn, where, diff)
         raise ReplayDivergenceError(f"replay diverged at turn {turn}: {where}")
 
 
@@ -100,7 +99,7 @@ def replay_in_process(
 
 async def _play_in_process(
     app: Any,
-    episodes: Sequence[RecordedEpisode],
+    episodes: Sequence[Rollout],
     norm: Normalization,
     concurrency: int,
 ) -> list[EpisodeReport]:
@@ -111,7 +110,7 @@ async def _play_in_process(
 
     sem = asyncio.Semaphore(concurrency)
 
-    async def one(episode: RecordedEpisode) -> EpisodeReport:
+    async def one(episode: Rollout) -> EpisodeReport:
         policy = _InProcessPolicy(episode, norm)
         payload = parse_payload(
             {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
@@ -133,7 +132,7 @@ async def _play_in_process(
             divergence=policy.divergence,
             replayed_turns=turns
             if policy.divergence is not None
-            else min(turns, len(episode.turns)),
+            else min(turns, len(episode.turn_rows)),
             new_rewards=outcome.reward.wire_values(turns),
             new_breakdown=breakdown if isinstance(breakdown, dict) else None,
             error=None,

@@ -32,7 +32,8 @@ from agent_kit.emulator.policies import (
 )
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
-from agent_kit.replay.cassette import RecordedEpisode, Recording, load_recording
+from agent_kit.replay.cassette import Recording, load_recording
+from agent_kit.store import Rollout
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -288,11 +289,11 @@ class ReplayBackend:
         self.name = name or f"replay:{recording.source}"
         self.divergences: dict[str, Divergence] = {}
         self._by_id = recording.by_id()
-        self._assigned: dict[str, RecordedEpisode] = {}
+        self._assigned: dict[str, Rollout] = {}
         self._taken: set[str] = set()
 
     # episode lookup
-    def episode_for(self, request: PolicyRequest) -> RecordedEpisode:
+    def episode_for(self, request: PolicyRequest) -> Rollout:
         """The recorded episode a trajectory replays (ValidationError if there is none)."""
         tid = request.trajectory_id
         found = self._assigned.get(tid)
@@ -309,10 +310,10 @@ class ReplayBackend:
         else:
             found = self._match_by_prompt(request)
         self._assigned[tid] = found
-        self._taken.add(found.trajectory_id)
+        self._taken.add(found.id)
         return found
 
-    def _match_by_prompt(self, request: PolicyRequest) -> RecordedEpisode:
+    def _match_by_prompt(self, request: PolicyRequest) -> Rollout:
         context = request.context
         retry_of = context.get("retry_of")
         if isinstance(retry_of, str) and retry_of in self._assigned:
@@ -331,7 +332,7 @@ class ReplayBackend:
             exact = [e for e in same if e.sample_index == sample]
             if exact:
                 return exact[0]
-        free = [e for e in same if e.trajectory_id not in self._taken]
+        free = [e for e in same if e.id not in self._taken]
         return (free or same)[0]
 
     # the protocol
@@ -341,15 +342,15 @@ class ReplayBackend:
         turn = request.turn
         if self.fork_at is not None and self.live is not None and turn >= self.fork_at:
             return await self.live.complete(request)
-        if turn >= len(episode.turns):
+        if turn >= len(episode.turn_rows):
             self._diverged(
                 request,
                 episode,
-                f"turn {turn} is beyond the recording ({len(episode.turns)} turns)",
+                f"turn {turn} is beyond the recording ({len(episode.turn_rows)} turns)",
                 request_diff({}, self.normalization.view(request.raw), label=f"turn {turn}"),
                 stop=True,
             )
-        recorded = episode.turns[turn]
+        recorded = episode.turn_rows[turn]
         before = self.normalization.view(recorded.request)
         now = self.normalization.view(request.raw)
         if before != now:
@@ -366,7 +367,7 @@ class ReplayBackend:
     def _diverged(
         self,
         request: PolicyRequest,
-        episode: RecordedEpisode,
+        episode: Rollout,
         where: str,
         diff: str,
         *,
@@ -375,14 +376,13 @@ class ReplayBackend:
         tid = request.trajectory_id
         divergence = self.divergences.get(tid)
         if divergence is None:
-            divergence = Divergence(tid, episode.trajectory_id, request.turn, where, diff)
+            divergence = Divergence(tid, episode.id, request.turn, where, diff)
             self.divergences[tid] = divergence
             if self.on_divergence is not None:
                 self.on_divergence(divergence)
         if stop:
             raise ReplayDivergenceError(
-                f"Replay of {episode.trajectory_id} diverged at turn {request.turn}: {where}\n"
-                f"{diff}"[:4000]
+                f"Replay of {episode.id} diverged at turn {request.turn}: {where}\n{diff}"[:4000]
             )
 
     async def aclose(self) -> None:

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from agent_kit.errors import ReplayMismatch
-from agent_kit.replay.cassette import RecordedEpisode
 from agent_kit.replay.policy import Divergence
+from agent_kit.store import Rollout
 
 __all__ = [
     "REPORT_FORMAT",
@@ -166,7 +166,7 @@ def _contribution(component: dict[str, Any] | None) -> float | None:
 
 
 def compare_rewards(
-    episode: RecordedEpisode,
+    episode: Rollout,
     new_rewards: Sequence[float] | None,
     new_breakdown: dict[str, dict[str, Any]] | None,
 ) -> tuple[bool, dict[str, dict[str, Any]]]:
@@ -201,7 +201,7 @@ def compare_rewards(
 
 
 def judge(
-    episode: RecordedEpisode,
+    episode: Rollout,
     replay_id: str | None,
     *,
     divergence: Divergence | None,
@@ -211,10 +211,10 @@ def judge(
     error: str | None,
     fork_at: int | None,
 ) -> EpisodeReport:
-    n = len(episode.turns)
+    n = len(episode.turn_rows)
     new_total = None if new_rewards is None else float(sum(new_rewards))
     base = EpisodeReport(
-        trajectory_id=episode.trajectory_id,
+        trajectory_id=episode.id,
         replay_id=replay_id,
         status="identical",
         recorded_turns=n,

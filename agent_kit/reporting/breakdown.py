@@ -28,9 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent_kit.reporting.metrics import GroupResult, RolloutRecord, build_groups
-from agent_kit.reporting.summary import load_records, resolve_job
-from agent_kit.store import INVOCATION_EVENT, JobRow, RunStore, TrajectoryRow
+from agent_kit.reporting.metrics import GroupResult, build_groups
+from agent_kit.reporting.summary import resolve_job
+from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
+from agent_kit.store.records import breakdown_of
 
 __all__ = [
     "FAILED_STATES",
@@ -67,32 +68,33 @@ _NON_FINITE = re.compile(r"not finite|non-finite|\bnan\b|\binf(inity)?\b", re.IG
 
 @dataclass(frozen=True)
 class RunData:
-    """One job as read from its store: records, groups, trajectories, the agent's answers."""
+    """One job as read from its store: its rollouts (each with the agent's answer), their
+    groups, the job-failure events, and the threshold the outcomes are judged by."""
 
     job: JobRow
-    records: tuple[RolloutRecord, ...]
+    records: tuple[Rollout, ...]
     groups: tuple[GroupResult, ...]
-    trajectories: Mapping[str, TrajectoryRow]
-    #: Trajectory id → the recorded invocation event detail (status, http_status, body, error).
-    invocations: Mapping[str, Mapping[str, Any]]
     #: The ``job_failure`` events (reason, trajectory_id, step, prompt_index, sample_index).
     job_failures: tuple[Mapping[str, Any], ...]
     threshold: float
     advantage: str = "group_based"
 
-    def body(self, trajectory_id: str) -> Mapping[str, Any] | None:
-        """The agent's JSON answer for a trajectory (None when none was recorded)."""
-        body = self.invocations.get(trajectory_id, {}).get("body")
-        return body if isinstance(body, dict) else None
-
-    def outcome(self, record: RolloutRecord) -> Outcome:
-        """The record's outcome against this job's success threshold."""
+    def outcome(self, record: Rollout) -> Outcome:
+        """The rollout's outcome against this job's success threshold."""
         return outcome_of(record, self.threshold)
 
     @property
-    def chosen(self) -> list[RolloutRecord]:
+    def chosen(self) -> list[Rollout]:
         """Each slot's rewarded rollout (what the metrics are computed over), group order."""
         return [r for g in self.groups for r in g.rollouts]
+
+    @property
+    def prompts(self) -> dict[int, str]:
+        """Prompt index → the prompt of its first rollout (creation order)."""
+        prompts: dict[int, str] = {}
+        for rollout in self.records:
+            prompts.setdefault(rollout.prompt_index, rollout.prompt)
+        return prompts
 
 
 def load_run_data(
@@ -101,29 +103,23 @@ def load_run_data(
     *,
     threshold: float | None = None,
     advantage: str = "group_based",
-    records: Sequence[RolloutRecord] | None = None,
+    records: Sequence[Rollout] | None = None,
 ) -> RunData:
     """Read a job (ARN, name, or None for the latest) from ``store`` into a :class:`RunData`.
 
     ``threshold`` None means the job config's ``success_threshold``, else 1.0 (as the summary);
-    ``records`` are the job's :func:`~agent_kit.reporting.summary.load_records`, when the caller
-    has them already.
+    ``records`` are the job's :func:`~agent_kit.store.load_rollouts`, when the caller has them
+    already.
     """
     job = resolve_job(store, job_arn)
-    records = list(load_records(store, job.arn) if records is None else records)
-    invocations: dict[str, Mapping[str, Any]] = {}
-    for event in store.list_events(kind=INVOCATION_EVENT):
-        if event.trajectory_id is not None:
-            invocations[event.trajectory_id] = event.detail
+    records = list(load_rollouts(store, job.arn) if records is None else records)
+    ids = {r.id for r in records}
     job_failures = tuple(e.detail for e in store.list_events(kind="job_failure"))
-    trajectories = {t.id: t for t in store.list_trajectories(job_arn=job.arn)}
     return RunData(
         job=job,
         records=tuple(records),
         groups=tuple(build_groups(records, advantage)),
-        trajectories=trajectories,
-        invocations={k: v for k, v in invocations.items() if k in trajectories},
-        job_failures=tuple(f for f in job_failures if f.get("trajectory_id") in trajectories),
+        job_failures=tuple(f for f in job_failures if f.get("trajectory_id") in ids),
         threshold=_threshold(job.config, threshold),
         advantage=advantage,
     )
@@ -140,7 +136,7 @@ def _threshold(config: Mapping[str, Any], given: float | None) -> float:
     return 1.0
 
 
-def outcome_of(record: RolloutRecord, threshold: float) -> Outcome:
+def outcome_of(record: Rollout, threshold: float) -> Outcome:
     """``failed`` (no reward), ``floor`` (agent's floor reward), ``succeeded`` (≥ threshold),
     ``unsolved`` (below it) or ``pending`` (no outcome yet)."""
     if record.rewarded and record.reward is not None:
@@ -152,7 +148,7 @@ def outcome_of(record: RolloutRecord, threshold: float) -> Outcome:
     return "pending"
 
 
-def is_non_finite(record: RolloutRecord, body: Mapping[str, Any] | None) -> bool:
+def is_non_finite(record: Rollout, body: Mapping[str, Any] | None) -> bool:
     """True when the agent's reward was not a finite number (NaN/inf; scored as the floor)."""
     if record.agent_failure and _NON_FINITE.search(record.agent_failure):
         return True
@@ -161,16 +157,6 @@ def is_non_finite(record: RolloutRecord, body: Mapping[str, Any] | None) -> bool
         if isinstance(value, float) and not math.isfinite(value):
             return True
     return False
-
-
-def breakdown_of(body: Mapping[str, Any] | None) -> dict[str, dict[str, Any]] | None:
-    """The ``reward_breakdown`` of an agent answer, or None when it has none (or a bad one)."""
-    if body is None:
-        return None
-    value = body.get("reward_breakdown")
-    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
-        return None
-    return {str(k): dict(v) for k, v in value.items()}
 
 
 def _number(value: Any) -> float | None:
@@ -228,7 +214,7 @@ def component_stats(data: RunData) -> RewardBreakdown:
     analysed: list[tuple[float, dict[str, dict[str, Any]]]] = []
     without = floor = non_finite = 0
     for record in data.chosen:
-        body = data.body(record.id)
+        body = record.body
         if record.floor_reward:
             floor += 1
             non_finite += is_non_finite(record, body)
@@ -366,9 +352,7 @@ class PromptRow:
 
 def prompt_rows(data: RunData) -> list[PromptRow]:
     """One :class:`PromptRow` per prompt index, in index order."""
-    prompts: dict[int, str] = {}
-    for traj in data.trajectories.values():
-        prompts.setdefault(traj.prompt_index, traj.prompt)
+    prompts = data.prompts
     rows: list[PromptRow] = []
     for index in sorted({g.prompt_index for g in data.groups}):
         groups = [g for g in data.groups if g.prompt_index == index]
@@ -447,7 +431,7 @@ def failure_overview(data: RunData) -> FailureOverview:
     """Agent-side failures, floor and non-finite rewards, job failures and failed rollouts."""
     agent = [(r.agent_failure, r.id) for r in data.records if r.agent_failure is not None]
     floor = [r for r in data.records if r.floor_reward and r.rewarded]
-    non_finite = [r for r in floor if is_non_finite(r, data.body(r.id))]
+    non_finite = [r for r in floor if is_non_finite(r, r.body)]
     job = [
         (str(f.get("reason") or "unknown"), str(f.get("trajectory_id") or ""))
         for f in data.job_failures

@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from agent_kit.emulator.chaos import FAULTS
-from agent_kit.reporting.metrics import RolloutRecord
-from agent_kit.store import RunStore
+from agent_kit.store import Rollout, RunStore
 from agent_kit.store.events import CHAOS_EVENT
 
 __all__ = ["OUTCOMES", "ChaosReport", "FaultRow", "chaos_report"]
@@ -63,7 +62,7 @@ class ChaosReport:
         }
 
 
-def _outcome(record: RolloutRecord, retries: dict[str, list[RolloutRecord]]) -> str:
+def _outcome(record: Rollout, retries: dict[str, list[Rollout]]) -> str:
     if record.state == "REWARDED":
         return "floor" if record.floor_reward else "recovered"
     if record.state in ("FAILED", "TIMED_OUT"):
@@ -81,7 +80,7 @@ def _outcome(record: RolloutRecord, retries: dict[str, list[RolloutRecord]]) -> 
 
 
 def chaos_report(
-    store: RunStore, records: list[RolloutRecord], *, spec: str = "", job_status: str = ""
+    store: RunStore, records: list[Rollout], *, spec: str = "", job_status: str = ""
 ) -> ChaosReport | None:
     """The chaos section for a job's ``records``, or None when no fault hit and no spec ran."""
     ids = {r.id: r for r in records}
@@ -96,7 +95,7 @@ def chaos_report(
         hit[fault].add(tid)
     if not calls and not spec:
         return None
-    retries: dict[str, list[RolloutRecord]] = defaultdict(list)
+    retries: dict[str, list[Rollout]] = defaultdict(list)
     for record in records:
         if record.retry_of:
             retries[record.retry_of].append(record)

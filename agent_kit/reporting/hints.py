@@ -16,8 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
-from agent_kit.reporting.metrics import RolloutRecord
-from agent_kit.store import RunStore
+from agent_kit.store import Rollout, RunStore
 from agent_kit.store.events import CONNECTION_EVENT
 
 __all__ = ["NEW_CONNECTION_SHARE", "connection_hint", "connection_stats"]
@@ -26,7 +25,7 @@ __all__ = ["NEW_CONNECTION_SHARE", "connection_hint", "connection_stats"]
 NEW_CONNECTION_SHARE: Final = 0.5
 
 
-def connection_stats(store: RunStore, records: Sequence[RolloutRecord]) -> tuple[int, int]:
+def connection_stats(store: RunStore, records: Sequence[Rollout]) -> tuple[int, int]:
     """(policy calls on a new connection, policy calls) over rollouts with two or more turns."""
     many = {r.id: r.turns for r in records if r.turns >= 2}
     if not many:
@@ -37,7 +36,7 @@ def connection_stats(store: RunStore, records: Sequence[RolloutRecord]) -> tuple
     return sum(opened.values()), sum(many.values())
 
 
-def connection_hint(store: RunStore, records: Sequence[RolloutRecord]) -> str | None:
+def connection_hint(store: RunStore, records: Sequence[Rollout]) -> str | None:
     """The hint line when most policy calls of multi-turn rollouts opened a new connection."""
     opened, calls = connection_stats(store, records)
     if calls == 0 or opened / calls <= NEW_CONNECTION_SHARE:

@@ -1,9 +1,9 @@
 """Group advantages, the MTRL metric names, pass@k and token accounting, as pure functions.
 
-Everything here works on plain data (:class:`RolloutRecord` lists, reward lists, token counts)
-so it is testable without a store; :mod:`agent_kit.reporting.summary` reads a run store into these
-records
-and assembles ``summary.json``. Definitions (also in ``docs/metrics.md``):
+Everything here works on plain data (:class:`~agent_kit.store.Rollout` lists, reward lists,
+token counts) so it is testable without a store; :mod:`agent_kit.reporting.summary` assembles
+``summary.json`` from the rollouts :func:`~agent_kit.store.load_rollouts` reads. Definitions
+(also in ``docs/metrics.md``):
 
 - **Slot**: one (step, prompt_index, sample_index) rollout of the job; a retried rollout is a new
   *attempt* of the same slot. A slot's rollout is its highest REWARDED attempt; a slot without
@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Final, Literal
 
 from agent_kit.errors import UsageError
+from agent_kit.store.records import REWARDED, Rollout
 
 __all__ = [
     "ADVANTAGE_EPS",
@@ -35,7 +36,6 @@ __all__ = [
     "REWARDED",
     "AdvantageKind",
     "GroupResult",
-    "RolloutRecord",
     "TokenUsage",
     "build_groups",
     "describe",
@@ -54,8 +54,6 @@ AdvantageKind = Literal["group_based", "rloo"]
 ADVANTAGE_KINDS: Final[tuple[str, ...]] = ("group_based", "rloo")
 #: Added to the group standard deviation in ``group_based`` advantages.
 ADVANTAGE_EPS: Final = 1e-6
-#: The trajectory state of a rollout whose reward arrived (docs/contract.md §4).
-REWARDED: Final = "REWARDED"
 _TERMINAL_UNREWARDED: Final = frozenset({"FAILED", "TIMED_OUT"})
 
 
@@ -124,63 +122,13 @@ def describe(values: Iterable[float]) -> dict[str, float | None]:
 
 
 @dataclass(frozen=True)
-class RolloutRecord:
-    """One trajectory (attempt) reduced to what the metrics need; plain data, no store.
-
-    ``reward`` is the trajectory's total reward when it reached REWARDED, else None;
-    ``prefill_tokens``/``sample_tokens`` are the sums of its turns' prompt/completion tokens.
-    """
-
-    id: str
-    step: int
-    prompt_index: int
-    sample_index: int
-    state: str
-    reward: float | None = None
-    attempt: int = 0
-    turns: int = 0
-    prefill_tokens: int = 0
-    sample_tokens: int = 0
-    estimated_turns: int = 0
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    reason: str | None = None
-    retry_of: str | None = None
-    #: Why the agent's own side went wrong (``"reward: ValueError: …"``), from its invocation
-    #: response: a RolloutApp's ``failure``, or a foreign agent's error answer. None if it did not.
-    agent_failure: str | None = None
-    #: The agent reported its floor reward (a failure on its side, scored as the floor).
-    floor_reward: bool = False
-
-    @property
-    def group_key(self) -> tuple[int, int]:
-        """(step, prompt_index)."""
-        return (self.step, self.prompt_index)
-
-    @property
-    def tokens(self) -> int:
-        """prefill + sample tokens of this rollout's turns."""
-        return self.prefill_tokens + self.sample_tokens
-
-    @property
-    def duration_s(self) -> float:
-        """Wall-clock seconds from creation to the last state change (≥ 0)."""
-        return max(0.0, self.ended_at - self.started_at)
-
-    @property
-    def rewarded(self) -> bool:
-        """True when the rollout reached REWARDED with a reward."""
-        return self.state == REWARDED and self.reward is not None
-
-
-@dataclass(frozen=True)
 class GroupResult:
     """One prompt group: its rewarded slots (by sample index), their advantages, and how many
     slots were lost or are still pending."""
 
     step: int
     prompt_index: int
-    rollouts: tuple[RolloutRecord, ...]
+    rollouts: tuple[Rollout, ...]
     advantages: tuple[float, ...]
     lost: int = 0
     pending: int = 0
@@ -202,21 +150,19 @@ class GroupResult:
 
 
 def build_groups(
-    records: Iterable[RolloutRecord], kind: str = "group_based", *, eps: float = ADVANTAGE_EPS
+    records: Iterable[Rollout], kind: str = "group_based", *, eps: float = ADVANTAGE_EPS
 ) -> list[GroupResult]:
     """Group records by (step, prompt_index), pick each slot's rollout, compute advantages.
 
     A slot's rollout is its highest-attempt REWARDED record; without one the slot counts as
     ``pending`` if its latest attempt is still open, else ``lost``. Groups come sorted by key.
     """
-    slots: dict[tuple[int, int], dict[int, list[RolloutRecord]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
+    slots: dict[tuple[int, int], dict[int, list[Rollout]]] = defaultdict(lambda: defaultdict(list))
     for rec in records:
         slots[rec.group_key][rec.sample_index].append(rec)
     groups: list[GroupResult] = []
     for key in sorted(slots):
-        chosen: list[RolloutRecord] = []
+        chosen: list[Rollout] = []
         lost = pending = 0
         for sample_index in sorted(slots[key]):
             attempts = sorted(slots[key][sample_index], key=lambda r: (r.attempt, r.started_at))
@@ -280,7 +226,7 @@ class TokenUsage:
 
 
 def token_usage(
-    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], *, evaluation: bool = False
+    records: Sequence[Rollout], groups: Sequence[GroupResult], *, evaluation: bool = False
 ) -> TokenUsage:
     """Account tokens in the service's categories; see :class:`TokenUsage` for definitions.
 
@@ -309,7 +255,7 @@ def token_usage(
 
 
 def training_metrics(
-    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], *, evaluation: bool = False
+    records: Sequence[Rollout], groups: Sequence[GroupResult], *, evaluation: bool = False
 ) -> dict[str, float | None]:
     """The ``rollout/*`` metrics: reward, turns, tokens and advantage statistics.
 

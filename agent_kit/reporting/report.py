@@ -35,7 +35,6 @@ from agent_kit.reporting.failure_view import (
     failures_section,
     hints_html,
 )
-from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.page import (
     REPORT_FILE,
     cell,
@@ -50,7 +49,7 @@ from agent_kit.reporting.summary import SUMMARY_FILE
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import num, render_json, render_terminal
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
-from agent_kit.store import RunStore
+from agent_kit.store import Rollout, RunStore
 
 __all__ = [
     "REPORT_FILE",
@@ -158,9 +157,7 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
     if store is None or data is None:
         return section("transcripts", "Transcripts", "<p class=muted>needs the run store</p>")
     selected = select_transcripts(data)
-    labels: dict[int, str] = {}
-    for traj in data.trajectories.values():
-        labels.setdefault(traj.prompt_index, prompt_label(traj.prompt))
+    labels = {index: prompt_label(prompt) for index, prompt in data.prompts.items()}
     prompt_options = "".join(
         f'<option value="{i}">{i}: {esc(labels[i])}</option>' for i in sorted(labels)
     )
@@ -185,7 +182,7 @@ def render_html(
     summary: Summary,
     store: RunStore | None = None,
     *,
-    records: Sequence[RolloutRecord] | None = None,
+    records: Sequence[Rollout] | None = None,
 ) -> str:
     """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
 
@@ -195,7 +192,7 @@ def render_html(
     metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
     slowest rollouts; configuration.
     Without ``store`` the sections that need it say so; ``records`` (the job's
-    :func:`~agent_kit.reporting.summary.load_records`) saves reading them again. All run text
+    :func:`~agent_kit.store.load_rollouts`) saves reading them again. All run text
     is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
     and no fetch at all.
     """
@@ -267,7 +264,7 @@ def write_reports(
     summary: Summary,
     store: RunStore | None = None,
     *,
-    records: Sequence[RolloutRecord] | None = None,
+    records: Sequence[Rollout] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``summary.json`` (indented JSON) and ``report.html`` into ``run_dir``; return both
     paths. Each file is written to a temporary name and renamed, so a reader never sees half.

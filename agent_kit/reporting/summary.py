@@ -1,13 +1,14 @@
 """The run summary (``summary.json``): a versioned, validated digest of one emulated job.
 
-Why one module of ~420 lines: it owns a single thing, computing the summary. The document's
-models are :mod:`agent_kit.reporting.summary_schema` and the metric and cost formulas are
-:mod:`~agent_kit.reporting.metrics` and :mod:`~agent_kit.reporting.pricing`; what is left here
-(reading the store into records, the config look-ups, the projection, and one small builder per
-section, which :func:`summarize_records` calls in document order) is read together.
+Why one module of ~440 lines: it owns a single thing, computing the summary. The document's
+models are :mod:`agent_kit.reporting.summary_schema`, the metric and cost formulas are
+:mod:`~agent_kit.reporting.metrics` and :mod:`~agent_kit.reporting.pricing`, and the rollout
+record is :mod:`agent_kit.store.records`; what is left here (the config look-ups, the
+projection, and one small builder per section, which :func:`summarize_records` calls in
+document order) is read together.
 
-:func:`summarize` reads a :class:`~agent_kit.store.RunStore` into plain
-:class:`~agent_kit.reporting.metrics.RolloutRecord` lists (:func:`load_records`), runs the pure
+:func:`summarize` reads a :class:`~agent_kit.store.RunStore` into
+:class:`~agent_kit.store.Rollout` records (:func:`~agent_kit.store.load_rollouts`), runs the pure
 metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
 :mod:`agent_kit.reporting.pricing`, and returns the :class:`Summary`
 (``"schema": "agent_kit.summary/1"``; :meth:`Summary.document` is its JSON). The document's
@@ -29,7 +30,6 @@ from agent_kit.reporting.hints import connection_hint
 from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     GroupResult,
-    RolloutRecord,
     TokenUsage,
     build_groups,
     eval_metrics,
@@ -58,9 +58,8 @@ from agent_kit.reporting.summary_schema import (
     flat_config,
     read_summary,
 )
-from agent_kit.store import INVOCATION_EVENT, JobRow, RunStore
-from agent_kit.store.events import STOPPED_REASON
-from agent_kit.store.rows import TurnTotals
+from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
+from agent_kit.store.records import INTERRUPTED_STATE, agent_failure_of
 from agent_kit.store.run_figures import run_figures_of
 
 __all__ = [
@@ -83,7 +82,6 @@ __all__ = [
     "Timing",
     "Tokens",
     "agent_failure_of",
-    "load_records",
     "read_summary",
     "resolve_job",
     "summarize",
@@ -97,11 +95,6 @@ DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
 _FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
 _FINISHED_STATES: Final = frozenset({"REWARDED", "FAILED", "TIMED_OUT"})
-#: The summary's state of an attempt cut short by Ctrl-C/SIGTERM. The store keeps the service's
-#: state (TIMED_OUT, reason "job stopped: interrupted"); the summary counts its slot as pending,
-#: not lost, since ``--resume`` plays it again without counting a retry.
-INTERRUPTED_STATE: Final = "INTERRUPTED"
-_CUT_REASONS: Final = frozenset({f"{STOPPED_REASON}: interrupted", f"{STOPPED_REASON}: cancelled"})
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -116,65 +109,6 @@ def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
             return job
     known = ", ".join(j.name for j in jobs)
     raise UsageError(f"no job {job_arn!r} in {store.path} (jobs: {known})")
-
-
-def agent_failure_of(invocation: dict[str, Any]) -> tuple[str | None, bool]:
-    """(agent-side failure reason or None, floor reward?) from a recorded invocation event.
-
-    A RolloutApp answers ``failure: {boundary, reason}`` and ``floor_reward: true``; any other
-    agent's failure is what its error answer says (HTTP status and message).
-    """
-    body = invocation.get("body")
-    if isinstance(body, dict):
-        failure = body.get("failure")
-        floor = body.get("floor_reward") is True
-        if isinstance(failure, dict) and failure.get("reason"):
-            return f"{failure.get('boundary', 'agent')}: {failure['reason']}", floor
-        if floor:
-            return "floor reward (no reason given)", True
-    status = invocation.get("status")
-    if status not in (None, "ok") and invocation.get("error"):
-        return f"agent: {invocation['error']}", False
-    return None, False
-
-
-def load_records(store: RunStore, job_arn: str) -> list[RolloutRecord]:
-    """Every trajectory of the job as a :class:`RolloutRecord` (token sums over its turns)."""
-    records: list[RolloutRecord] = []
-    invocations = {
-        e.trajectory_id: e.detail
-        for e in store.list_events(kind=INVOCATION_EVENT)
-        if e.trajectory_id is not None
-    }
-    totals = store.turn_totals(job_arn)
-    rewards = store.reward_totals(job_arn)
-    none = TurnTotals()
-    for traj in store.list_trajectories(job_arn=job_arn):
-        agent_failure, floor = agent_failure_of(invocations.get(traj.id, {}))
-        turns = totals.get(traj.id, none)
-        reward = rewards.get(traj.id) if traj.state == "REWARDED" else None
-        records.append(
-            RolloutRecord(
-                id=traj.id,
-                step=traj.step,
-                prompt_index=traj.prompt_index,
-                sample_index=traj.sample_index,
-                state=INTERRUPTED_STATE if traj.reason in _CUT_REASONS else traj.state,
-                reward=reward,
-                attempt=traj.attempt,
-                turns=turns.turns,
-                prefill_tokens=turns.prompt_tokens,
-                sample_tokens=turns.completion_tokens,
-                estimated_turns=turns.estimated,
-                started_at=traj.created_at,
-                ended_at=traj.updated_at,
-                reason=traj.reason,
-                retry_of=traj.retry_of,
-                agent_failure=agent_failure,
-                floor_reward=floor,
-            )
-        )
-    return records
 
 
 def _config_int(config: dict[str, Any], *names: str) -> int | None:
@@ -240,7 +174,7 @@ def _projection(
 
 
 def _step_rows(
-    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], evaluation: bool
+    records: Sequence[Rollout], groups: Sequence[GroupResult], evaluation: bool
 ) -> list[StepRow]:
     rows: list[StepRow] = []
     for step in sorted({r.step for r in records}):
@@ -270,7 +204,8 @@ def _step_rows(
     return rows
 
 
-def _brief(r: RolloutRecord) -> RolloutBrief:
+def _brief(r: Rollout) -> RolloutBrief:
+    """The summary's line for one rollout (the one place a :class:`RolloutBrief` is built)."""
     return RolloutBrief(
         id=r.id,
         step=r.step,
@@ -314,7 +249,7 @@ def _pass_ks(pass_k: Sequence[int] | None, group_size: int) -> list[int]:
 
 
 def _counts(
-    records: Sequence[RolloutRecord], groups: Sequence[GroupResult], slots: int, turns: int
+    records: Sequence[Rollout], groups: Sequence[GroupResult], slots: int, turns: int
 ) -> Counts:
     return Counts(
         trajectories=len(records),
@@ -330,9 +265,9 @@ def _counts(
     )
 
 
-def _agent_failures(records: Sequence[RolloutRecord]) -> list[AgentFailure]:
+def _agent_failures(records: Sequence[Rollout]) -> list[AgentFailure]:
     """Agent-side failure reasons, most frequent first, with their first trajectory ids."""
-    by_reason: dict[str, list[RolloutRecord]] = {}
+    by_reason: dict[str, list[Rollout]] = {}
     for record in records:
         if record.agent_failure is not None:
             by_reason.setdefault(record.agent_failure, []).append(record)
@@ -348,14 +283,14 @@ def _agent_failures(records: Sequence[RolloutRecord]) -> list[AgentFailure]:
     ]
 
 
-def _lowest(records: Sequence[RolloutRecord]) -> list[RolloutRecord]:
+def _lowest(records: Sequence[Rollout]) -> list[Rollout]:
     """Rewarded rollouts with a finite reward, lowest first (ties: by id), at most 10."""
     scored = [(r.reward, r.id, r) for r in records if r.reward is not None]
     finite = [item for item in scored if math.isfinite(item[0])]
     return [r for _, _, r in sorted(finite, key=lambda item: item[:2])[:_LIST_LIMIT]]
 
 
-def _failures(records: Sequence[RolloutRecord]) -> list[Failure]:
+def _failures(records: Sequence[Rollout]) -> list[Failure]:
     """Failure reasons (the state when none was recorded), most frequent first."""
     reasons = Counter(r.reason or r.state for r in records if r.state in _FAILED_STATES)
     return [Failure(reason=k, count=v) for k, v in reasons.most_common()]
@@ -374,7 +309,7 @@ def _tokens(usage: TokenUsage, counts: TokenCounts) -> Tokens:
     )
 
 
-def _timing(records: Sequence[RolloutRecord]) -> Timing:
+def _timing(records: Sequence[Rollout]) -> Timing:
     """The span from the first trajectory's start to the last one's end, and finished per s."""
     started = min((r.started_at for r in records), default=None)
     ended = max((r.ended_at for r in records), default=None)
@@ -390,7 +325,7 @@ def _timing(records: Sequence[RolloutRecord]) -> Timing:
 
 def summarize_records(
     job: JobRow,
-    records: Sequence[RolloutRecord],
+    records: Sequence[Rollout],
     *,
     success_threshold: float | None = None,
     advantage: str = "group_based",
@@ -478,18 +413,18 @@ def summarize(
     pricing: Pricing | None = None,
     projection_steps: int | None = None,
     pass_k: Sequence[int] | None = None,
-    records: Sequence[RolloutRecord] | None = None,
+    records: Sequence[Rollout] | None = None,
 ) -> Summary:
     """The summary (``summary.json``) of a job in ``store``, schema-validated.
 
     ``job_arn`` may be an ARN, a job name, or None for the store's latest job;
     ``success_threshold`` None means the job's configured one (else 1.0). The ``run`` section
     the driver stored with the job's summary is carried over; ``records`` are the job's
-    :func:`load_records`, when the caller has them already. Reads the store only; safe on a
-    store another process is still writing (it summarizes what is committed).
+    :func:`~agent_kit.store.load_rollouts`, when the caller has them already. Reads the store
+    only; safe on a store another process is still writing (it summarizes what is committed).
     """
     job = resolve_job(store, job_arn)
-    records = list(load_records(store, job.arn) if records is None else records)
+    records = list(load_rollouts(store, job.arn) if records is None else records)
     summary = summarize_records(
         job,
         records,

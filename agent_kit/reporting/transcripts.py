@@ -32,8 +32,7 @@ from agent_kit.reporting.breakdown import (
     is_non_finite,
     prompt_label,
 )
-from agent_kit.reporting.metrics import RolloutRecord
-from agent_kit.store import RunStore, TurnRow
+from agent_kit.store import Rollout, RunStore, TurnRow
 
 __all__ = [
     "MAX_TRANSCRIPTS",
@@ -252,7 +251,7 @@ def last_tool_results(
     return None
 
 
-def stop_reason(record: RolloutRecord, detail: Mapping[str, Any] | None, threshold: float) -> str:
+def stop_reason(record: Rollout, detail: Mapping[str, Any] | None, threshold: float) -> str:
     """Why the rollout ended, in words: from the trajectory state and reason, the agent's
     ``failure``/``stop_reason``, and the reward against the success threshold."""
     body = detail.get("body") if detail else None
@@ -294,16 +293,16 @@ def stop_reason(record: RolloutRecord, detail: Mapping[str, Any] | None, thresho
 class Selected:
     """A rollout chosen for a transcript, and why it was chosen."""
 
-    record: RolloutRecord
+    record: Rollout
     why: str
 
 
-def _round_robin(records: Iterable[RolloutRecord]) -> list[RolloutRecord]:
-    by_prompt: dict[int, list[RolloutRecord]] = {}
+def _round_robin(records: Iterable[Rollout]) -> list[Rollout]:
+    by_prompt: dict[int, list[Rollout]] = {}
     for record in sorted(records, key=lambda r: (r.prompt_index, r.step, r.sample_index, r.id)):
         by_prompt.setdefault(record.prompt_index, []).append(record)
     queues = [by_prompt[k] for k in sorted(by_prompt)]
-    out: list[RolloutRecord] = []
+    out: list[Rollout] = []
     while any(queues):
         for queue in queues:
             if queue:
@@ -318,7 +317,7 @@ def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Sele
     chosen: list[Selected] = []
     seen: set[str] = set()
 
-    def take(records: Iterable[RolloutRecord], why: str, cap: int) -> None:
+    def take(records: Iterable[Rollout], why: str, cap: int) -> None:
         for record in records:
             if len(chosen) >= limit or cap <= 0:
                 return
@@ -336,7 +335,7 @@ def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Sele
     return chosen
 
 
-def _breakdown_html(record: RolloutRecord, body: Mapping[str, Any] | None) -> str:
+def _breakdown_html(record: Rollout, body: Mapping[str, Any] | None) -> str:
     reward = "no reward (failed)" if record.reward is None else fmt(record.reward, 6)
     out = [f'<div class="reward">reward <b{value_attr(record.reward)}>{_e(reward)}</b>']
     if record.floor_reward:
@@ -370,11 +369,10 @@ def transcript_html(
     """One rollout as a ``<details class="tx">`` element with ``data-prompt`` (prompt index),
     ``data-outcome`` and ``data-rewarded`` attributes for the page's filters."""
     record = selected.record
-    detail = data.invocations.get(record.id)
-    body = data.body(record.id)
+    detail = record.invocation
+    body = record.body
     outcome = data.outcome(record)
-    traj = data.trajectories.get(record.id)
-    label = prompt_label(traj.prompt) if traj is not None else f"prompt {record.prompt_index}"
+    label = prompt_label(record.prompt)
     why = stop_reason(record, detail, data.threshold)
     reward = "no reward" if record.reward is None else f"reward {fmt(record.reward)}"
     head = (
@@ -407,10 +405,9 @@ def transcript_html(
         + "</table>"
     )
     parts.append(_breakdown_html(record, body))
-    if traj is not None:
-        parts.append(
-            f"<div class=muted>task prompt (local view)</div><pre>{_e(_clip(traj.prompt))}</pre>"
-        )
+    parts.append(
+        f"<div class=muted>task prompt (local view)</div><pre>{_e(_clip(record.prompt))}</pre>"
+    )
     parts.append(_turns_html(store.list_turns(record.id), body))
     parts.append("</details>")
     return "".join(parts)

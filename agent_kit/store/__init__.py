@@ -6,6 +6,8 @@ never through the service that wrote it:
 - :mod:`~agent_kit.store.run_store` — :class:`RunStore`, the one connection, lock and
   transaction helper (``RUN_DIR/run.sqlite``);
 - :mod:`~agent_kit.store.rows` — the frozen row types it returns;
+- :mod:`~agent_kit.store.records` — :class:`Rollout`, the one record of a rollout every reader
+  works on (composed of those rows), and :func:`load_rollouts`;
 - :mod:`~agent_kit.store.schema` — the versioned schema and its migrations;
 - :mod:`~agent_kit.store.events` — event kinds and trajectory reasons;
 - :mod:`~agent_kit.store.runlock` — the run directory's lock file.
@@ -16,6 +18,7 @@ never through the service that wrote it:
 from __future__ import annotations
 
 from agent_kit.store.events import INVOCATION_EVENT
+from agent_kit.store.records import Rollout, load_rollouts
 from agent_kit.store.rows import EventRow, JobRow, RewardRow, TrajectoryRow, TurnRow, TurnTotals
 from agent_kit.store.run_store import RUN_FILE, RunStore, TurnEvent, resolve_path
 from agent_kit.store.schema import SCHEMA_VERSION
@@ -27,10 +30,12 @@ __all__ = [
     "EventRow",
     "JobRow",
     "RewardRow",
+    "Rollout",
     "RunStore",
     "TrajectoryRow",
     "TurnEvent",
     "TurnRow",
     "TurnTotals",
+    "load_rollouts",
     "resolve_path",
 ]

@@ -160,11 +160,13 @@ def turn_from_row(r: Sequence[Any]) -> TurnRow:
     )
 
 
-def reward_from_row(r: Sequence[Any]) -> RewardRow:
-    """A ``rewards`` row."""
-    return RewardRow(r[0], json.loads(r[1]), float(r[2]), r[3], r[4], float(r[5]))
+def reward_from_row(r: Sequence[Any], rewards: list[float] | None = None) -> RewardRow:
+    """A ``rewards`` row; ``rewards`` is its reward list when the caller decoded it already."""
+    values = json.loads(r[1]) if rewards is None else rewards
+    return RewardRow(r[0], values, float(r[2]), r[3], r[4], float(r[5]))
 
 
-def event_from_row(r: Sequence[Any]) -> EventRow:
-    """An ``events`` row."""
-    return EventRow(int(r[0]), r[1], str(r[2]), json.loads(r[3]), float(r[4]))
+def event_from_row(r: Sequence[Any], detail: dict[str, Any] | None = None) -> EventRow:
+    """An ``events`` row; ``detail`` is its decoded detail when the caller decoded it already."""
+    decoded = json.loads(r[3]) if detail is None else detail
+    return EventRow(int(r[0]), r[1], str(r[2]), decoded, float(r[4]))

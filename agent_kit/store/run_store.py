@@ -451,6 +451,26 @@ class RunStore:
         )
         return {str(r[0]): TurnTotals(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
+    def job_turns(
+        self, job_arn: str, states: Iterable[str] | None = None
+    ) -> dict[str, list[TurnRow]]:
+        """Per trajectory of the job (optionally only those in ``states``) that has turns, its
+        turns in order (one query)."""
+        sql = (
+            "SELECT t.* FROM turns t JOIN trajectories j ON j.id = t.trajectory_id "
+            "WHERE j.job_arn = ?"
+        )
+        args: list[Any] = [job_arn]
+        if states is not None:
+            wanted = [str(getattr(s, "value", s)) for s in states]
+            sql += f" AND j.state IN ({','.join('?' * len(wanted))})"
+            args.extend(wanted)
+        turns: dict[str, list[TurnRow]] = {}
+        for r in self._all(sql + " ORDER BY t.trajectory_id, t.idx", args):
+            turn = turn_from_row(r)
+            turns.setdefault(turn.trajectory_id, []).append(turn)
+        return turns
+
     # -- rewards, tokens, events -------------------------------------------------------------
 
     def set_reward(
@@ -493,6 +513,17 @@ class RunStore:
             (job_arn,),
         )
         return {str(r[0]): float(r[1]) for r in rows}
+
+    def job_rewards(self, job_arn: str) -> dict[str, RewardRow]:
+        """The reward row of every rewarded trajectory of the job (one query; the reward lists,
+        each stored as a JSON array, are decoded together as one array of arrays)."""
+        rows = self._all(
+            "SELECT r.* FROM rewards r JOIN trajectories j ON j.id = r.trajectory_id "
+            "WHERE j.job_arn = ?",
+            (job_arn,),
+        )
+        lists = json.loads(f"[{','.join(r[1] for r in rows)}]")
+        return {str(r[0]): reward_from_row(r, v) for r, v in zip(rows, lists, strict=True)}
 
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
@@ -545,4 +576,5 @@ class RunStore:
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         rows = self._all(sql + " ORDER BY id", args)
-        return [event_from_row(r) for r in rows]
+        details = json.loads(f"[{','.join(r[3] for r in rows)}]")  # one decode for all
+        return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.rollouts import rollout
 
 from agent_kit.cli import main
 from agent_kit.doctor.findings import EXIT_FINDINGS, Finding
@@ -233,17 +235,18 @@ def test_cli_json_and_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFi
 
 
 def _view(tid: str, reward: float, turns: int = 3, **kw: Any) -> EpisodeView:
+    answer = {k: kw.pop(k) for k in ("tool_calls", "recovered_tool_calls") if k in kw}
     base: dict[str, Any] = {
-        "step": 0,
-        "prompt_index": 0,
-        "sample_index": 0,
-        "recorded_reward": reward,
         "outcome": "succeeded" if reward >= 1 else "unsolved",
         "floor": False,
-        "tokens": turns * 100,
     }
     base.update(kw)
-    return EpisodeView(trajectory_id=tid, reward=reward, turns=turns, **base)
+    recorded = rollout(tid, reward=reward, turns=turns, prefill_tokens=turns * 100)
+    if answer:
+        recorded = replace(recorded, invocation={"status": "ok", "body": answer})
+    view = EpisodeView(rollout=recorded, reward=reward, **base)
+    assert (view.recorded_reward, view.tokens) == (reward, turns * 100)
+    return view
 
 
 def test_ordering_counts_every_violating_pair() -> None:

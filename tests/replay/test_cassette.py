@@ -12,15 +12,16 @@ import pytest
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import (
     CASSETTE_FORMAT,
-    RecordedEpisode,
-    RecordedTurn,
     Recording,
     load_recording,
     open_recording,
     read_cassette,
     write_cassette,
 )
-from agent_kit.store import RunStore, TrajectoryRow, TurnRow
+from agent_kit.store import RewardRow, Rollout, RunStore, TrajectoryRow, TurnRow
+from agent_kit.store.records import turn_totals_of
+
+JOB_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/job"
 
 TOOLS = [
     {
@@ -52,7 +53,7 @@ def _completion(content: str | None, call: tuple[str, str] | None = None) -> dic
     }
 
 
-def _episode(tid: str = "job-s0-p0-g0-a0", turns: int = 3, reward: float = 0.7) -> RecordedEpisode:
+def _episode(tid: str = "job-s0-p0-g0-a0", turns: int = 3, reward: float = 0.7) -> Rollout:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful agent."},
         {"role": "user", "content": [{"type": "text", "text": "Reach 3 by calling add."}]},
@@ -64,7 +65,7 @@ def _episode(tid: str = "job-s0-p0-g0-a0", turns: int = 3, reward: float = 0.7) 
         request = {"model": "default", "temperature": 0.7, "messages": list(messages)}
         request["tools"] = TOOLS
         recorded.append(
-            RecordedTurn(i, "/v1/chat/completions", False, request, response, 10 + i, 3, True)
+            TurnRow(tid, i, "/v1/chat/completions", request, response, 10 + i, 3, True, 0.0)
         )
         if not last:
             messages.append(
@@ -76,22 +77,26 @@ def _episode(tid: str = "job-s0-p0-g0-a0", turns: int = 3, reward: float = 0.7) 
             messages.append(
                 {"role": "tool", "tool_call_id": f"call_{i}", "content": f"value={i + 1}"}
             )
-    return RecordedEpisode(
-        trajectory_id=tid,
-        prompt='{"target": 3}',
-        inference_params={"temperature": 0.7, "topP": 1.0, "maxTokens": 64},
-        step=0,
-        prompt_index=0,
-        sample_index=int(tid[-4]) if tid[-4].isdigit() else 0,
-        state="REWARDED",
-        turns=tuple(recorded),
-        rewards=(reward,),
-        reward_total=reward,
-        reward_breakdown={"outcome": {"value": 1.0, "weight": 1.0, "contribution": 1.0}},
+    breakdown = {"outcome": {"value": 1.0, "weight": 1.0, "contribution": 1.0}}
+    return Rollout(
+        trajectory=TrajectoryRow(
+            id=tid,
+            job_arn=JOB_ARN,
+            state="REWARDED",
+            prompt='{"target": 3}',
+            payload={"inferenceParams": {"temperature": 0.7, "topP": 1.0, "maxTokens": 64}},
+            step=0,
+            prompt_index=0,
+            sample_index=int(tid[-4]) if tid[-4].isdigit() else 0,
+        ),
+        reward_row=RewardRow(tid, [reward], reward, None, None, 0.0),
+        usage=turn_totals_of(recorded),
+        invocation={"body": {"reward_breakdown": breakdown}},
+        turn_rows=tuple(recorded),
     )
 
 
-def _recording(tmp_path: Path, episodes: list[RecordedEpisode]) -> Recording:
+def _recording(tmp_path: Path, episodes: list[Rollout]) -> Recording:
     agent = tmp_path / "project" / "agent.py"
     agent.parent.mkdir(parents=True, exist_ok=True)
     agent.write_text("app = None\n")
@@ -100,7 +105,7 @@ def _recording(tmp_path: Path, episodes: list[RecordedEpisode]) -> Recording:
         kind="run",
         episodes=tuple(episodes),
         entrypoint=agent,
-        job_arn="arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/job",
+        job_arn=JOB_ARN,
         job_name="job",
         job={"policy": "scripted:p.py:P", "temperature": 0.7},
     )
@@ -225,14 +230,14 @@ def test_load_recording_reads_finished_trajectories_from_a_run_store(tmp_path: P
             "invocation", {"body": {"reward": 0.5, "reward_breakdown": {"o": {"value": 1}}}}, "j-a"
         )
     recording = load_recording(tmp_path / "run")
-    assert [e.trajectory_id for e in recording.episodes] == ["j-a", "j-c"]
+    assert [e.id for e in recording.episodes] == ["j-a", "j-c"]
     first = recording.episodes[0]
     assert first.rewards == (0.5,)
     assert first.reward_breakdown == {"o": {"value": 1}}
     assert recording.episodes[1].rewards is None
     assert recording.entrypoint == Path("/abs/agent.py")
     assert recording.job == {"seed": 4}
-    assert [e.trajectory_id for e in load_recording(tmp_path / "run", ["j-c"]).episodes] == ["j-c"]
+    assert [e.id for e in load_recording(tmp_path / "run", ["j-c"]).episodes] == ["j-c"]
     with pytest.raises(UsageError, match="no replayable trajectory j-b"):
         load_recording(tmp_path / "run", ["j-b"])
 
@@ -260,8 +265,8 @@ def test_open_recording_takes_a_path_or_a_loaded_recording(tmp_path: Path) -> No
     path = write_cassette(tmp_path / "two.jsonl", two)
     from_path = open_recording(path, ["job-s0-p0-g1-a0"])
     from_object = open_recording(two, limit=1)
-    assert [e.trajectory_id for e in from_path.episodes] == ["job-s0-p0-g1-a0"]
-    assert [e.trajectory_id for e in from_object.episodes] == ["job-s0-p0-g0-a0"]
+    assert [e.id for e in from_path.episodes] == ["job-s0-p0-g1-a0"]
+    assert [e.id for e in from_object.episodes] == ["job-s0-p0-g0-a0"]
     with pytest.raises(UsageError, match="no replayable trajectory nope"):
         open_recording(two, ["nope"])
 
@@ -271,6 +276,6 @@ def test_recording_types_are_the_same_objects_from_both_modules() -> None:
     from agent_kit.replay import cassette, recording
 
     assert cassette.Recording is recording.Recording
-    assert cassette.RecordedEpisode is recording.RecordedEpisode
-    assert cassette.RecordedTurn is recording.RecordedTurn
+    assert cassette.Rollout is recording.Rollout is Rollout  # episodes are the store's record
+    assert cassette.TurnRow is TurnRow
     assert cassette.REPLAYABLE_STATES == recording.REPLAYABLE_STATES == ("REWARDED", "FAILED")

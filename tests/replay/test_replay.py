@@ -24,7 +24,7 @@ import pytest
 from agent_kit.cli import main
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.replay.cassette import RecordedEpisode, RecordedTurn, Recording, load_recording
+from agent_kit.replay.cassette import Recording, load_recording
 from agent_kit.replay.engine import (
     Normalization,
     ReplayBackend,
@@ -36,7 +36,8 @@ from agent_kit.replay.engine import (
 )
 from agent_kit.replay.helpers import assert_replays, record, recorded_run
 from agent_kit.replay.verdicts import judge
-from agent_kit.store import RunStore
+from agent_kit.store import RewardRow, Rollout, RunStore, TrajectoryRow, TurnRow
+from agent_kit.store.records import turn_totals_of
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNTER = Path(__file__).resolve().parents[1] / "example_counter.py"
@@ -96,27 +97,43 @@ def _completion(text: str) -> dict[str, Any]:
     }
 
 
+def _rollout(
+    tid: str,
+    prompt: str,
+    sample: int,
+    turns: tuple[TurnRow, ...],
+    rewards: list[float],
+    invocation: dict[str, Any] | None = None,
+) -> Rollout:
+    """A REWARDED rollout of step 0, prompt 0 with these turns and rewards."""
+    return Rollout(
+        trajectory=TrajectoryRow(tid, "arn:rec", "REWARDED", prompt, sample_index=sample),
+        reward_row=RewardRow(tid, rewards, sum(rewards), None, None, 0.0),
+        usage=turn_totals_of(turns),
+        invocation=invocation,
+        turn_rows=turns,
+    )
+
+
 def _recording(n_turns: int = 2, prompt: str = '{"target": 3}') -> Recording:
     episodes = []
     for g in range(2):
+        tid = f"rec-s0-p0-g{g}-a0"
         turns = tuple(
-            RecordedTurn(
+            TurnRow(
+                tid,
                 i,
                 "/v1/chat/completions",
-                False,
                 _request_body(f"value={i}"),
                 _completion(f"g{g}t{i}"),
                 11 + i,
                 2,
                 False,
+                0.0,
             )
             for i in range(n_turns)
         )
-        episodes.append(
-            RecordedEpisode(
-                f"rec-s0-p0-g{g}-a0", prompt, None, 0, 0, g, "REWARDED", turns, (0.5,), 0.5
-            )
-        )
+        episodes.append(_rollout(tid, prompt, g, turns, [0.5]))
     return Recording(Path("rec"), "run", tuple(episodes))
 
 
@@ -267,7 +284,7 @@ def test_compare_rewards_gives_per_component_deltas() -> None:
         "s": {"value": 0.5, "weight": 0.1, "contribution": 0.05},
     }
     new = {"outcome": dict(old["outcome"]), "s": {"value": 0.5, "weight": 0.2, "contribution": 0.1}}
-    episode = RecordedEpisode("t", "p", None, 0, 0, 0, "REWARDED", (), (1.05,), 1.05, old)
+    episode = _rollout("t", "p", 0, (), [1.05], {"body": {"reward_breakdown": old}})
     changed, components = compare_rewards(episode, [1.1], new)
     assert changed
     assert components["outcome"]["changed"] is False
@@ -300,7 +317,7 @@ def test_replay_policy_spec_loads_a_cassette_subset(tmp_path: Path) -> None:
     path = write_cassette(tmp_path / "c.jsonl", _recording())
     backend = load_policy(f"replay:{path}#rec-s0-p0-g1-a0")
     assert isinstance(backend, ReplayBackend)
-    assert [e.trajectory_id for e in backend.recording.episodes] == ["rec-s0-p0-g1-a0"]
+    assert [e.id for e in backend.recording.episodes] == ["rec-s0-p0-g1-a0"]
 
 
 # -- e2e: the Counter example --------------------------------------------------------------------
@@ -345,7 +362,7 @@ def test_counter_replay_is_identical_and_linked(
     assert len(recording.episodes) == 6
     assert counter_replay.ok
     assert counter_replay.counts["identical"] == 6
-    old = {e.trajectory_id: e.rewards for e in recording.episodes}
+    old = {e.id: e.rewards for e in recording.episodes}
     assert counter_replay.run_dir is not None
     run_dir = Path(counter_replay.run_dir)
     with RunStore.open(run_dir, readonly=True) as store:
@@ -569,7 +586,7 @@ def test_wordle_feedback_text_change_diverges_at_turn_1(
         ],
     )
     assert code == 10
-    turns = {e.trajectory_id: len(e.turns) for e in load_recording(wordle_run).episodes}
+    turns = {e.id: len(e.turn_rows) for e in load_recording(wordle_run).episodes}
     assert report["counts"]["diverged"] == sum(n > 1 for n in turns.values()) > 40
     for episode in report["episodes"]:
         if turns[episode["trajectory_id"]] == 1:  # solved by the first guess: nothing to diverge
@@ -584,7 +601,7 @@ def test_wordle_fork_at_turn_2_onto_solver_is_a_linked_run(
 ) -> None:
     """Fork at turn 2 onto Solver: a new run linked to the original, first 2 turns replayed."""
     recording = load_recording(wordle_run)
-    long = [e.trajectory_id for e in recording.episodes if len(e.turns) > 2][:6]
+    long = [e.id for e in recording.episodes if len(e.turn_rows) > 2][:6]
     report = asyncio.run(
         replay_run(wordle_run, trajectories=long, fork_at=2, policy=SOLVER, out_dir=tmp_path)
     )
@@ -600,7 +617,7 @@ def test_wordle_fork_at_turn_2_onto_solver_is_a_linked_run(
             assert row.replay_of in long
             assert row.state == "REWARDED"
             turns = store.list_turns(row.id)
-            original = by_id[row.replay_of].turns
+            original = by_id[row.replay_of].turn_rows
             assert [t.response for t in turns[:2]] == [t.response for t in original[:2]]
             assert len(turns) > 2
 

@@ -19,8 +19,8 @@ import pytest
 from agent_kit.driver.job import JobConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.hints import connection_hint, connection_stats
-from agent_kit.reporting.summary import load_records, resolve_job
-from agent_kit.store import RunStore
+from agent_kit.reporting.summary import resolve_job
+from agent_kit.store import RunStore, load_rollouts
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ def _run(tmp: Path, agent: Path, dataset: Path, policy: str, name: str) -> Path:
 def _hint(run_dir: Path) -> tuple[str | None, tuple[int, int]]:
     """The hint and its figures, checked to be what summary.json and report.html say."""
     with RunStore.open(run_dir, readonly=True) as store:
-        records = load_records(store, resolve_job(store, None).arn)
+        records = load_rollouts(store, resolve_job(store, None).arn)
         hint = connection_hint(store, records)
         stats = connection_stats(store, records)
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.rollouts import rollout
 from rich.console import Console
 
-from agent_kit.reporting.metrics import RolloutRecord
 from agent_kit.reporting.report import num, render_terminal
 from agent_kit.reporting.summary import (
     INTERRUPTED_STATE,
@@ -26,6 +26,7 @@ from agent_kit.reporting.summary import (
     Summary,
     summarize_records,
 )
+from agent_kit.store import Rollout
 from agent_kit.store.rows import JobRow
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -44,12 +45,10 @@ def _job(status: str, *, threshold: float = 1.0) -> JobRow:
     )
 
 
-def _record(
-    prompt: int, sample: int, state: str, reward: float | None, **extra: Any
-) -> RolloutRecord:
+def _record(prompt: int, sample: int, state: str, reward: float | None, **extra: Any) -> Rollout:
     start = 1000.0 + prompt * 0.5 + sample * 0.25
-    return RolloutRecord(
-        id=f"wordle-golden-s0-p{prompt}-g{sample}-a{extra.get('attempt', 0)}",
+    return rollout(
+        f"wordle-golden-s0-p{prompt}-g{sample}-a{extra.get('attempt', 0)}",
         step=0,
         prompt_index=prompt,
         sample_index=sample,

@@ -9,13 +9,13 @@ import math
 from pathlib import Path
 
 import pytest
+from fakes.rollouts import rollout
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_kit.errors import UsageError
 from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
-    RolloutRecord,
     build_groups,
     eval_metrics,
     group_advantages,
@@ -35,7 +35,7 @@ from agent_kit.reporting.pricing import (
     load_pricing,
 )
 from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, read_summary, summarize_records
-from agent_kit.store import JobRow
+from agent_kit.store import JobRow, Rollout
 
 rewards_lists = st.lists(
     st.floats(min_value=-100, max_value=100, allow_nan=False, allow_infinity=False),
@@ -56,10 +56,10 @@ def rec(
     prefill: int = 10,
     sample_tokens: int = 5,
     estimated: int = 0,
-) -> RolloutRecord:
+) -> Rollout:
     """A record; REWARDED when a reward is given, else FAILED unless ``state`` says otherwise."""
-    return RolloutRecord(
-        id=f"t{step}-{prompt}-{sample}-{attempt}",
+    return rollout(
+        f"t{step}-{prompt}-{sample}-{attempt}",
         step=step,
         prompt_index=prompt,
         sample_index=sample,
@@ -346,7 +346,7 @@ JOB = JobRow(
 )
 
 
-def _records() -> list[RolloutRecord]:
+def _records() -> list[Rollout]:
     return [
         rec(0, 0, 0, 1.0, prefill=100, sample_tokens=10, turns=2),
         rec(0, 0, 1, 0.0, prefill=100, sample_tokens=10, turns=3),

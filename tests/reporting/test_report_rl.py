@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.rollouts import rollout
 
 from agent_kit.reporting.breakdown import (
     RESIDUAL,
@@ -27,7 +28,7 @@ from agent_kit.reporting.breakdown import (
     prompt_label,
 )
 from agent_kit.reporting.compare import delta, write_comparison
-from agent_kit.reporting.metrics import RolloutRecord, build_groups
+from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.report import render_html, write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.transcripts import NOT_RECORDED, last_tool_results, stop_reason
@@ -426,7 +427,10 @@ def test_component_stats_residual_row(tmp_path: Path) -> None:
         data = load_run_data(store, populate(store))
     changed = "rl-test-s0-p0-g0"
     records = tuple(
-        replace(r, reward=(r.reward or 0.0) + 0.5) if r.id == changed else r for r in data.records
+        replace(r, reward_row=replace(r.reward_row, total=(r.reward or 0.0) + 0.5))
+        if r.id == changed and r.reward_row is not None
+        else r
+        for r in data.records
     )
     data = replace(data, records=records, groups=tuple(build_groups(records)))
     result = component_stats(data)
@@ -596,13 +600,12 @@ def test_page_without_failures_says_so(tmp_path: Path) -> None:
 
 def test_outcome_words() -> None:
     """Outcomes: failed = no reward; unsolved = rewarded below the threshold; floor first."""
-    base = RolloutRecord(id="t", step=0, prompt_index=0, sample_index=0, state="REWARDED")
-    assert outcome_of(RolloutRecord(**{**base.__dict__, "reward": 1.0}), 1.0) == "succeeded"
-    assert outcome_of(RolloutRecord(**{**base.__dict__, "reward": 0.99}), 1.0) == "unsolved"
-    floor = RolloutRecord(**{**base.__dict__, "reward": 5.0, "floor_reward": True})
+    assert outcome_of(rollout("t", reward=1.0), 1.0) == "succeeded"
+    assert outcome_of(rollout("t", reward=0.99), 1.0) == "unsolved"
+    floor = rollout("t", reward=5.0, floor_reward=True)
     assert outcome_of(floor, 1.0) == "floor"
-    assert outcome_of(RolloutRecord(**{**base.__dict__, "state": "TIMED_OUT"}), 1.0) == "failed"
-    assert outcome_of(RolloutRecord(**{**base.__dict__, "state": "OPEN"}), 1.0) == "pending"
+    assert outcome_of(rollout("t", state="TIMED_OUT"), 1.0) == "failed"
+    assert outcome_of(rollout("t", state="OPEN"), 1.0) == "pending"
 
 
 def test_last_tool_results_sources() -> None:
@@ -634,10 +637,8 @@ def test_last_tool_results_sources() -> None:
 
 def test_stop_reason_words() -> None:
     """Stop reasons read as words: solved, turn budget, policy error, timeout, failed."""
-    rec = RolloutRecord(
-        id="t", step=0, prompt_index=0, sample_index=0, state="REWARDED", reward=1.2
-    )
-    low = RolloutRecord(**{**rec.__dict__, "reward": 0.2})
+    rec = rollout("t", reward=1.2)
+    low = rollout("t", reward=0.2)
     body = {"status": "ok", "body": {"stop_reason": "finished"}}
     assert stop_reason(rec, body, 1.0).startswith("solved")
     assert stop_reason(low, body, 1.0).startswith("finished unsolved")
@@ -647,9 +648,9 @@ def test_stop_reason_words() -> None:
         "body": {"failure": {"boundary": "policy", "reason": "HTTP 500"}, "floor_reward": True}
     }
     assert stop_reason(low, policy, 1.0) == "policy error: HTTP 500 — floor reward"
-    timed = RolloutRecord(**{**rec.__dict__, "state": "TIMED_OUT", "reward": None})
+    timed = rollout("t", state="TIMED_OUT")
     assert stop_reason(timed, None, 1.0).startswith("timeout")
-    failed = RolloutRecord(**{**rec.__dict__, "state": "FAILED", "reward": None, "reason": "boom"})
+    failed = rollout("t", state="FAILED", reason="boom")
     assert stop_reason(failed, None, 1.0) == "failed, no reward: boom"
     assert "not recorded" in stop_reason(rec, None, 1.0)
 
