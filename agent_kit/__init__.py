@@ -38,7 +38,7 @@ __all__ = [
     "tool",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 _HOME = {
     "AgentKitError": "agent_kit.errors",
