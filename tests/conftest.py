@@ -109,6 +109,8 @@ class RunningEmulator:
     url: str
     emulator: Emulator
     job_arn: str
+    #: The run store the emulator writes (every trajectory, turn, reward and event).
+    run_store: RunStore
 
     def mint(self, prompt: str = '{"prompt": "hi"}') -> dict[str, Any]:
         """Open a trajectory in the default job; return the rollout payload pointing at ``url``."""
@@ -132,23 +134,29 @@ def emulator_options() -> dict[str, Any]:
 
 
 @pytest.fixture
-def emulator(
-    tmp_path: Path, emulator_policy: Any, emulator_options: dict[str, Any]
-) -> Iterator[Emulator]:
-    """An Emulator on a fresh run store in ``tmp_path/run`` with one job (``default_job_arn``)."""
+def run_store(tmp_path: Path) -> Iterator[RunStore]:
+    """A fresh run store in ``tmp_path/run`` (the one ``emulator`` writes)."""
     store = RunStore.open(tmp_path / "run")
-    emu = Emulator(store, emulator_policy, **emulator_options)
-    emu.create_job("test-job", {"purpose": "tests"})
-    yield emu
+    yield store
     store.close()
 
 
 @pytest.fixture
-def running_emulator(emulator: Emulator) -> Iterator[RunningEmulator]:
+def emulator(
+    run_store: RunStore, emulator_policy: Any, emulator_options: dict[str, Any]
+) -> Emulator:
+    """An Emulator on ``run_store`` with one job (``default_job_arn``)."""
+    emu = Emulator(run_store, emulator_policy, **emulator_options)
+    emu.create_job("test-job", {"purpose": "tests"})
+    return emu
+
+
+@pytest.fixture
+def running_emulator(emulator: Emulator, run_store: RunStore) -> Iterator[RunningEmulator]:
     """``emulator`` served by uvicorn on loopback (SigV4/bearer auth on, no secret)."""
     with serve_app(create_app(emulator)) as url:
         assert emulator.default_job_arn is not None
-        yield RunningEmulator(url, emulator, emulator.default_job_arn)
+        yield RunningEmulator(url, emulator, emulator.default_job_arn, run_store)
 
 
 @pytest.fixture

@@ -84,12 +84,12 @@ def test_validate_advertise_url() -> None:
     assert redact("see https://h.example/T/x", "T") == "see https://h.example/<token>/x"
 
 
-def test_create_app_path_prefix(emulator: Emulator) -> None:
+def test_create_app_path_prefix(emulator: Emulator, run_store: RunStore) -> None:
     """Routes answer only under the prefix (root is a contract 404); boto3 keeps the path."""
     with pytest.raises(UsageError, match="path_prefix"):
         create_app(emulator, path_prefix="a b")
     with serve_app(create_app(emulator, path_prefix=PREFIX)) as url:
-        run = RunningEmulator(url, emulator, str(emulator.default_job_arn))
+        run = RunningEmulator(url, emulator, str(emulator.default_job_arn), run_store)
         assert httpx.get(url + "/health").status_code == 200
         root = httpx.post(url + "/complete-rollout", content=b"{}", headers={"authorization": "x"})
         assert root.status_code == 404

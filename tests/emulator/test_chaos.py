@@ -23,6 +23,7 @@ from agent_kit.emulator.chaos import (
 )
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import UsageError
+from agent_kit.store import RunStore
 
 TOOLS_BODY = {
     "model": "default",
@@ -296,7 +297,7 @@ class _FirstCallCut(Chaos):
 
 @pytest.mark.parametrize("cut_calls", [1, 5])
 async def test_agent_kit_client_asks_again_after_a_cut_body(
-    emulator: Emulator, cut_calls: int
+    emulator: Emulator, run_store: RunStore, cut_calls: int
 ) -> None:
     """The runtime's OpenAI transport (agent_kit.transport.OpenAIChat) asks again when a 200's body
     does not parse: one cut body is absorbed; when every answer is cut it gives up with a
@@ -324,10 +325,10 @@ async def test_agent_kit_client_asks_again_after_a_cut_body(
         if cut_calls == 1:
             answer = await chat.create(**CHAT)
             assert answer.choices[0].message.content == "final answer"
-            assert len(emulator.store.list_turns(tid)) == 2  # the cut one and the retry
+            assert len(run_store.list_turns(tid)) == 2  # the cut one and the retry
         else:
             with pytest.raises(PolicyError, match="garbage"):
                 await chat.create(**CHAT)
-            assert len(emulator.store.list_turns(tid)) == 3
+            assert len(run_store.list_turns(tid)) == 3
     finally:
         await client.close()

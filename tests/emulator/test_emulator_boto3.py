@@ -164,7 +164,7 @@ def test_update_reward_row(
     if error is None:
         out = sm.update_reward(JobArn=running_emulator.job_arn, TrajectoryId=tid, Rewards=[0.5])
         assert _strip(out) == {}
-        reward = running_emulator.emulator.store.get_reward(tid)
+        reward = running_emulator.run_store.get_reward(tid)
         assert reward is not None
         assert reward.rewards == [0.5]
     else:
@@ -190,7 +190,7 @@ def test_client_token_replays(running_emulator: RunningEmulator, sm: Any) -> Non
         sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.75], ClientToken=token)
     with pytest.raises(sm.exceptions.ConflictException):
         sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.25])
-    reward = run.emulator.store.get_reward(tid)
+    reward = run.run_store.get_reward(tid)
     assert reward is not None
     assert reward.rewards == [0.25]
     assert reward.client_token == token
@@ -215,7 +215,7 @@ def test_reward_validation(running_emulator: RunningEmulator, sm: Any) -> None:
             sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=bad)
     assert run.emulator.state(tid) is TrajectoryState.READY
     sm.update_reward(JobArn=run.job_arn, TrajectoryId=tid, Rewards=[0.5, 0.25])
-    reward = run.emulator.store.get_reward(tid)
+    reward = run.run_store.get_reward(tid)
     assert reward is not None
     assert reward.total == pytest.approx(0.75)
 
@@ -252,7 +252,7 @@ def test_policy_failure_is_internal_service_error(
     tid = running_emulator.mint()["metadata"]["rolloutId"]
     with pytest.raises(sm.exceptions.InternalServiceError, match="model fell over"):
         sm.sample(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
-    events = running_emulator.emulator.store.list_events(tid, kind="policy_error")
+    events = running_emulator.run_store.list_events(tid, kind="policy_error")
     assert len(events) == 1
     assert events[0].detail["error"] == "RuntimeError"
     assert running_emulator.emulator.turn_count(tid) == 0
@@ -273,7 +273,7 @@ def test_sample_with_response_stream_yields_the_emulator_chunks(
     lines = [line for line in out["Body"].iter_lines() if line]
     assert lines[-1] == b"data: [DONE]"
     chunks = [json.loads(line[len(b"data: ") :]) for line in lines[:-1]]
-    (turn,) = run.emulator.store.list_turns(tid)
+    (turn,) = run.run_store.list_turns(tid)
     assert turn.stream
     assert turn.route == "/sample-with-response-stream"
     assert chunks == chunks_from_completion(turn.response, include_usage=True)
@@ -290,10 +290,10 @@ def test_sample_records_request_without_secrets(running_emulator: RunningEmulato
     tid = run.mint()["metadata"]["rolloutId"]
     out = sm.sample(JobArn=run.job_arn, TrajectoryId=tid, Body=BODY)
     response = json.loads(out["Body"].read())
-    (turn,) = run.emulator.store.list_turns(tid)
+    (turn,) = run.run_store.list_turns(tid)
     assert turn.request == json.loads(BODY)
     assert turn.response == response
-    raw = b"".join(p.read_bytes() for p in Path(run.emulator.store.path).parent.glob("run.sqlite*"))
+    raw = b"".join(p.read_bytes() for p in Path(run.run_store.path).parent.glob("run.sqlite*"))
     assert b"guess" in raw  # the body is there...
     assert b"AWS4-HMAC-SHA256" not in raw
     assert b"AKIDEXAMPLE" not in raw

@@ -141,10 +141,10 @@ def test_sdk_agent_completes_rollouts(running_emulator: RunningEmulator, sdk_age
         assert response.status_code == 200, response.text
         assert response.json() == {"reward": 1.0}
         assert run.emulator.state(tid) is TrajectoryState.REWARDED
-        turns = run.emulator.store.list_turns(tid)
+        turns = run.run_store.list_turns(tid)
         assert [t.route for t in turns] == ["/v1/chat/completions"] * 2
         assert turns[1].request["messages"][-1]["role"] == "tool"
-        reward = run.emulator.store.get_reward(tid)
+        reward = run.run_store.get_reward(tid)
         assert reward is not None
         assert reward.rewards == [1.0]
 
@@ -201,7 +201,7 @@ async def test_strands_reconstructs_text_and_tool_calls(
     assert tool_use["input"] == {"word": "crane"}
     usage = result.metrics.accumulated_usage
     assert usage["outputTokens"] == 6  # 3 per turn from the canned policy's usage
-    turns = run.emulator.store.list_turns(meta["rolloutId"])
+    turns = run.run_store.list_turns(meta["rolloutId"])
     assert [t.stream for t in turns] == [stream, stream]
     # list-of-parts user content arrived flattened at the policy
     assert emulator_policy.seen[0].messages[-1]["content"] == "play"
@@ -250,12 +250,12 @@ def test_rollout_app_example_over_both_transports(
     assert response.json()["reward"] > 0.9
     run = running_emulator.emulator
     assert run.state(tid) is TrajectoryState.REWARDED
-    turns = run.store.list_turns(tid)
+    turns = running_emulator.run_store.list_turns(tid)
     expected = {"openai": "/v1/chat/completions", "sample": "/sample"}[transport]
     if transport == "sample" and stream:
         expected = "/sample-with-response-stream"
     assert turns
     assert all(t.route == expected and t.stream is stream for t in turns)
-    reward = run.store.get_reward(tid)
+    reward = run.run_store.get_reward(tid)
     assert reward is not None
     assert reward.total == pytest.approx(response.json()["reward"])

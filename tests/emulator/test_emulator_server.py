@@ -457,7 +457,9 @@ async def test_policy_errors_map_to_contract(h: Harness, emulator_policy: Canned
     assert (await h.chat(tid)).status_code == 200
 
 
-async def test_lenient_mode_creates_trajectory_on_first_turn(emulator: Emulator) -> None:
+async def test_lenient_mode_creates_trajectory_on_first_turn(
+    emulator: Emulator, run_store: RunStore
+) -> None:
     """Strict mode answers 404 for an unknown id; lenient mode opens it on its first turn."""
     async for h in _harness(emulator):
         assert_error(await h.chat("made-up-id"), 404, "ResourceNotFoundException")
@@ -465,7 +467,7 @@ async def test_lenient_mode_creates_trajectory_on_first_turn(emulator: Emulator)
         assert (await h.chat("made-up-id")).status_code == 200
         assert emulator.state("made-up-id") is TrajectoryState.OPEN
         assert emulator.turn_count("made-up-id") == 1
-        assert emulator.store.list_events("made-up-id", kind="lenient_open")
+        assert run_store.list_events("made-up-id", kind="lenient_open")
 
 
 async def test_admin_mint_and_show(h: Harness) -> None:
@@ -499,7 +501,7 @@ async def test_admin_mint_and_show(h: Harness) -> None:
     )
 
 
-async def test_wait_state_across_threads(emulator: Emulator) -> None:
+async def test_wait_state_across_threads(emulator: Emulator, run_store: RunStore) -> None:
     """wait_state wakes on a transition made from another thread, and times out with the state."""
     tid = emulator.open_trajectory(emulator.default_job_arn or "", "").id
     assert (
@@ -513,7 +515,7 @@ async def test_wait_state_across_threads(emulator: Emulator) -> None:
     threading.Thread(target=emulator.expire, args=(tid, "rollout_timeout")).start()
     assert await waiting is TrajectoryState.TIMED_OUT
     assert emulator.expire(tid, "again") is TrajectoryState.TIMED_OUT
-    row = emulator.store.get_trajectory(tid)
+    row = run_store.get_trajectory(tid)
     assert row is not None
     assert row.reason == "rollout_timeout"
     with pytest.raises(UsageError):

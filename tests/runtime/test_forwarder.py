@@ -119,7 +119,7 @@ def test_forwarder_completes_a_rollout_against_the_emulator(
     result = lambda_function.handler(payload, None)
     assert result == {"reward": 0.75, "turns": 2}
     tid = payload["metadata"]["rolloutId"]
-    row = running_emulator.emulator.store.get_trajectory(tid)
+    row = running_emulator.run_store.get_trajectory(tid)
     assert row is not None
     assert row.state == "REWARDED"
     assert running_emulator.emulator.turn_count(tid) == 2
