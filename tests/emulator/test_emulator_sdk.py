@@ -256,6 +256,6 @@ def test_rollout_app_example_over_both_transports(
         expected = "/sample-with-response-stream"
     assert turns
     assert all(t.route == expected and t.stream is stream for t in turns)
-    reward = run.run_store.get_reward(tid)
+    reward = running_emulator.run_store.get_reward(tid)
     assert reward is not None
     assert reward.total == pytest.approx(response.json()["reward"])
