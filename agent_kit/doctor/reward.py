@@ -39,7 +39,7 @@ from agent_kit.reporting.breakdown import RunData, load_run_data, prompt_label
 from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import summarize
-from agent_kit.reporting.summary_schema import Summary
+from agent_kit.reporting.summary_schema import Summary, flat_config
 from agent_kit.store import RunStore, resolve_path
 
 __all__ = ["RewardAudit", "audit_reward", "episode_views"]
@@ -158,11 +158,6 @@ def episode_views(
 # -- checks -------------------------------------------------------------------------------------
 
 
-def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    nested = config.get("job")
-    return {**config, **nested} if isinstance(nested, dict) else dict(config)
-
-
 def zero_variance(views: Sequence[EpisodeView], data: RunData) -> list[Finding]:
     """Share of all-equal groups, their prompts, and the group size that would fix them."""
     groups: dict[tuple[int, int], list[EpisodeView]] = defaultdict(list)
@@ -171,7 +166,7 @@ def zero_variance(views: Sequence[EpisodeView], data: RunData) -> list[Finding]:
             groups[(v.step, v.prompt_index)].append(v)
     if not groups:
         return [Finding("zero-variance", "info", "no rewarded group to check", "")]
-    flat = _settings(data.job.config)
+    flat = flat_config(data.job.config)
     configured = flat.get("group_size")
     size = (
         configured
@@ -527,7 +522,7 @@ def projection(summary: Summary, budget: float | None) -> list[Finding]:
 def _entry_path(data: RunData, entrypoint: str | Path | None) -> Path | None:
     if entrypoint is not None:
         return Path(entrypoint)
-    recorded = _settings(data.job.config).get("entrypoint") or data.job.config.get("entrypoint")
+    recorded = flat_config(data.job.config).get("entrypoint") or data.job.config.get("entrypoint")
     if isinstance(recorded, str) and recorded.endswith(".py"):
         return Path(recorded)
     return None

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 
 from agent_kit.reporting.metrics import GroupResult, build_groups
 from agent_kit.reporting.summary import resolve_job
+from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
 from agent_kit.store.records import breakdown_of
 
@@ -128,9 +129,7 @@ def load_run_data(
 def _threshold(config: Mapping[str, Any], given: float | None) -> float:
     if given is not None:
         return given
-    nested = config.get("job")
-    flat = {**config, **nested} if isinstance(nested, dict) else dict(config)
-    value = flat.get("success_threshold")
+    value = flat_config(config).get("success_threshold")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return 1.0
