@@ -24,6 +24,7 @@ internals. The pieces that are their own concern live beside it: body parsing
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import time
@@ -106,7 +107,8 @@ class PolicyBackendLike(Protocol):
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    """The result of one accepted turn: the chat.completion, upstream chunks and turn index."""
+    """One turn's answer: the chat.completion, upstream chunks, usage and, once the turn is
+    recorded, its index (``-1`` while the answer is only shaped, before it is stored)."""
 
     response: dict[str, Any]
     chunks: list[dict[str, Any]] | None
@@ -118,19 +120,6 @@ class TurnOutcome:
     response_json: bytes = b""
     #: Chaos ``truncated_sse``: the server cuts the answer short.
     truncated: bool = False
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """The policy's answer to one turn, shaped: what :meth:`Emulator._record` stores."""
-
-    response: dict[str, Any]
-    chunks: list[dict[str, Any]] | None
-    prompt_tokens: int
-    completion_tokens: int
-    usage_estimated: bool
-    response_json: bytes
-    truncated: bool
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:
@@ -411,7 +400,7 @@ class Emulator:
 
     async def _answer(
         self, request: PolicyRequest, fault: str | None, route: str, events: list[TurnEvent]
-    ) -> _Answer:
+    ) -> TurnOutcome:
         """Ask the policy; apply a tool-call fault to its answer, fill in usage, encode it."""
         result = await self._ask_policy(request, route, events)
         response, chunks = result.response, result.chunks
@@ -439,9 +428,10 @@ class Emulator:
             response_json = dumps(response)
         except (TypeError, ValueError) as exc:  # e.g. a NaN or an object the policy produced
             raise InternalServiceError(f"The policy response is not JSON: {exc}") from None
-        return _Answer(
+        return TurnOutcome(
             response,
             chunks,
+            -1,
             prompt_tokens,
             completion_tokens,
             bool(usage.estimated),
@@ -475,7 +465,7 @@ class Emulator:
         self,
         traj: CachedTrajectory,
         request: PolicyRequest,
-        answer: _Answer,
+        answer: TurnOutcome,
         body: Any,
         raw: bytes | None,
         route: str,
@@ -524,16 +514,7 @@ class Emulator:
                 raise InternalServiceError(f"The turn could not be recorded: {exc}") from None
             events.clear()
             traj.turns += 1
-        return TurnOutcome(
-            answer.response,
-            answer.chunks,
-            idx,
-            answer.prompt_tokens,
-            answer.completion_tokens,
-            answer.usage_estimated,
-            answer.response_json,
-            truncated=answer.truncated,
-        )
+        return dataclasses.replace(answer, idx=idx)
 
     def _note_peer(self, trajectory_id: str, peer: str, turn: int, events: list[TurnEvent]) -> None:
         with self._lock:
