@@ -12,7 +12,31 @@ promises on top of cookiecutter's Python API:
   cookiecutter), plus unknown ``-x`` keys and an existing target directory;
 - all-or-nothing output: the project is rendered into a staging directory beside the target and
   moved into place only when rendering (hooks included) succeeded, so a failure leaves nothing
-  half-written.
+  half-written;
+- user values are data, never template source (see below).
+
+Values a user types (the project name, ``-x key=value``, answers at the prompts) reach the
+project as literal text and are never evaluated. Cookiecutter itself renders every variable's
+value with Jinja (so ``{{ ... }}`` in a value would run, with the full power of Jinja's globals),
+and ``cookiecutter()`` renders the resolved values a second time before writing files. Two
+structural rules close that, with no list of forbidden substrings:
+
+- at the boundary, each typed value replaces the template's default as a Jinja *string literal*
+  whose every character is written as a ``\\U........`` escape (:func:`_literal_source`):
+  Jinja's lexer sees only one quoted string of hex escapes and renders exactly the typed text,
+  whatever it contains. Derived defaults (``project_slug`` from ``project_name``) still come
+  from cookiecutter's own ``prompt_for_config``, so they render exactly as under plain
+  cookiecutter, and they see the typed value only as a string object, never as source.
+  Choice and yes/no variables accept only the template's own options; a dict variable cannot
+  be set with ``-x``;
+- files are rendered with ``cookiecutter.generate.generate_files`` from the resolved values,
+  the same values :func:`validate_context` checked, so no value goes through Jinja a second
+  time; file contents and the pre-generation hook receive the values only as data.
+
+A sandboxed Jinja environment was not chosen: it would still *evaluate* a typed value
+(``{{ 7 * 7 }}`` becoming ``49``), and it is not needed for the template's own text, which is
+trusted as much as the Python hooks the template ships. (A ``hooks/pre_prompt`` script is not
+run: values are resolved from the template's ``cookiecutter.json`` as it is.)
 
 Every refusal is a :class:`~agent_kit.errors.TemplateError` with a readable message.
 """
@@ -138,32 +162,13 @@ def resolve_context(
     """The template's variables after overrides, derived defaults and (optionally) prompts.
 
     Uses cookiecutter's own machinery (``generate_context`` + ``prompt_for_config``), so derived
-    values such as ``project_slug`` come out exactly as plain cookiecutter renders them. The
-    user's cookiecutter config file is ignored, so a project renders the same on every machine.
-    Raises :class:`TemplateError` for an unknown variable name or a template that fails to render.
+    values such as ``project_slug`` come out exactly as plain cookiecutter renders them. Every
+    override is taken literally: it is never rendered as a Jinja template (see the module
+    docstring). The user's cookiecutter config file is ignored, so a project renders the same on
+    every machine. Raises :class:`TemplateError` for an unknown variable name, a value a choice,
+    yes/no or dict variable cannot take, or a template that fails to render.
     """
-    from cookiecutter.exceptions import CookiecutterException
-    from cookiecutter.generate import generate_context
-    from cookiecutter.prompt import prompt_for_config
-    from jinja2 import TemplateError as JinjaTemplateError
-
-    overrides = {key: str(value) for key, value in (extra_context or {}).items()}
-    known = template.variables()
-    unknown = sorted(set(overrides) - set(known))
-    if unknown:
-        raise TemplateError(
-            f"unknown template variable(s) {', '.join(unknown)} for template {template.name!r}; "
-            f"known: {', '.join(known)}"
-        )
-    try:
-        context = generate_context(
-            context_file=str(template.path / _MANIFEST), extra_context=overrides
-        )
-        answers = prompt_for_config(context, no_input)
-    except (CookiecutterException, JinjaTemplateError) as exc:
-        raise TemplateError(
-            f"template {template.name!r} could not render its variables: {exc}"
-        ) from None
+    answers = _resolve_answers(template, extra_context, no_input=no_input)
     return {key: value for key, value in answers.items() if not key.startswith("_")}
 
 
@@ -205,7 +210,8 @@ def create_project(
     overrides: dict[str, object] = dict(extra_context or {})
     if project_name is not None:
         overrides.setdefault("project_name", project_name)
-    context = resolve_context(info, overrides, no_input=no_input)
+    answers = _resolve_answers(info, overrides, no_input=no_input)
+    context = {key: value for key, value in answers.items() if not key.startswith("_")}
     validate_context(info, context)
 
     slug = str(context.get("project_slug") or "")
@@ -224,7 +230,7 @@ def create_project(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TemplateError(f"cannot create output directory {out}: {exc}") from None
-    _render_staged(info, context, out, target)
+    _render_staged(info, answers, out, target)
     return NewProject(
         path=target, context=context, template=info, next_steps=_next_steps(info, context, target)
     )
@@ -267,37 +273,94 @@ def _load_validator(template: TemplateInfo) -> Validator | None:
     return validator  # type: ignore[no-any-return]
 
 
-def _render_staged(info: TemplateInfo, context: Mapping[str, Any], out: Path, target: Path) -> None:
+def _resolve_answers(
+    template: TemplateInfo, extra_context: Mapping[str, object] | None, *, no_input: bool
+) -> dict[str, Any]:
+    """Every variable of ``template`` (private ones included), overrides taken literally."""
+    from cookiecutter.exceptions import CookiecutterException
+    from cookiecutter.generate import apply_overwrites_to_context, generate_context
+    from cookiecutter.prompt import prompt_for_config
+    from cookiecutter.utils import create_env_with_context
+    from jinja2 import TemplateError as JinjaTemplateError
+
+    overrides = {key: str(value) for key, value in (extra_context or {}).items()}
+    known = template.variables()
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise TemplateError(
+            f"unknown template variable(s) {', '.join(unknown)} for template {template.name!r}; "
+            f"known: {', '.join(known)}"
+        )
+    try:
+        context = generate_context(context_file=str(template.path / _MANIFEST))
+        raw = context["cookiecutter"]
+        env = create_env_with_context(context)
+        options: dict[str, str] = {}
+        for key, value in overrides.items():
+            if isinstance(raw[key], dict):
+                raise TemplateError(
+                    f"{key} is a dictionary variable of template {template.name!r}; "
+                    "-x cannot set it"
+                )
+            if isinstance(raw[key], (list, bool)):
+                options[key] = value  # must be one of the template's own options
+            else:
+                raw[key] = _literal_source(env, value)
+        try:
+            apply_overwrites_to_context(raw, options)
+        except ValueError as exc:
+            raise TemplateError(f"template {template.name!r}: {exc}") from None
+        answers: dict[str, Any] = dict(prompt_for_config(context, no_input))
+    except (CookiecutterException, JinjaTemplateError) as exc:
+        raise TemplateError(
+            f"template {template.name!r} could not render its variables: {exc}"
+        ) from None
+    return answers
+
+
+def _literal_source(env: Any, value: str) -> str:
+    """Jinja source that renders to exactly ``value``: a string literal of ``\\U`` escapes.
+
+    Jinja decodes a string literal's escapes with Python's ``unicode-escape`` codec, so each
+    character written as ``\\U`` + eight hex digits comes back unchanged, and nothing of
+    ``value`` reaches the lexer as syntax (delimiters, quotes, newlines, line statements).
+    """
+    escaped = "".join(f"\\U{ord(char):08x}" for char in value)
+    return f"{env.variable_start_string} '{escaped}' {env.variable_end_string}"
+
+
+def _render_staged(info: TemplateInfo, answers: Mapping[str, Any], out: Path, target: Path) -> None:
     from cookiecutter.exceptions import CookiecutterException, FailedHookException
-    from cookiecutter.main import cookiecutter
+    from cookiecutter.generate import generate_files
     from jinja2 import TemplateError as JinjaTemplateError
 
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agent-kit-new-", dir=out))
+    # The context cookiecutter() hands to generate_files, built from the validated values (no
+    # user config, no replay file, and ``_cookiecutter`` holds the resolved values rather than
+    # the template's raw ones); generate_files renders file names, contents and hooks with them
+    # as data and never renders a value itself again.
+    context = {
+        "cookiecutter": {
+            **answers,
+            "_template": str(info.path),
+            "_output_dir": str(staging),
+            "_repo_dir": str(info.path),
+            "_checkout": None,
+        },
+        "_cookiecutter": {key: v for key, v in answers.items() if not key.startswith("_")},
+    }
     try:
-        with tempfile.TemporaryDirectory(prefix="agent-kit-cookiecutter-") as scratch:
-            # A private config: no user config file, and cookiecutter's replay file goes to a
-            # scratch directory instead of ~/.cookiecutter_replay.
-            config = {
-                "replay_dir": os.path.join(scratch, "replay"),
-                "cookiecutters_dir": os.path.join(scratch, "cookiecutters"),
-            }
-            try:
-                rendered = Path(
-                    cookiecutter(
-                        str(info.path),
-                        no_input=True,
-                        extra_context={k: str(v) for k, v in context.items()},
-                        output_dir=str(staging),
-                        default_config=config,
-                    )
-                )
-            except FailedHookException as exc:
-                raise TemplateError(
-                    f"template {info.name!r} refused the variables ({exc}); see the hook's "
-                    "messages above"
-                ) from None
-            except (CookiecutterException, JinjaTemplateError) as exc:
-                raise TemplateError(f"template {info.name!r} failed to render: {exc}") from None
+        try:
+            rendered = Path(
+                generate_files(repo_dir=str(info.path), context=context, output_dir=str(staging))
+            )
+        except FailedHookException as exc:
+            raise TemplateError(
+                f"template {info.name!r} refused the variables ({exc}); see the hook's "
+                "messages above"
+            ) from None
+        except (CookiecutterException, JinjaTemplateError) as exc:
+            raise TemplateError(f"template {info.name!r} failed to render: {exc}") from None
         if rendered.resolve() != (staging / target.name).resolve():
             raise TemplateError(
                 f"template {info.name!r} rendered {rendered.name!r}, expected {target.name!r}"

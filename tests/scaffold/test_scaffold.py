@@ -18,9 +18,10 @@ import pytest
 import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import agent_kit
-from agent_kit.cli import main
+from agent_kit.cli import app, main
 from agent_kit.errors import TemplateError
 from agent_kit.scaffold import project as scaffold
 
@@ -413,6 +414,142 @@ def test_cli_templates_lists_the_agent_template(capsys: pytest.CaptureFixture[st
     agent_row = next(r for r in rows if r["name"] == "agent")
     assert agent_row["description"]
     assert "project_name" in agent_row["variables"]
+
+
+# -- user values are data, never template source -------------------------------------------
+
+# Each payload, if Jinja evaluated it, would create the directory ``pwned`` in the working
+# directory (the tests run in tmp_path), so its absence proves the value was never evaluated.
+PAYLOADS = [
+    pytest.param("{{ cycler.__init__.__globals__.os.mkdir('pwned') }}", id="cycler-globals"),
+    pytest.param("{% set os = lipsum.__globals__.os %}{{ os.mkdir('pwned') }}", id="lipsum-set"),
+]
+AGENT_VARIABLES = scaffold.find_template("agent").variables()
+FREE_TEXT = "agent_description"  # the one variable whose rule lets a payload through as text
+BRACES = "Counts {{ 7 * 7 }}, {% if x %}tags{% endif %}, {# notes #} and {%raw%} literally"
+
+
+def payload_problem(where: str, payload: str) -> str:
+    """The problem line the agent template's validation reports for ``payload`` set at
+    ``where`` (the name argument or a variable), quoting the value exactly as typed."""
+    if where in ("name", "project_name"):  # the derived slug is the first problem reported
+        slug = payload.lower().strip().replace(" ", "_").replace("-", "_")
+        return f"  - project_slug {slug!r} is not valid"
+    return f"  - {where} {payload!r} "
+
+
+def assert_literal_in_project(project: Path, text: str) -> None:
+    """``text`` appears verbatim in every rendered file that carries the description."""
+    for name in ("README.md", "agent.py", "pyproject.toml"):
+        assert text in (project / name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("where", ["name", *AGENT_VARIABLES])
+def test_cli_new_never_evaluates_a_template_payload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, payload: str
+) -> None:
+    """A Jinja payload typed as the name or any ``-x`` value is never run: it is refused with exit
+    2 and an ``error:`` message quoting it literally, or (free text) rendered literally."""
+    monkeypatch.chdir(tmp_path)
+    args = [payload] if where == "name" else ["Safe Bot", "-x", f"{where}={payload}"]
+    result = CliRunner().invoke(app, ["new", *args, "--no-input", "-o", "out"])
+    assert not (tmp_path / "pwned").exists()
+    if where == FREE_TEXT:
+        assert result.exit_code == 0, result.output
+        assert_literal_in_project(tmp_path / "out" / "safe_bot", payload)
+        return
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: invalid template variables:\n")
+    assert result.stderr.splitlines()[1].startswith(payload_problem(where, payload))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+@pytest.mark.parametrize("where", ["name", *AGENT_VARIABLES])
+def test_create_project_never_evaluates_a_template_payload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, payload: str
+) -> None:
+    """``create_project`` takes a payload as the name or any variable literally: it raises
+    TemplateError quoting it, or (free text) writes it verbatim, and never evaluates it."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    if where == "name":
+        kwargs: dict[str, object] = {"project_name": payload}
+    else:
+        kwargs = {"project_name": "Safe Bot", "extra_context": {where: payload}}
+    if where == FREE_TEXT:
+        project = scaffold.create_project(output_dir=out, **kwargs)  # type: ignore[arg-type]
+        assert project.context[FREE_TEXT] == payload
+        assert_literal_in_project(project.path, payload)
+    else:
+        with pytest.raises(TemplateError) as caught:
+            scaffold.create_project(output_dir=out, **kwargs)  # type: ignore[arg-type]
+        assert caught.value.message.splitlines()[0] == "invalid template variables:"
+        assert caught.value.message.splitlines()[1].startswith(payload_problem(where, payload))
+        assert list(out.iterdir()) == []
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_derived_defaults_see_a_payload_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payload: str
+) -> None:
+    """A payload name flows into the derived slug and runtime name as plain text, unevaluated."""
+    monkeypatch.chdir(tmp_path)
+    context = scaffold.resolve_context(scaffold.find_template("agent"), {"project_name": payload})
+    slug = payload.lower().strip().replace(" ", "_").replace("-", "_")
+    assert context["project_name"] == payload
+    assert context["project_slug"] == context["runtime_name"] == slug
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_braces_in_free_text_come_out_literally(tmp_path: Path) -> None:
+    """Braces, tags and comments in the name and description reach the files character for
+    character, through the CLI and through ``create_project``."""
+    extra = ["-x", "project_slug=brace_bot", "-x", f"agent_description={BRACES}"]
+    args = ["new", "{{ 7*7 }} Bot", "--no-input", "-o", str(tmp_path / "cli"), *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    project = scaffold.create_project(
+        project_name="{{ 7*7 }} Bot",
+        output_dir=tmp_path / "api",
+        extra_context={"project_slug": "brace_bot", "agent_description": BRACES},
+    )
+    assert tree(tmp_path / "cli" / "brace_bot") == tree(project.path)
+    assert_literal_in_project(project.path, BRACES)
+    readme = (project.path / "README.md").read_text(encoding="utf-8")
+    assert readme.startswith("# {{ 7*7 }} Bot\n")
+    assert '"""{{ 7*7 }} Bot: Counts {{ 7 * 7 }}' in (project.path / "agent.py").read_text()
+
+
+def test_choice_yes_no_and_dict_variables_take_only_their_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a template with choice, yes/no and dict variables, ``-x`` selects only an offered
+    option, and a payload there is refused, never evaluated."""
+    monkeypatch.chdir(tmp_path)
+    template = tmp_path / "tpl"
+    template.mkdir()
+    manifest = {"name": "x", "flavour": ["plain", "spicy"], "fancy": False, "meta": {"a": "b"}}
+    (template / "cookiecutter.json").write_text(json.dumps(manifest))
+    info = scaffold.find_template(str(template))
+    payload = "{{ cycler.__init__.__globals__.os.mkdir('pwned') }}"
+    assert scaffold.resolve_context(info, {"flavour": "spicy", "fancy": "yes"}) == {
+        "name": "x",
+        "flavour": "spicy",
+        "fancy": True,
+        "meta": {"a": "b"},
+    }
+    for key, message in [
+        ("flavour", "but the choices are"),
+        ("fancy", "could not be converted to a boolean"),
+        ("meta", "meta is a dictionary variable of template 'tpl'; -x cannot set it"),
+    ]:
+        with pytest.raises(TemplateError, match=re.escape(message)):
+            scaffold.resolve_context(info, {key: payload})
+    assert not (tmp_path / "pwned").exists()
 
 
 # -- acceptance: the generated project in a fresh virtual environment ----------------------
