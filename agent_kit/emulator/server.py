@@ -16,7 +16,9 @@ these routes:
   names another trajectory than its body is refused with 403 AccessDeniedException
   (**[chosen]**: a rollout's credentials act on that rollout only).
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
-- ``POST /_emulator/rollouts`` → mints an OPEN trajectory, returns a ready-to-send payload;
+- ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
+  trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
+  ``endpoint`` or the server's own address (never the request's ``Host`` header);
   ``GET /_emulator/trajectories/{id}`` → its state, turn count and reward (admin, no AWS auth).
 
 Errors are raised as :class:`~agent_kit.errors.JobRuntimeError` anywhere below and answered by
@@ -310,6 +312,22 @@ def _wants_eventstream(request: Request) -> bool:
     return _EVENTSTREAM in accept and "text/event-stream" not in accept
 
 
+def _is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type is JSON (``application/json``, parameters allowed)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json"
+
+
+def _served_url(scope: Scope) -> str:
+    """The URL the request reached, from the server's own address (the ASGI ``server``, the
+    bound socket), never from the client's ``Host`` header."""
+    host, port = scope.get("server") or ("127.0.0.1", None)
+    scheme = scope.get("scheme", "http")
+    shown = f"[{host}]" if ":" in host else host
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{shown}" if port in (None, default) else f"{scheme}://{shown}:{port}"
+
+
 def _job_arn(request: Request, in_body: str | None) -> str | None:
     header = request.headers.get("x-amzn-sagemaker-job-arn")
     if header and in_body and header != in_body:
@@ -404,6 +422,10 @@ class _Routes:
 
     async def mint_rollout(self, request: Request) -> Response:
         """``POST /_emulator/rollouts``: an OPEN trajectory and its ready-to-send payload."""
+        if not _is_json(request.headers.get("content-type")):
+            raise ValidationError(
+                "POST /_emulator/rollouts takes JSON only: send Content-Type: application/json"
+            )
         raw = await _read_body(request, self.limit)
         body = parse_body(MintRolloutBody, _parse_json(raw) if raw.strip() else {})
         arn = body.job_arn or self.emu.default_job_arn
@@ -414,7 +436,7 @@ class _Routes:
         if tid is not None and self.emu.state(tid) is not None:
             raise ValidationError(f"Trajectory {tid} already exists")
         traj = self.emu.open_trajectory(arn, body.prompt_text, trajectory_id=tid)
-        url = self.endpoint or str(request.base_url).rstrip("/") + self.prefix
+        url = self.endpoint or _served_url(request.scope) + self.prefix
         payload = self.emu.rollout_payload(traj, url, body.inference_params)
         return Response(dumps(payload), media_type="application/json")
 
@@ -462,7 +484,8 @@ def create_app(
 
     ``auth="none"`` skips the Authorization check (benchmarks, in-process tests); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
-    minted payloads (default: the URL the admin request came in on, prefix included);
+    minted payloads (default: the server's own address, prefix included; never the request's
+    ``Host``);
     ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
     but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
     :class:`RequestGate`) when one is given. A bad prefix is a :class:`UsageError`.

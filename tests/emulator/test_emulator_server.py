@@ -639,3 +639,27 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
                 stream.close()
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.count_turns(payload["metadata"]["rolloutId"]) == 1
+
+
+async def test_admin_mint_takes_json_only(h: Harness) -> None:
+    """POST /_emulator/rollouts refuses a body that is not application/json (a cross-site
+    text/plain or form POST) with 400 and mints nothing."""
+    before = len(h.emu.store.list_trajectories())
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {} if content_type is None else {"content-type": content_type}
+        r = await h.client.post("/_emulator/rollouts", content=b'{"prompt": "x"}', headers=headers)
+        assert_error(r, 400, "ValidationException", "application/json")
+    assert len(h.emu.store.list_trajectories()) == before
+    ok = await h.client.post(
+        "/_emulator/rollouts",
+        content=b"{}",
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert ok.status_code == 200, ok.text
+
+
+async def test_admin_mint_ignores_host_header(h: Harness) -> None:
+    """The minted payload's endpoint is the server's own address, not the request's Host."""
+    r = await h.client.post("/_emulator/rollouts", json={}, headers={"host": "evil.example:9"})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["endpoint"] == "http://emu.test"
