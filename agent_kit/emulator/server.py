@@ -47,6 +47,7 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from starlette.applications import Starlette
@@ -58,7 +59,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
-from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.auth import BODY_CHECK, SECRET_HEADER, Auth, AuthGate, AuthMode
 from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.schemas import MintRolloutBody, parse_body
@@ -281,7 +282,11 @@ async def _read_body(request: Request, limit: int) -> bytes:
             parts.append(chunk)
     except ClientDisconnect:
         raise ValidationError("Client disconnected before sending the body") from None
-    return b"".join(parts)
+    body = b"".join(parts)
+    check = request.scope.get(BODY_CHECK)
+    if check is not None:  # a SigV4 signature to verify, which covers the body
+        check(body)
+    return body
 
 
 def _reject_constant(name: str) -> Any:
@@ -474,15 +479,20 @@ def _prefix(path_prefix: str | None) -> str:
 def create_app(
     emu: Emulator,
     *,
-    auth: AuthMode = "sigv4-or-bearer",
+    auth: AuthMode | None = None,
     secret: str | None = None,
+    credentials: Mapping[str, str] | None = None,
     endpoint: str | None = None,
     path_prefix: str | None = None,
     gate: RequestGate | None = None,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
-    ``auth="none"`` skips the Authorization check (benchmarks, in-process tests); ``secret``
+    ``auth`` (default: ``"verify"`` when ``credentials`` are given, else ``"sigv4-or-bearer"``)
+    is how the Authorization header is checked: ``"verify"`` verifies SigV4 and bearer
+    signatures against ``credentials`` (access key id → secret access key, those the run gave
+    its agents), ``"sigv4-or-bearer"`` (lenient) only their shape, ``"none"`` nothing
+    (benchmarks, in-process tests); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
     minted payloads (default: the server's own address, prefix included; never the request's
     ``Host``);
@@ -491,7 +501,8 @@ def create_app(
     :class:`RequestGate`) when one is given. A bad prefix is a :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
-    checker = Auth(auth, secret)
+    mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
+    checker = Auth(mode, secret, credentials)
     shapes = _Shapes(prefix)
     r = _Routes(emu, endpoint, prefix)
     service = [Middleware(AuthGate, check=checker.check)]
