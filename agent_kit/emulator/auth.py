@@ -1,7 +1,9 @@
 """Who may call the emulator: the Authorization check and the shared secret, as route middleware.
 
-The emulator does not verify signatures (it has no AWS keys to verify them with); it checks that
-a request *carries* credentials of a shape the service accepts — SigV4 (``AWS4-HMAC-SHA256
+Given the credentials a run handed its agents (``auth="verify"``), the emulator verifies SigV4
+and bearer signatures against them (:mod:`agent_kit.emulator.sigv4`); without them (lenient,
+``"sigv4-or-bearer"``) it only checks that a request *carries* credentials of a shape the
+service accepts — SigV4 (``AWS4-HMAC-SHA256
 Credential=AKID/…``) or ``Bearer sagemaker-api-key-<base64 of a SigV4-presigned URL>`` — and
 answers 403 AccessDeniedException for a missing or garbled one (docs/contract.md §3). With a
 shared secret every request must also carry it, as header ``X-Agent-Kit-Secret`` or as the

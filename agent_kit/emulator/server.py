@@ -29,8 +29,9 @@ answers in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``, 
 ResourceNotFoundException; a 4xx is logged as one INFO line; nothing answers 500 for bad input
 (a bug of ours is one logged traceback and a 500 in the same shape).
 
-Auth is a route middleware: SigV4 (not verified) or ``Bearer sagemaker-api-key-<base64
-presigned URL>``; a missing or garbled ``Authorization`` is 403. With a shared ``secret``
+Auth is a route middleware: SigV4 or ``Bearer sagemaker-api-key-<base64 presigned URL>``
+(signatures verified against ``credentials`` in ``auth="verify"``, else only their shape); a
+missing or garbled ``Authorization`` is 403. With a shared ``secret``
 (required by the CLI for non-loopback binds) every request must also carry it, either as header
 ``X-Agent-Kit-Secret`` or as the AWS access key id of its SigV4 credential / bearer token (so
 SDK agents need no code change: set ``AWS_ACCESS_KEY_ID`` to the secret).

@@ -30,7 +30,7 @@ __all__ = ["LENIENT_HINT", "Verifier"]
 #: Appended to every refusal: how to run without verification.
 LENIENT_HINT: Final = (
     "sign with the credentials the emulator gave this run, or run it lenient "
-    "(agent-kit emulate --lenient-auth; create_app(auth='sigv4-or-bearer'))"
+    "(create_app(auth='sigv4-or-bearer'), or give it no credentials)"
 )
 _CACHE_MAX: Final = 4096
 
