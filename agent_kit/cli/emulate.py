@@ -100,7 +100,7 @@ def emulate(
     bound = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound}"
-    app = create_app(emu, secret=secret)
+    app = create_app(emu, secret=secret, endpoint=url)
 
     example = emu.rollout_payload(emu.open_trajectory(job_arn, '{"prompt": "hello"}'), url)
     typer.echo(f"agent-kit emulator serving {url}  (policy {policy}, store {run_store.path})")
@@ -110,7 +110,10 @@ def emulate(
     typer.echo(f"  RFT_RUNTIME_ENDPOINT={url}")
     typer.echo(f"  AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME={url}")
     typer.echo(f"  AWS_REGION={emu.region}")
-    typer.echo(f'more rollouts: curl -X POST {url}/_emulator/rollouts -d \'{{"prompt": "..."}}\'')
+    typer.echo(
+        f"more rollouts: curl -X POST {url}/_emulator/rollouts"
+        ' -H "content-type: application/json" -d \'{"prompt": "..."}\''
+    )
     typer.echo("Ctrl-C to stop.", nl=True)
 
     import uvicorn

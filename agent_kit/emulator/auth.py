@@ -1,7 +1,9 @@
 """Who may call the emulator: the Authorization check and the shared secret, as route middleware.
 
-The emulator does not verify signatures (it has no AWS keys to verify them with); it checks that
-a request *carries* credentials of a shape the service accepts — SigV4 (``AWS4-HMAC-SHA256
+Given the credentials a run handed its agents (``auth="verify"``), the emulator verifies SigV4
+and bearer signatures against them (:mod:`agent_kit.emulator.sigv4`); without them (lenient,
+``"sigv4-or-bearer"``) it only checks that a request *carries* credentials of a shape the
+service accepts — SigV4 (``AWS4-HMAC-SHA256
 Credential=AKID/…``) or ``Bearer sagemaker-api-key-<base64 of a SigV4-presigned URL>`` — and
 answers 403 AccessDeniedException for a missing or garbled one (docs/contract.md §3). With a
 shared secret every request must also carry it, as header ``X-Agent-Kit-Secret`` or as the
@@ -15,20 +17,24 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_kit.emulator.sigv4 import LENIENT_HINT, Verifier
 from agent_kit.errors import AccessDeniedError
 
-__all__ = ["SECRET_HEADER", "Auth", "AuthGate", "AuthMode"]
+__all__ = ["BODY_CHECK", "SECRET_HEADER", "Auth", "AuthGate", "AuthMode"]
 
 #: Header carrying the shared secret when the emulator is bound beyond loopback.
 SECRET_HEADER: Final = "x-agent-kit-secret"  # noqa: S105 - a header name, not a secret
-AuthMode = Literal["sigv4-or-bearer", "none"]
+AuthMode = Literal["verify", "sigv4-or-bearer", "none"]
+#: Scope key of the check that needs the request body (a SigV4 header's signature), run by the
+#: route once it has read the body.
+BODY_CHECK: Final = "agent_kit.body_check"
 _BEARER_PREFIX: Final = "sagemaker-api-key-"
 _TOKEN_CACHE_MAX: Final = 4096
 
@@ -42,7 +48,7 @@ def _access_key_from_sigv4(value: str) -> str:
     raise AccessDeniedError("Malformed SigV4 Authorization header (no Credential)")
 
 
-def _access_key_from_bearer(token: str) -> str:
+def _presigned_url(token: str) -> str:
     if not token.startswith(_BEARER_PREFIX):
         raise AccessDeniedError("Bearer token is not a SageMaker API key (sagemaker-api-key-...)")
     encoded = token[len(_BEARER_PREFIX) :]
@@ -50,6 +56,11 @@ def _access_key_from_bearer(token: str) -> str:
         text = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode("ascii")
     except (binascii.Error, ValueError):
         raise AccessDeniedError("Bearer token is not valid base64") from None
+    return text
+
+
+def _access_key_from_bearer(token: str) -> str:
+    text = _presigned_url(token)
     url = urlsplit(text if "://" in text else "https://" + text)
     credential = parse_qs(url.query).get("X-Amz-Credential", [""])[0]
     if not url.netloc or "/" not in credential:
@@ -58,17 +69,31 @@ def _access_key_from_bearer(token: str) -> str:
 
 
 class Auth:
-    """The checks of one app: ``mode`` for the Authorization header, ``secret`` if any; keeps a
-    small cache of already-parsed bearer tokens (an agent sends the same one for hours)."""
+    """The checks of one app: ``mode`` for the Authorization header, ``secret`` if any.
 
-    def __init__(self, mode: AuthMode, secret: str | None) -> None:
+    ``"verify"`` checks the signature of a SigV4 header or of a bearer token's presigned URL
+    against ``credentials`` (access key id → secret access key: what the run gave its agents);
+    ``"sigv4-or-bearer"`` (lenient) checks only their shape; ``"none"`` checks nothing. Parsed
+    and verified bearer tokens are cached (an agent sends the same one for hours).
+    """
+
+    def __init__(
+        self,
+        mode: AuthMode,
+        secret: str | None,
+        credentials: Mapping[str, str] | None = None,
+    ) -> None:
         self.mode = mode
         self.secret = secret
+        self.verifier = Verifier(credentials or {}) if mode == "verify" else None
+        if self.verifier is not None and not self.verifier.credentials:
+            raise ValueError(f"auth='verify' needs the run's credentials: {LENIENT_HINT}")
         self._tokens: dict[str, str] = {}
 
     def check(self, request: Request) -> None:
-        """The service routes' check: credentials of a known shape (unless ``mode`` is
-        ``"none"``), then the shared secret; AccessDeniedError otherwise."""
+        """The service routes' check: credentials of a known shape (verified in ``"verify"``
+        mode), then the shared secret; AccessDeniedError otherwise. A SigV4 header's signature
+        covers the body, so its check is left in the scope under :data:`BODY_CHECK`."""
         access_key = ""
         if self.mode != "none":
             value = request.headers.get("authorization")
@@ -76,13 +101,30 @@ class Auth:
                 raise AccessDeniedError("Missing Authentication Token")
             if value.startswith("AWS4-HMAC-SHA256 "):
                 access_key = _access_key_from_sigv4(value)
+                if self.verifier is not None:
+                    request.scope[BODY_CHECK] = self._body_check(request, value)
             elif value[:7].lower() == "bearer ":
                 access_key = self._bearer(value[7:].strip())
             else:
                 raise AccessDeniedError("Unsupported Authorization scheme")
         self.check_secret(request, access_key)
 
+    def _body_check(self, request: Request, value: str) -> Callable[[bytes], None]:
+        verifier = self.verifier
+        assert verifier is not None
+        scope = request.scope
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        path = raw_path.decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+
+        def run(body: bytes) -> None:
+            verifier.verify_header(value, request.method, path, query, request.headers, body)
+
+        return run
+
     def _bearer(self, token: str) -> str:
+        if self.verifier is not None:
+            return self.verifier.verify_bearer(_presigned_url(token))
         cached = self._tokens.get(token)
         if cached is None:
             cached = _access_key_from_bearer(token)

@@ -16,7 +16,9 @@ these routes:
   names another trajectory than its body is refused with 403 AccessDeniedException
   (**[chosen]**: a rollout's credentials act on that rollout only).
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
-- ``POST /_emulator/rollouts`` → mints an OPEN trajectory, returns a ready-to-send payload;
+- ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
+  trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
+  ``endpoint`` or the server's own address (never the request's ``Host`` header);
   ``GET /_emulator/trajectories/{id}`` → its state, turn count and reward (admin, no AWS auth).
 
 Errors are raised as :class:`~agent_kit.errors.JobRuntimeError` anywhere below and answered by
@@ -27,8 +29,9 @@ answers in OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``, 
 ResourceNotFoundException; a 4xx is logged as one INFO line; nothing answers 500 for bad input
 (a bug of ours is one logged traceback and a 500 in the same shape).
 
-Auth is a route middleware: SigV4 (not verified) or ``Bearer sagemaker-api-key-<base64
-presigned URL>``; a missing or garbled ``Authorization`` is 403. With a shared ``secret``
+Auth is a route middleware: SigV4 or ``Bearer sagemaker-api-key-<base64 presigned URL>``
+(signatures verified against ``credentials`` in ``auth="verify"``, else only their shape); a
+missing or garbled ``Authorization`` is 403. With a shared ``secret``
 (required by the CLI for non-loopback binds) every request must also carry it, either as header
 ``X-Agent-Kit-Secret`` or as the AWS access key id of its SigV4 credential / bearer token (so
 SDK agents need no code change: set ``AWS_ACCESS_KEY_ID`` to the secret).
@@ -45,6 +48,7 @@ import contextlib
 import json
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from starlette.applications import Starlette
@@ -56,7 +60,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
-from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.auth import BODY_CHECK, SECRET_HEADER, Auth, AuthGate, AuthMode
 from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.schemas import MintRolloutBody, parse_body
@@ -279,7 +283,11 @@ async def _read_body(request: Request, limit: int) -> bytes:
             parts.append(chunk)
     except ClientDisconnect:
         raise ValidationError("Client disconnected before sending the body") from None
-    return b"".join(parts)
+    body = b"".join(parts)
+    check = request.scope.get(BODY_CHECK)
+    if check is not None:  # a SigV4 signature to verify, which covers the body
+        check(body)
+    return body
 
 
 def _reject_constant(name: str) -> Any:
@@ -308,6 +316,22 @@ def _parse_json(raw: bytes) -> Any:
 def _wants_eventstream(request: Request) -> bool:
     accept = request.headers.get("accept", "")
     return _EVENTSTREAM in accept and "text/event-stream" not in accept
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type is JSON (``application/json``, parameters allowed)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json"
+
+
+def _served_url(scope: Scope) -> str:
+    """The URL the request reached, from the server's own address (the ASGI ``server``, the
+    bound socket), never from the client's ``Host`` header."""
+    host, port = scope.get("server") or ("127.0.0.1", None)
+    scheme = scope.get("scheme", "http")
+    shown = f"[{host}]" if ":" in host else host
+    default = 443 if scheme == "https" else 80
+    return f"{scheme}://{shown}" if port in (None, default) else f"{scheme}://{shown}:{port}"
 
 
 def _job_arn(request: Request, in_body: str | None) -> str | None:
@@ -404,6 +428,10 @@ class _Routes:
 
     async def mint_rollout(self, request: Request) -> Response:
         """``POST /_emulator/rollouts``: an OPEN trajectory and its ready-to-send payload."""
+        if not _is_json(request.headers.get("content-type")):
+            raise ValidationError(
+                "POST /_emulator/rollouts takes JSON only: send Content-Type: application/json"
+            )
         raw = await _read_body(request, self.limit)
         body = parse_body(MintRolloutBody, _parse_json(raw) if raw.strip() else {})
         arn = body.job_arn or self.emu.default_job_arn
@@ -414,7 +442,7 @@ class _Routes:
         if tid is not None and self.emu.state(tid) is not None:
             raise ValidationError(f"Trajectory {tid} already exists")
         traj = self.emu.open_trajectory(arn, body.prompt_text, trajectory_id=tid)
-        url = self.endpoint or str(request.base_url).rstrip("/") + self.prefix
+        url = self.endpoint or _served_url(request.scope) + self.prefix
         payload = self.emu.rollout_payload(traj, url, body.inference_params)
         return Response(dumps(payload), media_type="application/json")
 
@@ -452,23 +480,30 @@ def _prefix(path_prefix: str | None) -> str:
 def create_app(
     emu: Emulator,
     *,
-    auth: AuthMode = "sigv4-or-bearer",
+    auth: AuthMode | None = None,
     secret: str | None = None,
+    credentials: Mapping[str, str] | None = None,
     endpoint: str | None = None,
     path_prefix: str | None = None,
     gate: RequestGate | None = None,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
-    ``auth="none"`` skips the Authorization check (benchmarks, in-process tests); ``secret``
+    ``auth`` (default: ``"verify"`` when ``credentials`` are given, else ``"sigv4-or-bearer"``)
+    is how the Authorization header is checked: ``"verify"`` verifies SigV4 and bearer
+    signatures against ``credentials`` (access key id → secret access key, those the run gave
+    its agents), ``"sigv4-or-bearer"`` (lenient) only their shape, ``"none"`` nothing
+    (benchmarks, in-process tests); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
-    minted payloads (default: the URL the admin request came in on, prefix included);
+    minted payloads (default: the server's own address, prefix included; never the request's
+    ``Host``);
     ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
     but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
     :class:`RequestGate`) when one is given. A bad prefix is a :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
-    checker = Auth(auth, secret)
+    mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
+    checker = Auth(mode, secret, credentials)
     shapes = _Shapes(prefix)
     r = _Routes(emu, endpoint, prefix)
     service = [Middleware(AuthGate, check=checker.check)]

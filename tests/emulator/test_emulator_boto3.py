@@ -301,3 +301,34 @@ def test_sample_records_request_without_secrets(running_emulator: RunningEmulato
 
 def _strip(out: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k != "ResponseMetadata"}
+
+
+def test_verify_mode_checks_real_sigv4(emulator: Any) -> None:
+    """With the run's credentials, a boto3 client signing with them works end to end and one
+    signing with a wrong secret key is refused with AccessDeniedException naming the lenient way."""
+    from conftest import serve_app
+
+    from agent_kit.emulator.server import create_app
+
+    app = create_app(emulator, credentials={"AKIDEXAMPLE": "secret"})
+    with serve_app(app) as url:
+        good = _client(url)
+        bad = boto3.client(
+            "sagemakerjobruntime",
+            endpoint_url=url,
+            region_name="us-west-2",
+            aws_access_key_id="AKIDEXAMPLE",
+            aws_secret_access_key="forged",
+            config=Config(retries={"total_max_attempts": 1}),
+        )
+        arn = emulator.default_job_arn
+        tid = emulator.open_trajectory(arn, "{}").id
+        with pytest.raises(bad.exceptions.AccessDeniedException, match="lenient"):
+            bad.sample(JobArn=arn, TrajectoryId=tid, Body=BODY)
+        good.sample(JobArn=arn, TrajectoryId=tid, Body=BODY)
+        good.complete_rollout(JobArn=arn, TrajectoryId=tid, Status="ready")
+        with pytest.raises(bad.exceptions.AccessDeniedException):
+            bad.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[99.0])
+        good.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[1.0])
+        assert emulator.store.get_reward(tid).rewards == [1.0]
+        assert emulator.turn_count(tid) == 1

@@ -639,3 +639,97 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
                 stream.close()
     with RunStore.open(tmp_path / "run", readonly=True) as store:
         assert store.count_turns(payload["metadata"]["rolloutId"]) == 1
+
+
+async def test_admin_mint_takes_json_only(h: Harness) -> None:
+    """POST /_emulator/rollouts refuses a body that is not application/json (a cross-site
+    text/plain or form POST) with 400 and mints nothing."""
+    before = len(h.emu.store.list_trajectories())
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {} if content_type is None else {"content-type": content_type}
+        r = await h.client.post("/_emulator/rollouts", content=b'{"prompt": "x"}', headers=headers)
+        assert_error(r, 400, "ValidationException", "application/json")
+    assert len(h.emu.store.list_trajectories()) == before
+    ok = await h.client.post(
+        "/_emulator/rollouts",
+        content=b"{}",
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert ok.status_code == 200, ok.text
+
+
+async def test_admin_mint_ignores_host_header(h: Harness) -> None:
+    """The minted payload's endpoint is the server's own address, not the request's Host."""
+    r = await h.client.post("/_emulator/rollouts", json={}, headers={"host": "evil.example:9"})
+    assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["endpoint"] == "http://emu.test"
+
+
+RUN_KEYS = {"AKIDRUN": "run-secret-key"}
+
+
+def _signed_bearer(secret: str = RUN_KEYS["AKIDRUN"], expires: int = 3600) -> str:
+    """A bearer token as the sagemaker SDK signs it, with access key AKIDRUN and ``secret``."""
+    from botocore.credentials import Credentials
+    from sagemaker.core.token_generator.token_generator import _generate_token
+
+    return "Bearer " + _generate_token(Credentials("AKIDRUN", secret), "us-west-2", expires)
+
+
+def _forged_bearer() -> str:
+    """A well-formed token for AKIDRUN whose signature was made up."""
+    url = base64.b64decode(_signed_bearer().removeprefix("Bearer sagemaker-api-key-")).decode()
+    forged = re.sub(r"X-Amz-Signature=[0-9a-f]+", "X-Amz-Signature=" + "0" * 64, url)
+    return "Bearer sagemaker-api-key-" + base64.b64encode(forged.encode()).decode()
+
+
+async def test_verify_accepts_a_token_signed_with_the_run_credentials(emulator: Emulator) -> None:
+    """In verify mode a bearer presigned with the run's credentials passes (again from cache)."""
+    async for h in _harness(emulator, credentials=RUN_KEYS):
+        tid = h.open()
+        token = _signed_bearer()
+        assert (await h.chat(tid, auth=token)).status_code == 200
+        assert (await h.chat(tid, auth=token)).status_code == 200
+        assert h.emu.turn_count(tid) == 2
+
+
+@pytest.mark.parametrize(
+    ("auth", "match"),
+    [
+        (_forged_bearer(), "signature does not match.*lenient"),
+        (bearer(), "AKIDTEST.*not given.*lenient"),
+        (_signed_bearer(secret="guessed"), "signature does not match"),
+        (SIGV4.replace("AKIDTEST", "AKIDRUN"), "signature does not match"),
+    ],
+)
+async def test_verify_refuses_forged_credentials(emulator: Emulator, auth: str, match: str) -> None:
+    """In verify mode a forged bearer or SigV4 signature is 403 (saying how to run lenient) and
+    records no turn."""
+    async for h in _harness(emulator, credentials=RUN_KEYS):
+        tid = h.open()
+        headers = h.headers(tid, auth=auth) | {"x-amz-date": "20261202T000000Z"}
+        r = await h.client.post("/sample", content=json.dumps(CHAT), headers=headers)
+        assert_error(r, 403, "AccessDeniedException", match)
+        assert h.emu.turn_count(tid) == 0
+
+
+async def test_verify_refuses_an_expired_token(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A correctly signed bearer whose X-Amz-Expires has passed (signed a day ago) is 403."""
+    import datetime
+
+    import botocore.auth
+
+    day_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: day_ago)
+    token = _signed_bearer(expires=3600)
+    monkeypatch.undo()
+    async for h in _harness(emulator, credentials=RUN_KEYS):
+        assert_error(await h.chat(h.open(), auth=token), 403, "AccessDeniedException", "expired")
+
+
+def test_verify_mode_without_credentials_is_refused(emulator: Emulator) -> None:
+    """auth='verify' with no credentials to verify against is refused, naming the lenient way."""
+    with pytest.raises(ValueError, match="lenient"):
+        create_app(emulator, auth="verify")
