@@ -29,6 +29,11 @@ Guarantees:
   corrupt). That keeps a turn write at tens of microseconds instead of a disk flush.
 - **Readable while running.** Other processes may open the file with ``readonly=True`` at any
   time (WAL readers never block the writer).
+- **Damage is refused, never written.** An empty file, a file that is not SQLite or one that
+  fails SQLite's ``quick_check`` is a :class:`~agent_kit.errors.RunStoreError` naming the file
+  at open (before a writable open writes anything), and an SQLite error of a later read is one
+  too. A ``readonly`` open writes nothing into the file and also reads a run on a read-only
+  location (``mode=ro``, else ``immutable=1`` when no write-ahead log holds commits).
 - **Thread-safe.** One connection per store, every call serialised by a lock.
 - **No secrets.** The store holds only what callers hand it; the emulator passes request bodies,
   never headers.
