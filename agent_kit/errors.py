@@ -25,7 +25,7 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
     ├── DeployError                     exit 11  packaging or deployment refused or failed
     ├── RunInUse                        exit 12  another live driver owns the run directory
-    └── RunStoreError                   exit 14  the run directory cannot be written, or vanished
+    └── RunStoreError                   exit 14  run dir unwritable or gone, or store damaged
 
 (Exit 13 is ``agent-kit doctor``'s "an error finding": a verdict, not an exception.)
 
@@ -236,9 +236,11 @@ class RunInUse(AgentKitError):
 
 
 class RunStoreError(AgentKitError):
-    """The run directory cannot be written, or it vanished (was deleted or replaced) mid-run.
+    """The run directory cannot be written, or it vanished (was deleted or replaced) mid-run, or
+    its store file is empty, damaged or unreadable.
 
-    What the store had recorded stays; a deleted directory's store is gone with it.
+    What the store had recorded stays; a deleted directory's store is gone with it. A damaged
+    store is refused before anything is written into it.
     """
 
     exit_code = 14

@@ -22,9 +22,10 @@ from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.driver.rollouts import RESUMED_REASON, JobConfig, default_job_name
 from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.store.run_figures import run_figures_of
+from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
 
 __all__ = [
@@ -150,6 +151,15 @@ def open_new(
     )
 
 
+def _check_before_resuming(run_dir: Path) -> None:
+    """Refuse an empty, damaged, foreign or newer store before the writable open touches it
+    (the same error class, saying nothing was changed); the caller holds the run's lock."""
+    try:
+        verify(run_dir)
+    except (RunStoreError, UsageError) as exc:
+        raise type(exc)(f"{exc.message}; nothing was changed, the run was not resumed") from None
+
+
 def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> OpenedRun:
     """An existing run to continue: locked, its store opened, settings read from its job
     (entrypoint and dataset may be overridden); UsageError for a failed job, a missing record
@@ -158,6 +168,7 @@ def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | Non
         raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
     lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
     try:
+        _check_before_resuming(run_dir)
         store = RunStore.open(run_dir)
     except BaseException:
         lock.release()

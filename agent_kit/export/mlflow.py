@@ -363,12 +363,12 @@ def export_run(
         raise UsageError(f"run directory not found: {folder}")
     if not resolve_path(folder).exists():
         raise UsageError(f"no run store in {folder} (expected {resolve_path(folder)})")
-    mlflow = require_mlflow()
-    uri = tracking_uri or default_tracking_uri(folder)
-    db = _sqlite_path(uri)
-    if db is not None and not db.parent.is_dir():
-        raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
-    with RunStore.open(folder, readonly=True) as store:
+    with RunStore.open(folder, readonly=True) as store:  # refuses a damaged store first
+        mlflow = require_mlflow()
+        uri = tracking_uri or default_tracking_uri(folder)
+        db = _sqlite_path(uri)
+        if db is not None and not db.parent.is_dir():
+            raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
         summary = summarize(store, job)
         data = load_run_data(
             store,

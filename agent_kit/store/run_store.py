@@ -29,6 +29,11 @@ Guarantees:
   corrupt). That keeps a turn write at tens of microseconds instead of a disk flush.
 - **Readable while running.** Other processes may open the file with ``readonly=True`` at any
   time (WAL readers never block the writer).
+- **Damage is refused, never written.** An empty file, a file that is not SQLite or one that
+  fails SQLite's ``quick_check`` is a :class:`~agent_kit.errors.RunStoreError` naming the file
+  at open (before a writable open writes anything), and an SQLite error of a later read is one
+  too. A ``readonly`` open writes nothing into the file and also reads a run on a read-only
+  location (``mode=ro``, else ``immutable=1`` when no write-ahead log holds commits).
 - **Thread-safe.** One connection per store, every call serialised by a lock.
 - **No secrets.** The store holds only what callers hand it; the emulator passes request bodies,
   never headers.
@@ -77,7 +82,10 @@ __all__ = [
     "TurnEvent",
     "TurnRow",
     "TurnTotals",
+    "check_intact",
+    "check_readable",
     "resolve_path",
+    "verify",
 ]
 
 #: File name of the store inside a run directory.
@@ -138,6 +146,105 @@ def _turn_values(
     )
 
 
+#: SQLite result codes (and their extended forms) that mean the file is damaged or unreadable.
+_DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether ``exc`` says the file is damaged or unreadable (not a failing statement)."""
+    return str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES)
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+
+
+def _connect_readonly(file: Path) -> sqlite3.Connection:
+    """A read-only connection to ``file`` that never writes into it.
+
+    SQLite's ``mode=ro`` first: it reads a WAL store, running or not, but needs the ``-wal``
+    and ``-shm`` files to exist or to be creatable next to the file. On a read-only location
+    without them SQLite cannot open the file (``SQLITE_CANTOPEN``); then, when no ``-wal`` with
+    content exists (every commit is in the main file), the file is opened ``immutable=1``
+    (no locks, no side files; SQLite ignores any WAL then, so it is used only when there is
+    none). A non-empty ``-wal`` that cannot be read is refused with
+    :class:`~agent_kit.errors.RunStoreError` rather than read without its latest commits.
+    """
+    base = file.resolve().as_uri()
+    conn = _connect(f"{base}?mode=ro")
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+            raise
+    except BaseException:
+        conn.close()
+        raise
+    if not os.access(file, os.R_OK):
+        raise RunStoreError(f"cannot read run store {file}: permission denied")
+    wal = Path(f"{file}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise RunStoreError(
+            f"cannot read run store {file}: its write-ahead log {wal.name} holds commits "
+            f"that SQLite reads only with a {file.name}-shm it can create, and the location is "
+            "read-only; copy the run directory somewhere writable and read the copy"
+        )
+    return _connect(f"{base}?mode=ro&immutable=1")
+
+
+def check_readable(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a store file before anything reads it as a run: empty (RunStoreError), written
+    by a newer agent_kit or not a run store (UsageError), or failing SQLite's ``quick_check``
+    (RunStoreError naming the first problems). Reads only."""
+    if int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0:
+        raise RunStoreError(f"run store {path} is empty (0 bytes): it holds no run")
+    version = user_version(conn)
+    check_version(version, path)
+    check_intact(conn, path)
+    if version == 0:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+        if tables[0]:
+            raise UsageError(f"{path} is an SQLite file but not an agent_kit run store")
+        raise RunStoreError(f"run store {path} holds no tables: it holds no run")
+
+
+def check_intact(conn: sqlite3.Connection, path: str) -> None:
+    """RunStoreError naming the first problems when the file fails SQLite's ``quick_check``
+    (damaged pages, broken b-trees); reads only."""
+    rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
+    if rows == ["ok"]:
+        return
+    lines = (line.strip() for row in rows for line in row.splitlines())
+    problems = [line for line in lines if line and not line.startswith("***")][:3]
+    raise RunStoreError(
+        f"run store {path} is damaged (SQLite's quick_check: {'; '.join(problems)}); "
+        "restore it from a copy or start a new run"
+    )
+
+
+def verify(path: str | Path) -> None:
+    """Check the store of ``path`` as :func:`check_readable` does, writing nothing at all (not
+    even SQLite's ``-wal``/``-shm`` side files where none exist), for a caller that holds the
+    run's lock (so no writer can start meanwhile); UsageError when there is no file."""
+    file = resolve_path(path)
+    if not file.is_file():
+        raise UsageError(f"no run store at {file}")
+    wal = Path(f"{file}-wal")
+    conn = (
+        _connect_readonly(file)
+        if wal.exists()
+        else _connect(f"{file.resolve().as_uri()}?mode=ro&immutable=1")
+    )
+    try:
+        check_readable(conn, str(file))
+    except sqlite3.DatabaseError as exc:
+        raise RunStoreError(f"cannot read run store {file}: {exc}") from None
+    finally:
+        conn.close()
+
+
 class RunStore:
     """Thread-safe access to one run's SQLite file; see the module docstring for guarantees."""
 
@@ -161,7 +268,11 @@ class RunStore:
 
         ``":memory:"`` gives a private in-memory store (tests). Raises
         :class:`~agent_kit.errors.UsageError` when the file is missing (read-only), not a
-        store, or written by a newer agent_kit.
+        store, or written by a newer agent_kit, and :class:`~agent_kit.errors.RunStoreError`
+        when it is damaged: not an SQLite database, failing SQLite's ``quick_check``, or (read-only)
+        empty. A read-only open writes nothing into the file and works on a read-only location
+        (see :func:`_connect_readonly`); a writable open checks an existing non-empty file
+        before it writes anything.
         """
         if str(path) == ":memory:":
             memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
@@ -172,22 +283,21 @@ class RunStore:
         if readonly and not file.exists():
             raise UsageError(f"no run store at {file}")
         conn: sqlite3.Connection | None = None
+        existed = False
         try:
             if readonly:
-                conn = sqlite3.connect(
-                    f"{file.resolve().as_uri()}?mode=ro",
-                    uri=True,
-                    check_same_thread=False,
-                    isolation_level=None,
-                )
+                conn = _connect_readonly(file)
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
+                existed = file.is_file() and file.stat().st_size > 0
                 conn = sqlite3.connect(str(file), check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=5000")
             store = cls(conn, str(file), readonly=readonly)
             if readonly:
-                check_version(user_version(conn), store.path)
+                check_readable(conn, store.path)
             else:
+                if existed:
+                    check_intact(conn, store.path)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 store._init_schema()
@@ -195,7 +305,8 @@ class RunStore:
             if conn is not None:
                 conn.close()
             if isinstance(exc, sqlite3.DatabaseError):
-                raise UsageError(f"cannot open run store {file}: {exc}") from None
+                error = RunStoreError if _is_damage(exc) else UsageError
+                raise error(f"cannot open run store {file}: {exc}") from None
             raise
         return store
 
@@ -258,12 +369,24 @@ class RunStore:
             self._conn.execute("COMMIT")
 
     def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        with self._lock:
+        with self._lock, self._reading():
             return self._conn.execute(sql, args).fetchone()
 
     def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
+        with self._lock, self._reading():
             return self._conn.execute(sql, args).fetchall()
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn an SQLite error of a read (a damaged page, an unreadable file, a missing table)
+        into a :class:`~agent_kit.errors.RunStoreError` naming the file; a closed store's
+        ``ProgrammingError`` passes."""
+        try:
+            yield
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise RunStoreError(f"cannot read run store {self.path}: {exc}") from None
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table (``schema_version``, ``created_at``)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import (
     RUN_FILE,
     SCHEMA_VERSION,
@@ -139,7 +139,8 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_foreign_sqlite_and_missing_files_are_refused(tmp_path: Path) -> None:
-    """An unrelated SQLite file and a missing read-only store are UsageErrors, not crashes."""
+    """An unrelated SQLite file and a missing read-only store are UsageErrors, a file that is not
+    SQLite at all is a damaged store (RunStoreError), not a crash."""
     conn = sqlite3.connect(tmp_path / "other.db")
     conn.execute("CREATE TABLE x (a)")
     conn.close()
@@ -148,7 +149,7 @@ def test_foreign_sqlite_and_missing_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no run store"):
         RunStore.open(tmp_path / "missing", readonly=True)
     (tmp_path / "garbage.sqlite").write_bytes(b"not a database at all" * 100)
-    with pytest.raises(UsageError, match="cannot open run store"):
+    with pytest.raises(RunStoreError, match="cannot open run store"):
         RunStore.open(tmp_path / "garbage.sqlite")
 
 
