@@ -10,7 +10,8 @@
 last line of stdout. A job that fails with one of the service's job-killing reasons exits with
 code 9 after the summary is written; the first Ctrl-C or SIGTERM stops the job gracefully
 (``--grace``) and exits 130 / 143 after the summary, a second one aborts at once;
-``--max-floor-rate`` turns too many floor rewards into exit 6 (:func:`_check_floor_rate`);
+a job whose rollouts failed as a whole (status ``rollouts_failed``: none got a real reward,
+or more than ``--max-floor-rate``, default 0.5, got the floor reward) exits 6 after the summary;
 ``--mlflow`` logs the run as it ends (:class:`~agent_kit.cli.export.MlflowTarget`).
 """
 
@@ -61,12 +62,11 @@ from agent_kit.cli.run_options import (
     WorkersOption,
 )
 from agent_kit.driver.config import RunConfig
-from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, JobConfig, JobResult
+from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, ROLLOUTS_FAILED, JobConfig, JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.driver.stop import Aborted
 from agent_kit.errors import RewardError, UsageError
 from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
-from agent_kit.reporting.summary_schema import Summary
 
 __all__ = ["register"]
 
@@ -113,20 +113,11 @@ def _print_result(
         result.raise_for_status()
 
 
-def _check_floor_rate(summary: Summary, max_rate: float | None) -> None:
-    """:class:`RewardError` (exit 6) when more than ``max_rate`` of the finished rollouts got
-    the agent's floor reward (an agent-side failure)."""
-    if max_rate is None:
-        return
-    finished = summary.counts.rewarded + summary.counts.lost
-    floors = summary.floor_rewards
-    if finished and floors / finished > max_rate:
-        reasons = summary.agent_failures
-        top = f"; most often: {reasons[0].reason}" if reasons and reasons[0].reason else ""
-        raise RewardError(
-            f"{floors} of {finished} finished rollouts got the floor reward "
-            f"({floors / finished:.1%} > --max-floor-rate {max_rate:g}){top}"
-        )
+def _check_rollouts(result: JobResult) -> None:
+    """:class:`RewardError` (exit 6) when the job's rollouts failed as a whole (status
+    ``rollouts_failed``: none got a real reward, or too many got the agent's floor reward)."""
+    if result.status == ROLLOUTS_FAILED:
+        raise RewardError(result.failure or "the job's rollouts failed")
 
 
 def _exit_interrupted(signum: signal.Signals | None, err: Console) -> NoReturn:
@@ -224,9 +215,8 @@ def run(
         advertise_url=advertise_url,
         emulator_port=emulator_port,
         grace=grace,
+        max_floor_rate=max_floor_rate,
     )
-    if max_floor_rate is not None and not 0 <= max_floor_rate <= 1:
-        raise UsageError(f"--max-floor-rate must be 0..1, got {max_floor_rate:g}")
     if resume is not None and chaos is not None:
         raise UsageError("--chaos cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
@@ -241,7 +231,7 @@ def run(
     _print_result(played.result, console, err, as_json=as_json, mlflow=export_to)
     if played.result.status == "interrupted":
         _exit_interrupted(played.stopped_by, err)
-    _check_floor_rate(played.result.written_summary(), max_floor_rate)
+    _check_rollouts(played.result)
 
 
 def register(app: typer.Typer) -> None:

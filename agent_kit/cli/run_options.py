@@ -150,8 +150,9 @@ GraceOption = Annotated[
 MaxFloorRateOption = Annotated[
     float | None,
     typer.Option(
-        help="Exit 6 when more than this fraction (0..1) of the finished rollouts got the "
-        "agent's floor reward (default: off)."
+        help="Exit 6 (status rollouts_failed) when more than this fraction (0..1) of the "
+        "finished rollouts got the agent's floor reward (default 0.5; 1 accepts any share). "
+        "A run where no rollout got a real reward exits 6 whatever the rate."
     ),
 ]
 MlflowOption = Annotated[

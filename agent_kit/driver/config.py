@@ -30,7 +30,10 @@ class RunConfig:
     usable core); ``rate`` an invocations-per-second cap; ``endpoint_url`` the AWS endpoint
     override of an ARN target; ``advertise_url`` / ``emulator_port`` the tunnel of a deployed
     agent (see :mod:`agent_kit.driver.tunnel`); ``grace`` the seconds in-flight rollouts get
-    after a graceful stop. Constructing one with a negative ``grace`` raises
+    after a graceful stop; ``max_floor_rate`` the largest share of finished rollouts that may
+    get the agent's floor reward before the job's status is ``rollouts_failed`` (None: the
+    driver's default, :data:`~agent_kit.driver.job.DEFAULT_MAX_FLOOR_RATE`). Constructing one
+    with a negative ``grace`` or a ``max_floor_rate`` outside 0..1 raises
     :class:`~agent_kit.errors.UsageError`.
     """
 
@@ -45,10 +48,14 @@ class RunConfig:
     advertise_url: str | None = None
     emulator_port: int | None = None
     grace: float = DEFAULT_STOP_GRACE_S
+    max_floor_rate: float | None = None
 
     def __post_init__(self) -> None:
         if self.grace < 0:
             raise UsageError(f"--grace must be ≥ 0, got {self.grace:g}")
+        rate = self.max_floor_rate
+        if rate is not None and not 0 <= rate <= 1:
+            raise UsageError(f"--max-floor-rate must be 0..1, got {rate:g}")
 
     def check(self) -> None:
         """Refuse option combinations that cannot work, before anything starts; for a new run,

@@ -78,7 +78,13 @@ from agent_kit.driver.job_setup import (
     open_resume,
     plan_slots,
 )
-from agent_kit.driver.job_stats import driver_stats, redact_summary
+from agent_kit.driver.job_stats import (
+    DEFAULT_MAX_FLOOR_RATE,
+    ROLLOUTS_FAILED,
+    driver_stats,
+    redact_summary,
+    rollouts_verdict,
+)
 from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
 from agent_kit.driver.rollouts import (
     MAX_BATCH_SIZE,
@@ -99,6 +105,7 @@ from agent_kit.driver.tunnel import (
 )
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.local_service import LocalService, local_service
+from agent_kit.emulator.policies import check_policy
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
@@ -114,11 +121,13 @@ logger = logging.getLogger("agent_kit.driver.job")
 DEFAULT_STOP_GRACE_S: Final = 5.0
 
 __all__ = [
+    "DEFAULT_MAX_FLOOR_RATE",
     "DEFAULT_STOP_GRACE_S",
     "FAILED_REASON",
     "MAX_BATCH_SIZE",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
+    "ROLLOUTS_FAILED",
     "InvokeOutcome",
     "JobConfig",
     "JobResult",
@@ -197,6 +206,7 @@ class _PlaySettings:
     finish: RunFinisher | None
     stop: asyncio.Event | None
     stop_grace: float
+    max_floor_rate: float | None
 
 
 async def run_job(
@@ -216,6 +226,7 @@ async def run_job(
     finish: RunFinisher | None = None,
     stop: asyncio.Event | None = None,
     stop_grace: float = DEFAULT_STOP_GRACE_S,
+    max_floor_rate: float | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -228,9 +239,14 @@ async def run_job(
     ends (see :data:`RunFinisher`; :func:`agent_kit.driver.local.run_local` passes the summary
     and report writer); without it the result has the driver's figures and no summary. Setting
     ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
-    for in-flight rollouts) and the result has status ``interrupted``. Raises
-    :class:`UsageError` for bad settings and :class:`InvokerError` when the agent cannot be
-    started; a failing *job* is not an exception: see :attr:`JobResult.status` and
+    for in-flight rollouts) and the result has status ``interrupted``. A job that plays every
+    slot but whose rollouts all failed, or where more than ``max_floor_rate`` (None:
+    :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward, has status
+    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`). Raises
+    :class:`UsageError` for bad settings, :class:`PolicyError` when the policy cannot answer
+    at all (checked before anything is recorded, see
+    :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
+    cannot be started; a failing *job* is not an exception: see :attr:`JobResult.status` and
     :meth:`JobResult.raise_for_status`.
     """
     started = time.monotonic()
@@ -256,6 +272,7 @@ async def run_job(
         finish=finish,
         stop=stop,
         stop_grace=stop_grace,
+        max_floor_rate=max_floor_rate,
     )
     outcome = _Outcome()
     try:
@@ -293,6 +310,9 @@ async def _run_opened(
             )
         )
         emu, gate = svc.emulator, svc.gate
+        # An unreachable upstream or an unloadable model fails here, before the job is recorded
+        # (a new run then leaves no directory, a resumed one is unchanged).
+        await check_policy(emu.policy)
         stack.push_async_callback(_agents_closed, outcome)  # after the outputs are written
         job_arn = emu.create_job(run.job_name, job_config(run, settings.workers)).arn
         run.store.update_job(job_arn, status="running")
@@ -317,6 +337,12 @@ async def _run_opened(
             elapsed = time.monotonic() - started
             failure = outcome.failure
             stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
+            if outcome.status == "completed":
+                failure = rollouts_verdict(run, job_arn, stats, settings.max_floor_rate)
+                if failure is not None:
+                    outcome.status = ROLLOUTS_FAILED
+                    update = {"status": ROLLOUTS_FAILED, "failure_reason": failure}
+                    stats = stats.model_copy(update=update)
             outcome.figures = redact_summary(stats, token)
             run.store.update_job(
                 job_arn, status=outcome.status, summary={"run": outcome.figures.stored()}

@@ -4,24 +4,39 @@
 (:class:`~agent_kit.store.run_figures.RunFigures`): trajectories by state, slots
 done/succeeded/failed, retries, rewards, turns and tokens — every figure read from the store, so
 a resumed run reports the same totals as an uninterrupted one; only ``rollouts_per_s`` is of
-this invocation (:func:`rollout_rate`). :func:`redact_summary` takes the per-run route token out
-of anything written.
+this invocation (:func:`rollout_rate`). :func:`rollouts_verdict` says why a completed job's
+rollouts failed as a whole (none got a real reward, or too many got the agent's floor reward),
+which makes its status :data:`ROLLOUTS_FAILED`. :func:`redact_summary` takes the per-run route
+token out of anything written.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TypeVar
+from collections import Counter
+from typing import Final, TypeVar
 
 from pydantic import BaseModel
 
 from agent_kit.driver.job_setup import OpenedRun, plan_slots
 from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
 from agent_kit.driver.tunnel import redact
-from agent_kit.store import TrajectoryRow
-from agent_kit.store.run_figures import JobFailureNote, RunFigures
+from agent_kit.store import TrajectoryRow, load_rollouts
+from agent_kit.store.run_figures import ROLLOUTS_FAILED, JobFailureNote, RunFigures
 
-__all__ = ["counted_retries", "driver_stats", "redact_summary", "rollout_rate"]
+__all__ = [
+    "DEFAULT_MAX_FLOOR_RATE",
+    "ROLLOUTS_FAILED",
+    "counted_retries",
+    "driver_stats",
+    "redact_summary",
+    "rollout_rate",
+    "rollouts_verdict",
+]
+
+#: The largest share of finished rollouts that may get the agent's floor reward before a
+#: completed job is :data:`ROLLOUTS_FAILED` (``agent-kit run --max-floor-rate``; 1 turns it off).
+DEFAULT_MAX_FLOOR_RATE: Final = 0.5
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -71,6 +86,40 @@ def driver_stats(
         elapsed_s=round(elapsed, 3),
         rollouts_per_s=rollout_rate(stats),
     )
+
+
+def rollouts_verdict(
+    run: OpenedRun, job_arn: str, figures: RunFigures, max_floor_rate: float | None
+) -> str | None:
+    """Why the job's finished rollouts failed as a whole, or None when they did not.
+
+    They failed when none got a real reward (every finished slot lost, or scored with the
+    agent's floor reward after a failure on its side), or when more than ``max_floor_rate``
+    (None: :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward. With a rate of 1 floor
+    rewards are accepted: only a job where no slot got any reward fails.
+    """
+    rewarded, lost = figures.rollouts_succeeded or 0, figures.rollouts_failed or 0
+    finished = rewarded + lost
+    if not finished:
+        return None
+    rate = DEFAULT_MAX_FLOOR_RATE if max_floor_rate is None else max_floor_rate
+    floored = [r for r in load_rollouts(run.store, job_arn, states=["REWARDED"]) if r.floor_reward]
+    floors = len(floored)
+    reasons = Counter(r.agent_failure for r in floored if r.agent_failure)
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    top = f"; most often: {ranked[0][0]}" if ranked else ""
+    if rewarded == floors and (rewarded == 0 or rate < 1):
+        return (
+            f"every rollout failed: none of the {finished} finished rollouts got a reward from "
+            f"the reward function ({floors} floor rewards, {lost} without a reward){top}"
+        )
+    if floors / finished > rate:
+        option = f"--max-floor-rate {rate:g}" + (", the default" if max_floor_rate is None else "")
+        return (
+            f"{floors} of {finished} finished rollouts got the floor reward "
+            f"({floors / finished:.1%} > {option}){top}"
+        )
+    return None
 
 
 def counted_retries(rows: list[TrajectoryRow]) -> int:

@@ -116,6 +116,7 @@ def play_local(
             emulator_port=config.emulator_port,
             stop=stopped,
             stop_grace=config.grace,
+            max_floor_rate=config.max_floor_rate,
         )
 
     result = asyncio.run(stop.guard(job))

@@ -79,6 +79,7 @@ _QUIET_LOGGERS: Final = ("mlflow", "alembic")
 _RUN_STATUS: Final = {
     "completed": "FINISHED",
     "failed": "FAILED",
+    "rollouts_failed": "FAILED",
     "interrupted": "KILLED",
     "running": "RUNNING",
 }

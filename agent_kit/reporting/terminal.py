@@ -21,6 +21,7 @@ from rich.text import Text
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
+from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
 
@@ -143,6 +144,7 @@ def _headline(summary: Summary) -> list[Text]:
 _STATUS_STYLE: Final = {
     "completed": "bold green",
     "failed": "bold red",
+    ROLLOUTS_FAILED: "bold red",
     "interrupted": "bold yellow",
     "stopped": "bold yellow",
 }
@@ -152,7 +154,7 @@ def _problems(summary: Summary) -> list[Text]:
     """One line for the failed rollouts by reason, one for the agent-side failures."""
     lines: list[Text] = []
     reason = summary.run.failure_reason if summary.run is not None else None
-    if summary.job.status == "failed" and reason:
+    if summary.job.status in ("failed", ROLLOUTS_FAILED) and reason:
         lines.append(_line("failure", Text(str(reason), style="red")))
     if summary.job.status == "interrupted":
         pending = summary.counts.pending

@@ -14,7 +14,7 @@ agent_kit, or a hand-made partial one, reads back and is written again as it was
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import (
     BaseModel,
@@ -26,7 +26,13 @@ from pydantic import (
 
 from agent_kit.store.rows import JobRow
 
-__all__ = ["JobFailureNote", "RunFigures", "run_figures_of"]
+__all__ = ["ROLLOUTS_FAILED", "JobFailureNote", "RunFigures", "run_figures_of"]
+
+#: The status of a job that played every slot but whose rollouts failed as a whole: none got a
+#: real reward, or too many got the agent's floor reward
+#: (:func:`agent_kit.driver.job_stats.rollouts_verdict`; ``failure_reason`` says which).
+#: Not ``failed``, which is only the service's job failure: such a run stays resumable.
+ROLLOUTS_FAILED: Final = "rollouts_failed"
 
 
 class _AsGiven(BaseModel):

@@ -455,6 +455,103 @@ def test_max_floor_rate(
         assert "error" not in captured.err
 
 
+def test_every_rollout_floored_is_rollouts_failed_exit_6(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every rollout's reward raises (all floor rewards): status rollouts_failed in summary.json
+    and the end summary's headline, the reason on its failure line, then one error line, exit 6."""
+    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
+    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"bad": True}])
+    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv += ["--name", "floors", "--workers", "1"]
+    assert main(argv) == 6
+    captured = capsys.readouterr()
+    reason = (
+        "every rollout failed: none of the 4 finished rollouts got a reward from the reward "
+        "function (4 floor rewards, 0 without a reward); most often: reward: ValueError: the "
+        "reward function broke on purpose"
+    )
+    assert captured.err.strip().splitlines() == [f"error: {reason}"]
+    summary = json.loads((tmp_path / "floors" / "summary.json").read_text())
+    assert summary["job"]["status"] == summary["run"]["status"] == "rollouts_failed"
+    assert summary["run"]["failure_reason"] == reason
+    assert "agent-kit run floors  rollouts_failed" in captured.out
+    assert "every rollout failed: none of the 4" in captured.out
+    assert "rollouts_failed" in (tmp_path / "floors" / "report.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "code"),
+    [([], 6), (["--max-floor-rate", "0.75"], 0), (["--max-floor-rate", "1"], 0)],
+)
+def test_default_floor_rate_is_one_half(
+    options: list[str], code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """6 of 8 rollouts floored: above the default rate 0.5, exit 6 naming it; --max-floor-rate
+    0.75 or 1 accepts that share and the run is completed, exit 0."""
+    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
+    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
+    data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"bad": True}, {"bad": True}, {"ok": 1}])
+    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv += ["--name", "rate", "--workers", "1", "--json", *options]
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    summary = _last_json_line(captured.out)
+    assert summary["floor_rewards"] == 6
+    if code:
+        assert summary["run"]["status"] == "rollouts_failed"
+        assert captured.err.strip().splitlines() == [
+            "error: 6 of 8 finished rollouts got the floor reward (75.0% > --max-floor-rate "
+            "0.5, the default); most often: reward: ValueError: the reward function broke on "
+            "purpose"
+        ]
+    else:
+        assert summary["run"]["status"] == "completed"
+        assert "error" not in captured.err
+
+
+def _dead_port() -> int:
+    """A loopback port nothing listens on: bound, then closed."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("kind", ["openai-dead-port", "local-missing-file", "local-not-gguf"])
+def test_unusable_policy_is_one_line_exit_5_and_no_run_directory(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An `openai:` URL that refuses connections, a missing `local:` model file and one that is
+    not GGUF: one `error:` line, exit 5 (PolicyError) before any rollout, no run directory."""
+    (tmp_path / "text.gguf").write_text("not a model")
+    policy = {
+        "openai-dead-port": f"openai:http://127.0.0.1:{_dead_port()}/v1#m",
+        "local-missing-file": f"local:{tmp_path / 'nope.gguf'}",
+        "local-not-gguf": f"local:{tmp_path / 'text.gguf'}",
+    }[kind]
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    out = tmp_path / "runs"
+    argv = ["run", GOOD, "--dataset", str(data), "--out", str(out), "--name", "dead"]
+    assert main([*argv, "--policy", policy]) == 5
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    expected = {
+        "openai-dead-port": "error: upstream policy openai:http://127.0.0.1:",
+        "local-missing-file": "error: local model file ",
+        "local-not-gguf": f"error: {tmp_path / 'text.gguf'} is not a GGUF model file",
+    }[kind]
+    assert err.startswith(expected), err
+    if kind == "openai-dead-port":
+        assert "is unreachable: ConnectError" in err
+    assert not (out / "dead").exists()
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [

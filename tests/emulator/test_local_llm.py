@@ -28,7 +28,7 @@ from agent_kit.emulator.policies.local_llm import (
     gguf_metadata,
 )
 from agent_kit.emulator.schemas import PolicyRequest
-from agent_kit.errors import UsageError, ValidationError
+from agent_kit.errors import PolicyError, UsageError, ValidationError
 from agent_kit.replay.helpers import assert_replays, record
 from agent_kit.store import RunStore
 
@@ -120,15 +120,15 @@ def test_default_model_is_the_packaged_smollm2_with_a_tool_template() -> None:
     assert backend.name == "local:smollm2-135m"
 
 
-def test_bad_specs_are_one_line_usage_errors(tmp_path: Path) -> None:
-    """A missing file, a file that is not GGUF and a truncated GGUF are usage errors."""
-    with pytest.raises(UsageError, match="not found"):
+def test_bad_model_files_are_one_line_policy_errors(tmp_path: Path) -> None:
+    """A missing file, a file that is not GGUF and a truncated GGUF are policy errors (exit 5)."""
+    with pytest.raises(PolicyError, match="not found"):
         load_policy("local:nope.gguf", base_dir=tmp_path)
     (tmp_path / "text.gguf").write_text("hello")
-    with pytest.raises(UsageError, match="not a GGUF model file"):
+    with pytest.raises(PolicyError, match="not a GGUF model file"):
         load_policy("local:text.gguf", base_dir=tmp_path)
     (tmp_path / "cut.gguf").write_bytes(default_model_path().read_bytes()[:5000])
-    with pytest.raises(UsageError, match="not a readable GGUF model file: truncated"):
+    with pytest.raises(PolicyError, match="not a readable GGUF model file: truncated"):
         load_policy(f"local:{tmp_path / 'cut.gguf'}")
 
 

@@ -25,7 +25,11 @@ that raises or returns garbage raises :class:`ScriptedPolicyError` (a
 :class:`~agent_kit.errors.PolicyError`, served as 500 InternalServiceError with its message);
 a scripted policy may raise a :class:`~agent_kit.errors.JobRuntimeError` subclass on purpose
 (e.g. ``ThrottlingError``) and it passes through unchanged; the proxy maps upstream failures to
-``JobRuntimeError`` subclasses.
+``JobRuntimeError`` subclasses. A backend that depends on something outside the process may
+offer ``async preflight()``, which :func:`check_policy` calls before a run's first rollout
+(``openai:`` probes its URL, ``local:`` loads its model): it raises
+:class:`~agent_kit.errors.PolicyError` when the backend cannot answer at all, and a missing or
+unreadable ``local:`` model file is a ``PolicyError`` at load time.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "PolicyResult",
     "ScriptedPolicyError",
     "Usage",
+    "check_policy",
     "chunks_to_completion",
     "completion_id_for",
     "completion_to_chunks",
@@ -104,6 +109,14 @@ class PolicyBackend(Protocol):
     async def aclose(self) -> None:
         """Release connections or files; the backend is not used afterwards."""
         ...
+
+
+async def check_policy(policy: object) -> None:
+    """Run the backend's optional ``preflight()`` (see the module docstring); a backend
+    without one is ready as loaded. Raises what the preflight raises (a PolicyError)."""
+    preflight = getattr(policy, "preflight", None)
+    if preflight is not None:
+        await preflight()
 
 
 PolicyFactory = Callable[[str, int], PolicyBackend]

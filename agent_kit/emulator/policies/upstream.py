@@ -46,6 +46,7 @@ from agent_kit.errors import (
     AccessDeniedError,
     InternalServiceError,
     JobRuntimeError,
+    PolicyError,
     QuotaExceededError,
     ThrottlingError,
     UsageError,
@@ -56,6 +57,8 @@ from agent_kit.transport import DONE, aiter_sse
 __all__ = ["OpenAIProxyBackend", "from_spec", "upstream_error"]
 
 DEFAULT_TIMEOUT_S = 120.0
+#: The longest :meth:`OpenAIProxyBackend.preflight` waits for the upstream's first answer.
+_PROBE_TIMEOUT_S = 10.0
 
 
 def _error_text(body: bytes) -> str:
@@ -177,6 +180,23 @@ class OpenAIProxyBackend:
                 for m in messages
             ]
         return body
+
+    async def preflight(self) -> None:
+        """Make sure the upstream answers at all, before the first rollout: one GET of the
+        completions URL, where any HTTP answer (405, 401, 404 …) will do. A connection that
+        fails or times out is a :class:`~agent_kit.errors.PolicyError`."""
+        try:
+            response = await self._http().get(self.url, timeout=min(self.timeout, _PROBE_TIMEOUT_S))
+            await response.aclose()
+        except httpx.TimeoutException as exc:
+            raise PolicyError(
+                f"upstream policy {self.name} did not answer within "
+                f"{min(self.timeout, _PROBE_TIMEOUT_S):g} s ({type(exc).__name__})"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise PolicyError(
+                f"upstream policy {self.name} is unreachable: {type(exc).__name__}: {exc}"
+            ) from None
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """Forward one turn; raise a JobRuntimeError subclass for any upstream failure."""
