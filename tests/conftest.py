@@ -190,6 +190,7 @@ E2E_MODULES = frozenset(
         "test_emulator_boto3",
         "test_emulator_fuzz",
         "test_emulator_sdk",
+        "test_final_outcomes",
         "test_forwarder",
         "test_invokers",
         "test_jobs",

@@ -38,6 +38,11 @@ Outcome of one rollout attempt, in the service's words (docs/contract.md §1):
   reset), or the agent returned without completing → the trajectory is TIMED_OUT and the
   rollout retried under a new id (``retry_of`` links it), up to ``max_retries``; when retries
   run out, the rollout fails the job (**[chosen]**: "Rollout failed after N attempts: …").
+- The rollout ran into the emulator's turn cap and then ended without completing → final at
+  once (a ``limit``, reason ``limit: …``): not retried, not a job failure, the slot unrewarded.
+- The agent answered HTTP 4xx (not 408/429) without completing → job failure at once, no
+  grace, no retry (**[chosen]**: the "No sampling requests …" reason with the HTTP status, or
+  "The agent refused the rollout after N policy calls …").
 
 A job failure stops the job (``fail_fast=True``, the service's behaviour: in-flight rollouts are
 expired with reason "job stopped") or is only flagged (``fail_fast=False``). Every failure is an

@@ -28,17 +28,21 @@ from agent_kit.errors import AgentKitError, UsageError
 from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 from agent_kit.store.events import (
     FAILED_REASON,
+    LIMIT_REASON,
     NO_REWARD_REASON,
     NO_SAMPLE_REASON,
+    REFUSED_REASON,
     RESUMED_REASON,
     STOPPED_REASON,
 )
 
 __all__ = [
     "FAILED_REASON",
+    "LIMIT_REASON",
     "MAX_BATCH_SIZE",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
+    "REFUSED_REASON",
     "RESUMED_REASON",
     "STOPPED_REASON",
     "JobConfig",
@@ -61,6 +65,8 @@ _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _TERMINAL_WAIT: Final = frozenset(
     {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
 )
+#: Client errors that may pass (a timeout, a throttle): other 4xx answers refuse the rollout.
+_TRANSIENT_4XX: Final = frozenset({408, 429})
 
 
 # -- configuration -----------------------------------------------------------------------------
@@ -219,7 +225,7 @@ class RolloutStats:
 
 @dataclass(frozen=True)
 class _Attempt:
-    kind: str  # "rewarded" | "job_failure" | "retry"
+    kind: str  # "rewarded" | "job_failure" | "retry" | "limit"
     trajectory_id: str
     reason: str | None = None
     reward: float | None = None
@@ -403,19 +409,10 @@ class RolloutLoop:
         emu = self.emu
         loop = asyncio.get_running_loop()
         if result.status in ("timeout", "unreachable"):
-            state = emu.state(tid)
-            if state is TrajectoryState.REWARDED:
-                return self._rewarded(tid, result)
-            if result.status == "timeout":
-                reason = f"The rollout did not finish within rollout_timeout ({result.error})"
-            else:
-                reason = f"The agent could not be reached or crashed: {result.error}"
-            state = emu.expire(tid, reason)
-            if state is TrajectoryState.REWARDED:  # the reward raced the expiry
-                return self._rewarded(tid, result)
-            if state is TrajectoryState.FAILED:
-                return _Attempt("job_failure", tid, FAILED_REASON, result=result)
-            return _Attempt("retry", tid, reason, result=result)
+            return self._no_answer(tid, result)
+        final = self._final_at_once(tid, result)
+        if final is not None:
+            return final
         grace = max(0.0, min(deadline - loop.time(), self.config.report_grace))
         state = await emu.wait_state(tid, _TERMINAL_WAIT, grace)
         if state is TrajectoryState.REWARDED:
@@ -425,27 +422,67 @@ class RolloutLoop:
         if state is TrajectoryState.TIMED_OUT:
             return _Attempt("retry", tid, "expired while waiting for the reward", result=result)
         if state is TrajectoryState.READY:
-            final = emu.expire(tid, NO_REWARD_REASON)
-            if final is TrajectoryState.REWARDED:
-                return self._rewarded(tid, result)
-            return _Attempt("job_failure", tid, NO_REWARD_REASON, result=result)
+            return self._ended(tid, result, "job_failure", NO_REWARD_REASON)
         # still OPEN after the agent answered
         if emu.turn_count(tid) == 0:
-            final = emu.expire(tid, NO_SAMPLE_REASON)
-            if final is TrajectoryState.REWARDED:
-                return self._rewarded(tid, result)
-            detail = f" (agent: {result.error})" if result.error else ""
-            return _Attempt("job_failure", tid, NO_SAMPLE_REASON + detail, result=result)
+            return self._ended(tid, result, "job_failure", _no_sample_reason(result))
         if loop.time() >= deadline:
             reason = "The rollout did not finish within rollout_timeout"
         else:
             reason = "The agent answered without completing the rollout"
             if result.error:
                 reason += f" ({result.error})"
-        final = emu.expire(tid, reason)
-        if final is TrajectoryState.REWARDED:
+        return self._ended(tid, result, "retry", reason)
+
+    def _no_answer(self, tid: str, result: InvokeResult) -> _Attempt:
+        """No answer (timeout) or no agent (unreachable): retried, unless the rollout had
+        already run into its turn cap (a limit is final)."""
+        if self.emu.state(tid) is TrajectoryState.REWARDED:
             return self._rewarded(tid, result)
-        return _Attempt("retry", tid, reason, result=result)
+        limit = self.emu.limit_reached(tid)
+        if limit is not None:
+            return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {limit}")
+        if result.status == "timeout":
+            reason = f"The rollout did not finish within rollout_timeout ({result.error})"
+        else:
+            reason = f"The agent could not be reached or crashed: {result.error}"
+        return self._ended(tid, result, "retry", reason)
+
+    def _final_at_once(self, tid: str, result: InvokeResult) -> _Attempt | None:
+        """The outcome of an answer that no wait or retry can change, or None.
+
+        A trajectory still OPEN when the agent answered is final at once when it ran into the
+        turn cap (kind ``limit``: the same rollout would again) or when the agent refused it
+        with a 4xx (an unplayable row: a job failure, in the service's words when no policy
+        call was made); no report grace is waited for either.
+        """
+        emu = self.emu
+        if emu.state(tid) is not TrajectoryState.OPEN:
+            return None
+        limit = emu.limit_reached(tid)
+        if limit is not None:
+            return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {limit}")
+        status = result.http_status
+        if result.status != "error" or status is None or not 400 <= status < 500:
+            return None
+        if status in _TRANSIENT_4XX:
+            return None
+        turns = emu.turn_count(tid)
+        if turns == 0:
+            return self._ended(tid, result, "job_failure", _no_sample_reason(result))
+        calls = f"{turns} policy call{'' if turns == 1 else 's'}"
+        reason = f"{REFUSED_REASON} after {calls} (the agent answered HTTP {status})"
+        return self._ended(tid, result, "job_failure", reason)
+
+    def _ended(self, tid: str, result: InvokeResult, kind: str, reason: str) -> _Attempt:
+        """Expire the trajectory with ``reason`` and return the attempt of ``kind`` — or the
+        outcome that raced the expiry (a reward, or the agent's ``Status: failed``)."""
+        state = self.emu.expire(tid, reason)
+        if state is TrajectoryState.REWARDED:
+            return self._rewarded(tid, result)
+        if state is TrajectoryState.FAILED:
+            return _Attempt("job_failure", tid, FAILED_REASON, result=result)
+        return _Attempt(kind, tid, reason, result=result)
 
     def _rewarded(self, tid: str, result: InvokeResult) -> _Attempt:
         reward = self.store.get_reward(tid)
@@ -476,6 +513,9 @@ class RolloutLoop:
                     self.stats.reward_sum += outcome.reward
                     self.stats.reward_n += 1
                 self._slot_done(slot, outcome.trajectory_id, "rewarded", None)
+                return
+            if outcome.kind == "limit":  # an outcome, not a transient failure: no retry
+                self._slot_done(slot, outcome.trajectory_id, "limit", outcome.reason)
                 return
             if outcome.kind == "job_failure":
                 reason = outcome.reason or "job failure (no reason given)"
@@ -518,6 +558,14 @@ class RolloutLoop:
                 task.result()  # a bug in the driver must surface, not vanish
             if self.stop_reason is not None:
                 return
+
+
+def _no_sample_reason(result: InvokeResult) -> str:
+    """The service's reason for a rollout without a policy call, with the agent's HTTP status
+    when it answered an error (its message is the agent-side failure, listed once)."""
+    if result.status == "error" and result.http_status is not None:
+        return f"{NO_SAMPLE_REASON} (the agent answered HTTP {result.http_status})"
+    return NO_SAMPLE_REASON
 
 
 def free_retry(reason: str | None) -> bool:

@@ -62,7 +62,12 @@ from agent_kit.errors import (
     ValidationError,
 )
 from agent_kit.store import JobRow, RunStore, TrajectoryRow, TurnEvent, TurnRow
-from agent_kit.store.events import CHAOS_EVENT, CONNECTION_EVENT, FAILED_REASON
+from agent_kit.store.events import (
+    CHAOS_EVENT,
+    CONNECTION_EVENT,
+    FAILED_REASON,
+    TURN_LIMIT_EVENT,
+)
 
 #: Trajectories whose last connection is remembered (far more than can be in flight).
 _PEER_MEMORY: Final = 8192
@@ -298,6 +303,11 @@ class Emulator:
         traj = self._table.get(trajectory_id)
         return 0 if traj is None else traj.turns
 
+    def limit_reached(self, trajectory_id: str) -> str | None:
+        """The deterministic limit the trajectory ran into (its turn cap), or None."""
+        traj = self._table.get(trajectory_id)
+        return None if traj is None else traj.limit
+
     async def wait_state(
         self, trajectory_id: str, states: Collection[TrajectoryState], timeout: float
     ) -> TrajectoryState:
@@ -345,6 +355,10 @@ class Emulator:
         if traj.state is not TrajectoryState.OPEN:
             raise _not_sampling(trajectory_id, traj.state)
         if traj.turns >= self.max_turns_per_trajectory:
+            if traj.limit is None:  # noted once: the driver ends such a rollout without a retry
+                cap = self.max_turns_per_trajectory
+                traj.limit = f"the rollout reached the limit of {cap} policy calls per trajectory"
+                events.append(_event(TURN_LIMIT_EVENT, {"turns": traj.turns, "limit": cap}))
             raise ValidationError(
                 f"Trajectory {trajectory_id} reached the limit of "
                 f"{self.max_turns_per_trajectory} turns"

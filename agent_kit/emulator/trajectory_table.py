@@ -39,6 +39,8 @@ class CachedTrajectory:
     state: TrajectoryState
     turns: int
     context: dict[str, Any]
+    #: Set when a policy call was refused on the turn cap: what limit the rollout reached.
+    limit: str | None = None
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -21,6 +22,7 @@ from rich.text import Text
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
+from agent_kit.store.events import LIMIT_REASON
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
@@ -231,6 +233,32 @@ def _metrics_block(summary: Summary) -> list[RenderableType]:
     return parts
 
 
+def _row_command(summary: Summary, prompt_index: int | None) -> str | None:
+    """``agent-kit invoke`` of one dataset row of this run, when the summary names the agent
+    entrypoint, the dataset and the row."""
+    entrypoint, dataset = summary.config.get("entrypoint"), summary.config.get("dataset")
+    if prompt_index is None or not isinstance(entrypoint, str) or not isinstance(dataset, str):
+        return None
+    return (
+        f"agent-kit invoke {shlex.quote(entrypoint)} --dataset {shlex.quote(dataset)} "
+        f"--row {prompt_index}"
+    )
+
+
+def _row_to_play(summary: Summary) -> tuple[str, int | None]:
+    """What to look at on one row: the first job failure, else the first rollout that ended on
+    a limit; ("", None) when neither."""
+    failures = summary.run.job_failures if summary.run is not None else None
+    for note in failures or ():
+        if note.prompt_index is not None:
+            why = (note.reason or "job failure").split(" (", 1)[0]
+            return f"play the row that failed the job alone ({why}):", note.prompt_index
+    for brief in summary.failed:
+        if (brief.reason or "").startswith(f"{LIMIT_REASON}:"):
+            return "watch a rollout that ran into a limit, alone:", brief.prompt_index
+    return "", None
+
+
 def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
     if run_dir is None:
         return []
@@ -244,13 +272,18 @@ def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
     report = run_dir / REPORT_FILE
     if report.exists():
         step("open the report:", report.resolve().as_uri())
+    what, prompt_index = _row_to_play(summary)
+    row_command = _row_command(summary, prompt_index)
+    if row_command is not None:
+        step(what, row_command)
     if summary.lowest:
         worst = summary.lowest[0]
         step(
             f"replay the lowest-scoring rollout (reward {num(worst.reward)}):",
             f"agent-kit replay {where} --trajectory {worst.id}",
         )
-    step("audit the reward function:", f"agent-kit doctor reward {where}")
+    if summary.counts.rewarded:  # a reward audit needs rewards to look at
+        step("audit the reward function:", f"agent-kit doctor reward {where}")
     if summary.job.status in ("interrupted", "stopped") or summary.counts.pending:
         step("play the remaining slots:", f"agent-kit run --resume {where}")
     return lines
@@ -262,8 +295,9 @@ def render_terminal(summary: Summary, run_dir: Path | None = None) -> Renderable
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
     table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
     grouped as the service names them, the projection, and — given the run's directory — what
-    to do next (the report's ``file://`` link, the replay command of the lowest-scoring
-    rollout, the reward audit, the resume command of an unfinished run).
+    to do next (the report's ``file://`` link, ``agent-kit invoke`` of the row that failed the
+    job or ran into a limit, the replay command of the lowest-scoring rollout, the reward audit
+    when a rollout was rewarded, the resume command of an unfinished run).
 
     Words: a rollout *failed* when it got no reward (the job's meaning); a rewarded episode
     below the success threshold is *unsolved*. Metric names stay as the service spells them

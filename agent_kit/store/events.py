@@ -15,12 +15,15 @@ __all__ = [
     "FAILED_REASON",
     "INVOCATION_EVENT",
     "JOB_FAILURE_EVENT",
+    "LIMIT_REASON",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
+    "REFUSED_REASON",
     "REPORT_ERROR_EVENT",
     "RESUMED_REASON",
     "ROLLOUT_DONE_EVENT",
     "STOPPED_REASON",
+    "TURN_LIMIT_EVENT",
 ]
 
 #: What the agent answered to an invocation (status, HTTP status, body, error).
@@ -37,6 +40,8 @@ ROLLOUT_DONE_EVENT: Final = "rollout_done"
 REPORT_ERROR_EVENT: Final = "report_error"
 #: A replayed rollout diverged from its recording.
 DIVERGENCE_EVENT: Final = "replay_divergence"
+#: The emulator refused a policy call because the trajectory reached its turn cap (first time).
+TURN_LIMIT_EVENT: Final = "turn_limit"
 
 #: An agent completed a rollout with ``Status: failed`` (docs/contract.md §1).
 FAILED_REASON: Final = "The agent signaled that the trajectory failed"
@@ -44,6 +49,10 @@ FAILED_REASON: Final = "The agent signaled that the trajectory failed"
 NO_SAMPLE_REASON: Final = "No sampling requests were received for this rollout"
 #: READY, but no reward within the grace period.
 NO_REWARD_REASON: Final = "The rollout completed but no reward was received in time"
+#: Prefix of the reason of a rollout that ended on a deterministic limit (final, not retried).
+LIMIT_REASON: Final = "limit"
+#: The agent refused the rollout with an HTTP 4xx answer after policy calls (final, not retried).
+REFUSED_REASON: Final = "The agent refused the rollout"
 #: A trajectory left OPEN/READY by a dead run, expired when the run is resumed.
 RESUMED_REASON: Final = "resumed"
 #: Prefix of the reason given to rollouts cut short when a job stops (not a retry on resume).

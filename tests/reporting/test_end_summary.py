@@ -179,6 +179,30 @@ def test_interrupted_names_resume(tmp_path: Path) -> None:
     assert "    agent-kit run --resume RUN_DIR" in text.splitlines()
 
 
+def test_next_fits_a_row_that_failed_the_job(tmp_path: Path) -> None:
+    """A job failed by one row with nothing rewarded: "next" plays that row with
+    ``agent-kit invoke`` and suggests no reward audit."""
+    reason = "No sampling requests were received for this rollout (the agent answered HTTP 400)"
+    records = [
+        _record(1, 0, "TIMED_OUT", None, reason=reason),
+        _record(1, 1, "TIMED_OUT", None, reason=f"job stopped: {reason}"),
+    ]
+    job = _job("failed")
+    job.config.update({"entrypoint": "/src/my agent.py", "dataset": "/data/train.jsonl"})
+    summary = summarize_records(job, records)
+    summary.run = RunFigures(
+        failure_reason=reason,
+        job_failures=[{"reason": reason, "trajectory_id": records[0].id, "prompt_index": 1}],
+    )
+    lines = _render(summary, tmp_path).splitlines()
+    at = lines.index("next")
+    assert lines[at + 1 :] == [
+        "  play the row that failed the job alone (No sampling requests were received for "
+        "this rollout):",
+        "    agent-kit invoke '/src/my agent.py' --dataset /data/train.jsonl --row 1",
+    ]
+
+
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
