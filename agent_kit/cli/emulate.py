@@ -8,13 +8,16 @@ import json
 import socket
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agent_kit.contract import JOB_ARN_PATTERN
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_kit.emulator.core import Emulator
 
 __all__ = ["SECRET_ENV", "register"]
 
@@ -102,19 +105,7 @@ def emulate(
     url = f"http://{shown_host}:{bound}"
     app = create_app(emu, secret=secret, endpoint=url)
 
-    example = emu.rollout_payload(emu.open_trajectory(job_arn, '{"prompt": "hello"}'), url)
-    typer.echo(f"agent-kit emulator serving {url}  (policy {policy}, store {run_store.path})")
-    typer.echo("example payload (a fresh rolloutId, ready to POST to your agent's /invocations):")
-    typer.echo("  " + json.dumps(example))
-    typer.echo("point an agent at it:")
-    typer.echo(f"  RFT_RUNTIME_ENDPOINT={url}")
-    typer.echo(f"  AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME={url}")
-    typer.echo(f"  AWS_REGION={emu.region}")
-    typer.echo(
-        f"more rollouts: curl -X POST {url}/_emulator/rollouts"
-        ' -H "content-type: application/json" -d \'{"prompt": "..."}\''
-    )
-    typer.echo("Ctrl-C to stop.", nl=True)
+    _print_banner(emu, job_arn, url, policy, run_store.path)
 
     import uvicorn
 
@@ -133,6 +124,23 @@ def emulate(
         finally:
             run_store.close()
     typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+def _print_banner(emu: Emulator, job_arn: str, url: str, policy: str, store_path: str) -> None:
+    """What the emulator serves, an example payload, and how to point an agent at it."""
+    example = emu.rollout_payload(emu.open_trajectory(job_arn, '{"prompt": "hello"}'), url)
+    typer.echo(f"agent-kit emulator serving {url}  (policy {policy}, store {store_path})")
+    typer.echo("example payload (a fresh rolloutId, ready to POST to your agent's /invocations):")
+    typer.echo("  " + json.dumps(example))
+    typer.echo("point an agent at it:")
+    typer.echo(f"  RFT_RUNTIME_ENDPOINT={url}")
+    typer.echo(f"  AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME={url}")
+    typer.echo(f"  AWS_REGION={emu.region}")
+    typer.echo(
+        f"more rollouts: curl -X POST {url}/_emulator/rollouts"
+        ' -H "content-type: application/json" -d \'{"prompt": "..."}\''
+    )
+    typer.echo("Ctrl-C to stop.", nl=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -370,7 +370,7 @@ def _sampled(run_dir: Path) -> int:
     if not (run_dir / "run.sqlite").exists():
         return 0
     with (
-        contextlib.suppress(sqlite3.OperationalError, errors.UsageError),
+        contextlib.suppress(sqlite3.OperationalError, errors.UsageError, errors.RunStoreError),
         RunStore.open(run_dir, readonly=True) as store,
     ):  # the schema may not be written yet
         return sum(1 for t in store.list_trajectories() if store.count_turns(t.id))

@@ -26,6 +26,7 @@ from agent_kit.errors import (
     EnvironmentFailure,
     ReportingError,
     RewardError,
+    RunStoreError,
     UsageError,
 )
 from agent_kit.store import RunStore
@@ -305,7 +306,7 @@ def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             assert time.monotonic() < deadline, "no rollouts finished in time"
             if (run_dir / "run.sqlite").exists():
                 with (
-                    contextlib.suppress(sqlite3.OperationalError, UsageError),
+                    contextlib.suppress(sqlite3.OperationalError, UsageError, RunStoreError),
                     RunStore.open(run_dir, readonly=True) as store,
                 ):  # the schema may not be written yet
                     rewarded = len(store.list_trajectories(states=["REWARDED"]))

@@ -51,7 +51,7 @@ import pytest
 
 from agent_kit.driver.job import JobConfig
 from agent_kit.driver.local import run_local
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.store.runlock import LOCK_FILE
 
@@ -198,7 +198,7 @@ def _peek(run_dir: Path, check: Callable[[RunStore], bool]) -> bool:
     if not (run_dir / RUN_FILE).exists():
         return False
     with (
-        contextlib.suppress(sqlite3.OperationalError, UsageError),
+        contextlib.suppress(sqlite3.OperationalError, UsageError, RunStoreError),
         RunStore.open(run_dir, readonly=True) as store,
     ):  # the schema may not be written yet
         return check(store)

@@ -22,6 +22,7 @@ from conftest import RunningEmulator
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.sse import chunks_from_completion
+from agent_kit.store import RunStore
 
 BODY = json.dumps(
     {
@@ -303,7 +304,7 @@ def _strip(out: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k != "ResponseMetadata"}
 
 
-def test_verify_mode_checks_real_sigv4(emulator: Any) -> None:
+def test_verify_mode_checks_real_sigv4(emulator: Any, run_store: RunStore) -> None:
     """With the run's credentials, a boto3 client signing with them works end to end and one
     signing with a wrong secret key is refused with AccessDeniedException naming the lenient way."""
     from conftest import serve_app
@@ -330,5 +331,5 @@ def test_verify_mode_checks_real_sigv4(emulator: Any) -> None:
         with pytest.raises(bad.exceptions.AccessDeniedException):
             bad.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[99.0])
         good.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[1.0])
-        assert emulator.store.get_reward(tid).rewards == [1.0]
+        assert run_store.get_reward(tid).rewards == [1.0]
         assert emulator.turn_count(tid) == 1
