@@ -54,15 +54,10 @@ def driver_stats(
     store = run.store
     rows = store.list_trajectories(job_arn=job_arn)
     _, total, counts = plan_slots(store, job_arn, run.job_name, run.config, len(run.data))
-    by_state: dict[str, int] = {}
-    prompt_tokens = completion_tokens = turns = 0
-    for row in rows:
-        by_state[row.state] = by_state.get(row.state, 0) + 1
-        for turn in store.list_turns(row.id):
-            turns += 1
-            prompt_tokens += turn.prompt_tokens
-            completion_tokens += turn.completion_tokens
-    rewards = [r.total for r in (store.get_reward(t.id) for t in rows) if r is not None]
+    by_state = dict(Counter(row.state for row in rows))
+    sums = store.turn_totals(job_arn).values()
+    totals = store.reward_totals(job_arn)
+    rewards = [totals[row.id] for row in rows if row.id in totals]  # in creation order
     failures = [
         JobFailureNote.model_validate(e.detail) for e in store.list_events(kind="job_failure")
     ]
@@ -79,9 +74,9 @@ def driver_stats(
         retries=counted_retries(rows),
         rewarded=len(rewards),
         reward_mean=sum(rewards) / len(rewards) if rewards else None,
-        turns=turns,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        turns=sum(s.turns for s in sums),
+        prompt_tokens=sum(s.prompt_tokens for s in sums),
+        completion_tokens=sum(s.completion_tokens for s in sums),
         job_failures=failures,
         elapsed_s=round(elapsed, 3),
         rollouts_per_s=rollout_rate(stats),
