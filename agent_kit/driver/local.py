@@ -30,7 +30,7 @@ from agent_kit.store.events import REPORT_ERROR_EVENT
 
 __all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_run_outputs"]
 
-logger = logging.getLogger("agent_kit.runs")
+logger = logging.getLogger("agent_kit.driver.local")
 
 
 def write_run_outputs(
