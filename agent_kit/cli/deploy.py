@@ -1,4 +1,4 @@
-"""``agent-kit package``, ``agent-kit deploy`` and ``agent-kit job submit|status|eval``.
+"""``agent-kit package``, ``agent-kit deploy`` and ``agent-kit job submit|status|eval|plan``.
 
 Every command that talks to AWS accepts ``--plan``: it prints each request it would send (as
 JSON) and sends nothing. AWS endpoints follow the usual boto3 configuration, including
@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, cast
 import typer
 from rich.console import Console
 
+from agent_kit.cli.job_plan import plan_cmd
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy import jobs
 from agent_kit.deploy.package import PackageResult, Target, describe, package
@@ -35,6 +36,7 @@ def register(app: typer.Typer) -> None:
     """Add ``package``, ``deploy`` and the ``job`` group to the CLI."""
     app.command("package")(package_cmd)
     app.command("deploy")(deploy_cmd)
+    job_app.command("plan")(plan_cmd)
     app.add_typer(job_app, name="job")
 
 

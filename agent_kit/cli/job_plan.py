@@ -1,0 +1,223 @@
+"""``agent-kit job plan RUN_DIR``: the real training job a recorded local run predicts.
+
+The planning is :func:`agent_kit.reporting.plan.plan_job`; this module reads the run, counts
+the dataset, and prints the plan as Rich tables or (``--json``) one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from agent_kit.deploy import jobs
+from agent_kit.driver.dataset import load_dataset
+from agent_kit.errors import UsageError
+from agent_kit.reporting.plan import (
+    DEFAULT_TRAIN_STEP_S,
+    SESSION_MEMORY_GB,
+    SESSION_VCPU,
+    Band,
+    JobPlan,
+    PlanSettings,
+    job_shape,
+    plan_job,
+)
+from agent_kit.reporting.pricing import default_pricing, load_pricing
+from agent_kit.reporting.summary import resolve_job
+from agent_kit.reporting.summary_schema import flat_config
+from agent_kit.store import RunStore, load_rollouts, resolve_path
+
+__all__ = ["plan_cmd"]
+
+
+def _dataset_rows(
+    dataset: Path | None, rows: int | None, config: dict[str, Any]
+) -> tuple[int | None, str | None]:
+    """(rows, where the figure came from): --dataset-rows, --dataset, else the run's dataset."""
+    if dataset is not None and rows is not None:
+        raise UsageError("give --dataset or --dataset-rows, not both")
+    if rows is not None:
+        return rows, "--dataset-rows"
+    if dataset is not None:
+        return len(load_dataset(dataset)), str(dataset)
+    recorded = config.get("dataset")
+    if isinstance(recorded, str) and Path(recorded).is_file():
+        try:
+            return len(load_dataset(recorded)), f"{recorded} (the run's dataset)"
+        except UsageError:
+            return None, None
+    return None, None
+
+
+def _int(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _band(band: Band, fmt: Any = _int) -> str:
+    return f"{fmt(band.p50)}  ({fmt(band.p10)} – {fmt(band.p90)})"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def _shape_table(plan: JobPlan) -> Table:
+    doc = plan.document()
+    shape, recorded = doc["shape"], doc["source"]["recorded"]
+    table = Table(title="planned job", show_header=False, title_justify="left")
+    table.add_column("item", style="bold")
+    table.add_column("value")
+    hyper = ", ".join(f"{k}={v}" for k, v in doc["hyperparameters"].items())
+    rows = shape["dataset_rows"]
+    table.add_row("hyperparameters", hyper)
+    table.add_row(
+        "dataset",
+        "unknown" if rows is None else f"{rows:,} rows, {shape['steps_per_epoch']} steps/epoch",
+    )
+    epochs = "" if shape["epochs"] is None else f", {shape['epochs']:.2f} epochs"
+    table.add_row("steps", f"{shape['steps']} (ended by {shape['ends_by']}{epochs})")
+    table.add_row(
+        "rollouts",
+        f"{shape['rollouts']:,} = {shape['steps']} × {shape['prompts_per_step']} prompts × "
+        f"{doc['hyperparameters']['group_size']}; ≈ {shape['attempts']:,.0f} attempts with the "
+        f"recorded {recorded['attempts_per_slot']:.2f} attempts/slot",
+    )
+    table.add_row(
+        "recorded run",
+        f"{recorded['groups']} groups, {recorded['slots']} slots; turns p50 "
+        f"{recorded['turns']['p50']:g}, max {recorded['turns']['max']:g}; session p50 "
+        f"{_duration(recorded['session_s']['p50'])}, p99 {_duration(recorded['session_s']['p99'])}",
+    )
+    return table
+
+
+def _money_table(plan: JobPlan) -> Table:
+    cost = plan.cost
+    table = Table(title="tokens and cost: p50 (p10 – p90)", title_justify="left")
+    table.add_column("category", style="bold")
+    table.add_column("tokens", justify="right")
+    table.add_column(f"cost ({cost['currency']})", justify="right")
+    for name in ("prefill", "sample", "train", "total"):
+        table.add_row(name, _band(plan.tokens[name]), _band(cost[name], lambda v: f"{v:,.2f}"))
+    table.caption = f"prices: {cost['label']} ({cost['source']})"
+    return table
+
+
+def _clock_table(plan: JobPlan) -> Table:
+    wall = plan.wall_clock
+    table = Table(title="wall clock", show_header=False, title_justify="left")
+    table.add_column("item", style="bold")
+    table.add_column("value")
+    table.add_row(
+        "sessions",
+        f"{wall['concurrency']} at once (quota {wall['session_quota']} in {wall['region']}), "
+        f"≤ {wall['invocations_per_s']:g} starts/s; paced by {wall['paced_by']}; "
+        f"{SESSION_VCPU} vCPU / {SESSION_MEMORY_GB} GB each (not measured locally)",
+    )
+    rollouts, step = wall["step_rollouts_s"], wall["step_s"]
+    table.add_row(
+        "rollouts / step", f"{_duration(rollouts['low'])} – {_duration(rollouts['high'])}"
+    )
+    table.add_row("training / step", f"{_duration(wall['train_step_s'])} (assumed: --train-step-s)")
+    table.add_row("step", f"{_duration(step['low'])} – {_duration(step['high'])}")
+    total = wall["total_s"]
+    table.add_row(
+        "job", Text(f"{_duration(total['low'])} – {_duration(total['high'])}", style="bold")
+    )
+    return table
+
+
+def _print_plan(plan: JobPlan) -> None:
+    out = Console(highlight=False, soft_wrap=True)
+    parts: list[Any] = [_shape_table(plan), _money_table(plan), _clock_table(plan)]
+    for flag in plan.flags:
+        style = "bold red" if flag.level == "error" else "yellow"
+        parts.append(Text.assemble((f"{flag.level}: ", style), f"{flag.message} [{flag.code}]"))
+    verdict = "the plan fits the quotas" if plan.fits else "the plan does NOT fit (errors above)"
+    parts.append(Text(verdict, style="bold green" if plan.fits else "bold red"))
+    out.print(Group(*parts), soft_wrap=False, crop=False)
+
+
+def plan_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A recorded local run (agent-kit run --out).")],
+    hyperparameters: Annotated[
+        list[str] | None,
+        typer.Option("--hyperparameters", "-H", help="The job's key=value (repeatable)."),
+    ] = None,
+    dataset: Annotated[
+        Path | None, typer.Option("--dataset", help="The training dataset, to count its rows.")
+    ] = None,
+    dataset_rows: Annotated[
+        int | None, typer.Option("--dataset-rows", min=1, help="Rows of the training dataset.")
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option("--job", help="Job name or ARN in the run (default: latest).")
+    ] = None,
+    region: Annotated[
+        str | None, typer.Option("--region", help="Region (session quota; default: the run's).")
+    ] = None,
+    pricing: Annotated[
+        Path | None, typer.Option("--pricing", help="Pricing file for the cost.")
+    ] = None,
+    train_step_s: Annotated[
+        float, typer.Option("--train-step-s", min=0, help="Assumed training seconds a step.")
+    ] = DEFAULT_TRAIN_STEP_S,
+    turn_latency: Annotated[
+        float | None,
+        typer.Option("--turn-latency", min=0, help="Seconds a policy call takes in the job."),
+    ] = None,
+    agent_scale: Annotated[
+        float, typer.Option("--agent-scale", min=0, help="Scale of the agent's own time.")
+    ] = 1.0,
+    other_sessions: Annotated[
+        int, typer.Option("--other-sessions", min=0, help="Sessions other work holds.")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Plan the real training job from a recorded run: rollouts, tokens, cost, wall clock."""
+    if not resolve_path(run_dir).exists():
+        raise UsageError(f"no run store in {run_dir} (expected {resolve_path(run_dir)})")
+    prices = load_pricing(pricing) if pricing is not None else default_pricing()
+    values = jobs.parse_hyperparameters(hyperparameters or [])
+    with RunStore.open(run_dir, readonly=True) as store:
+        row = resolve_job(store, job)
+        rollouts = load_rollouts(store, row.arn, with_turns=True)
+    config = flat_config(row.config)
+    rows, rows_from = _dataset_rows(dataset, dataset_rows, config)
+    shape, typed, unknown = job_shape(values, rows)
+    settings = PlanSettings(
+        region=region or str(config.get("region") or "us-west-2"),
+        train_step_s=train_step_s,
+        turn_latency_s=turn_latency,
+        agent_scale=agent_scale,
+        other_sessions=other_sessions,
+        seed=seed,
+    )
+    max_tokens = config.get("max_tokens")
+    plan = plan_job(
+        rollouts,
+        shape,
+        prices,
+        settings,
+        hyperparameters=typed,
+        passed_through=unknown,
+        source={"run_dir": str(run_dir), "job": row.name, "dataset_rows_from": rows_from},
+        local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+    )
+    if as_json:
+        typer.echo(json.dumps(plan.document()))
+        return
+    for key in unknown:
+        Console(stderr=True).print(f"[yellow]warning:[/] hyperparameter {key} is not validated")
+    _print_plan(plan)

@@ -1,0 +1,568 @@
+"""Plan a real MTRL training job from a recorded local run: its shape, tokens, cost and time.
+
+The inputs are a recorded run's rollouts (tokens per slot in the three billing categories, turns,
+rollout durations), the job's hyperparameters (checked against the documented ranges of
+:data:`agent_kit.deploy.jobs.TRAINING_HYPERPARAMETERS`) and the size of the training dataset.
+The output, :class:`JobPlan`, is the planned job (schema ``agent_kit.job_plan/1``; fields in
+docs/plan.md):
+
+- **Shape.** A step plays ``global_batch_size`` prompts × ``group_size`` rollouts
+  (docs/contract.md §1; the published reference run — 105,486 rollouts in 100 steps at the
+  defaults 128 × 8 = 1,024 — agrees, the rest being retries). Steps per epoch are
+  ``⌈dataset_rows / global_batch_size⌉``; the job ends at ``max_steps`` or after ``max_epochs``
+  epochs, whichever comes first.
+- **Tokens**, as bands (10th, 50th, 90th percentiles), never a point. The unit is a *prompt
+  group*: the recorded groups are resampled (a seeded bootstrap, :attr:`PlanSettings.samples`
+  replicates) to carry the uncertainty of the recorded means, and the spread of summing ``n``
+  independent groups is added as a normal term with the resampled variance. Prefill and sample
+  count every attempt of a slot (so the recorded retry rate is priced in). Train counts the chosen
+  rollout's tokens of groups that give a gradient; for a planned ``group_size`` G the chance that a
+  group is all-equal is recomputed per recorded group as ``Σ_v p_v^G`` (G draws with replacement
+  from its rewards), so a smaller planned group loses more train tokens to degenerate groups.
+- **Cost**: the token bands priced per category with a
+  :class:`~agent_kit.reporting.pricing.Pricing`.
+- **Wall clock**: per step, the ``rollouts_per_step`` sessions run at most ``concurrency`` at a
+  time (``rollout_max_concurrency``, capped by the region's session quota) and start at most
+  :data:`INVOCATIONS_PER_S` a second. Low end ``max(n / rate, busy_p10 / c, d_p90)``; high end
+  ``n / rate + busy_p90 / c + d_max`` (a greedy schedule never exceeds total work over ``c``
+  plus the longest rollout). ``busy`` is the summed session time of a step's rollouts. A
+  training-update time per step (:attr:`PlanSettings.train_step_s`) is an assumption, added as is.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+from agent_kit.deploy.jobs import TRAINING_HYPERPARAMETERS, validate_hyperparameters
+from agent_kit.errors import UsageError
+from agent_kit.reporting.pricing import Pricing
+from agent_kit.store.records import Rollout
+
+__all__ = [
+    "DEFAULT_TRAIN_STEP_S",
+    "INVOCATIONS_PER_S",
+    "PLAN_SCHEMA",
+    "SESSION_MEMORY_GB",
+    "SESSION_VCPU",
+    "SYNC_REQUEST_LIMIT_S",
+    "Band",
+    "Flag",
+    "JobPlan",
+    "JobShape",
+    "PlanSettings",
+    "job_shape",
+    "plan_job",
+    "session_quota",
+]
+
+PLAN_SCHEMA: Final = "agent_kit.job_plan/1"
+#: AgentCore Runtime: InvokeAgentRuntime calls a second, per runtime.
+INVOCATIONS_PER_S: Final = 25.0
+#: AgentCore Runtime: concurrent sessions per account in a region (1,000 in these, else 500).
+_SESSION_QUOTAS: Final[Mapping[str, int]] = {"us-east-1": 1000, "us-west-2": 1000}
+_DEFAULT_SESSION_QUOTA: Final = 500
+#: AgentCore Runtime: resources of one session.
+SESSION_VCPU: Final = 2
+SESSION_MEMORY_GB: Final = 8
+#: AgentCore Runtime: a synchronous request is cut after 15 minutes.
+SYNC_REQUEST_LIMIT_S: Final = 900.0
+#: Seconds of training update per step when the caller gives none: an assumption, not a figure
+#: anyone published (the reference run's wall clock is dominated by rollouts).
+DEFAULT_TRAIN_STEP_S: Final = 60.0
+_Z: Final = {"p10": 0.1, "p50": 0.5, "p90": 0.9}
+_FEW_GROUPS: Final = 10
+_QUANTITIES: Final = ("prefill", "sample", "train", "busy")
+
+
+def session_quota(region: str) -> int:
+    """AgentCore's concurrent-session quota in ``region``: 1,000 in us-east-1 and us-west-2,
+    else 500."""
+    return _SESSION_QUOTAS.get(region, _DEFAULT_SESSION_QUOTA)
+
+
+@dataclass(frozen=True)
+class Band:
+    """A planned quantity's 10th, 50th and 90th percentiles (p10 ≤ p50 ≤ p90)."""
+
+    p10: float
+    p50: float
+    p90: float
+
+    def scaled(self, factor: float) -> Band:
+        """The band times a non-negative ``factor``."""
+        return Band(self.p10 * factor, self.p50 * factor, self.p90 * factor)
+
+    def contains(self, value: float) -> bool:
+        """True when ``p10 ≤ value ≤ p90``."""
+        return self.p10 <= value <= self.p90
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The hyperparameters that shape a training job, and the dataset size."""
+
+    global_batch_size: int
+    group_size: int
+    max_steps: int
+    max_epochs: int
+    rollout_max_concurrency: int
+    rollout_timeout: int
+    sampling_max_tokens: int
+    dataset_rows: int | None = None
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        """``⌈dataset_rows / global_batch_size⌉``, or None when the dataset size is unknown."""
+        if not self.dataset_rows:
+            return None
+        return math.ceil(self.dataset_rows / self.global_batch_size)
+
+    @property
+    def steps(self) -> int:
+        """Steps the job plays: ``max_steps`` or ``max_epochs`` epochs, whichever ends first."""
+        per_epoch = self.steps_per_epoch
+        if per_epoch is None:
+            return self.max_steps
+        return min(self.max_steps, self.max_epochs * per_epoch)
+
+    @property
+    def ends_by(self) -> Literal["max_steps", "max_epochs"]:
+        """Which limit ends the job (``max_steps`` when the dataset size is unknown)."""
+        per_epoch = self.steps_per_epoch
+        if per_epoch is not None and self.max_epochs * per_epoch < self.max_steps:
+            return "max_epochs"
+        return "max_steps"
+
+    @property
+    def epochs(self) -> float | None:
+        """Passes over the dataset: ``steps × global_batch_size / dataset_rows``."""
+        if not self.dataset_rows:
+            return None
+        return self.steps * self.global_batch_size / self.dataset_rows
+
+    @property
+    def rollouts_per_step(self) -> int:
+        """``global_batch_size × group_size`` rollouts (sessions) a step."""
+        return self.global_batch_size * self.group_size
+
+
+_SHAPE_NAMES: Final = (
+    "global_batch_size",
+    "group_size",
+    "max_steps",
+    "max_epochs",
+    "rollout_max_concurrency",
+    "rollout_timeout",
+    "sampling_max_tokens",
+)
+
+
+def job_shape(
+    hyperparameters: Mapping[str, str], dataset_rows: int | None = None
+) -> tuple[JobShape, dict[str, Any], list[str]]:
+    """(shape, every hyperparameter typed, names not validated locally) for ``-H`` values.
+
+    Values are checked against the documented ranges (a :class:`UsageError` names the bad one);
+    a shape hyperparameter not given takes its documented default.
+    """
+    if dataset_rows is not None and dataset_rows < 1:
+        raise UsageError(f"the dataset must have at least one row, got {dataset_rows}")
+    typed, unknown = validate_hyperparameters(hyperparameters, TRAINING_HYPERPARAMETERS)
+    values = {
+        name: int(typed.get(name, TRAINING_HYPERPARAMETERS[name].default)) for name in _SHAPE_NAMES
+    }
+    return JobShape(**values, dataset_rows=dataset_rows), typed, unknown
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The assumptions of a plan that no recorded run can tell.
+
+    ``turn_latency_s``: seconds each policy call takes in the real job, replacing the recorded
+    policy time (None keeps the recorded latency); ``agent_scale`` multiplies the recorded time
+    the agent spent outside policy calls; ``other_sessions``: sessions other work holds in the
+    region's quota; ``seed`` and ``samples``: the bootstrap's.
+    """
+
+    region: str = "us-west-2"
+    train_step_s: float = DEFAULT_TRAIN_STEP_S
+    turn_latency_s: float | None = None
+    agent_scale: float = 1.0
+    other_sessions: int = 0
+    invocations_per_s: float = INVOCATIONS_PER_S
+    seed: int = 0
+    samples: int = 1000
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("train step seconds", self.train_step_s, 0.0),
+            ("agent scale", self.agent_scale, 0.0),
+            ("turn latency", 0.0 if self.turn_latency_s is None else self.turn_latency_s, 0.0),
+            ("other sessions", float(self.other_sessions), 0.0),
+            ("invocations per second", self.invocations_per_s, 1e-9),
+            ("bootstrap samples", float(self.samples), 1.0),
+        )
+        for name, value, low in checks:
+            if not math.isfinite(value) or value < low:
+                raise UsageError(f"{name} must be a finite number ≥ {low:g}, got {value}")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something the plan cannot fit (``error``) or should make the user look twice
+    (``warning``); ``code`` is stable, ``message`` one sentence."""
+
+    level: Literal["error", "warning"]
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One recorded slot: all its attempts' prefill and sample tokens and session seconds,
+    the chosen rollout's tokens (0 when lost) and its reward (None when lost)."""
+
+    prefill: float
+    sample: float
+    chosen: float
+    reward: float | None
+    busy: float
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    groups: list[list[_Slot]]
+    durations: list[float]
+    turns: list[int]
+    max_turn_completion: int
+    estimated: bool
+    attempts: int
+    latency_recorded: bool
+
+
+def _session_seconds(rollout: Rollout, settings: PlanSettings) -> float:
+    """The rollout's session time in the real job: agent time × ``agent_scale`` + policy time
+    (recorded, or ``turns × turn_latency_s``)."""
+    policy = sum(t.latency_ms for t in rollout.turn_rows) / 1000.0
+    agent = max(0.0, rollout.duration_s - policy)
+    if settings.turn_latency_s is not None:
+        policy = rollout.turns * settings.turn_latency_s
+    return agent * settings.agent_scale + policy
+
+
+def _recorded(rollouts: Sequence[Rollout], settings: PlanSettings) -> _Recorded:
+    finished = [r for r in rollouts if r.state in ("REWARDED", "FAILED", "TIMED_OUT")]
+    if not any(r.rewarded for r in finished):
+        raise UsageError("the run has no rewarded rollout to plan from")
+    by_slot: dict[tuple[int, int, int], list[Rollout]] = defaultdict(list)
+    for r in finished:
+        by_slot[r.slot].append(r)
+    groups: dict[tuple[int, int], list[_Slot]] = defaultdict(list)
+    durations: list[float] = []
+    for slot in sorted(by_slot):
+        attempts = by_slot[slot]
+        seconds = [_session_seconds(r, settings) for r in attempts]
+        durations.extend(seconds)
+        rewarded = sorted((r for r in attempts if r.rewarded), key=lambda r: r.attempt)
+        chosen = rewarded[-1] if rewarded else None
+        groups[slot[:2]].append(
+            _Slot(
+                prefill=float(sum(r.prefill_tokens for r in attempts)),
+                sample=float(sum(r.sample_tokens for r in attempts)),
+                chosen=float(chosen.tokens) if chosen else 0.0,
+                reward=chosen.reward if chosen else None,
+                busy=math.fsum(seconds),
+            )
+        )
+    return _Recorded(
+        groups=[groups[key] for key in sorted(groups)],
+        durations=durations,
+        turns=[r.turns for r in finished],
+        max_turn_completion=max(
+            (t.completion_tokens for r in finished for t in r.turn_rows), default=0
+        ),
+        estimated=any(r.estimated_turns for r in finished),
+        attempts=len(finished),
+        latency_recorded=any(t.latency_ms > 0 for r in finished for t in r.turn_rows),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _pvar(values: Sequence[float]) -> float:
+    mean = _mean(values)
+    return math.fsum((v - mean) ** 2 for v in values) / len(values)
+
+
+def _unit(group: Sequence[_Slot], size: int) -> dict[str, tuple[float, float]]:
+    """Per quantity, (expected value, variance) of one planned group of ``size`` slots drawn
+    with replacement from a recorded group."""
+    out: dict[str, tuple[float, float]] = {}
+    for name in ("prefill", "sample", "busy"):
+        values = [float(getattr(s, name)) for s in group]
+        out[name] = (size * _mean(values), size * _pvar(values))
+    chosen = [s.chosen for s in group]
+    classes: dict[float | None, list[float]] = defaultdict(list)
+    for s in group:
+        classes[s.reward].append(s.chosen)
+    n = len(group)
+    degenerate = math.fsum((len(c) / n) ** size * _mean(c) for c in classes.values())
+    out["train"] = (size * (_mean(chosen) - degenerate), size * _pvar(chosen))
+    return out
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _replicates(
+    units: Sequence[Mapping[str, tuple[float, float]]], count: int, settings: PlanSettings
+) -> dict[str, list[float]]:
+    """Per quantity, ``settings.samples`` bootstrap draws of the sum over ``count`` groups."""
+    rng = random.Random(settings.seed)
+    draws: dict[str, list[float]] = {name: [] for name in _QUANTITIES}
+    k = len(units)
+    for _ in range(settings.samples):
+        picked = [units[rng.randrange(k)] for _ in range(k)]
+        z = rng.gauss(0.0, 1.0)
+        for name in _QUANTITIES:
+            means = [u[name][0] for u in picked]
+            spread = _pvar(means) + _mean([u[name][1] for u in picked])
+            total = count * _mean(means) + z * math.sqrt(count * spread)
+            draws[name].append(max(0.0, total))
+    return draws
+
+
+def _band(values: Sequence[float]) -> Band:
+    ordered = sorted(values)
+    return Band(*(_quantile(ordered, q) for q in _Z.values()))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The planned job; :meth:`document` is its JSON (schema ``agent_kit.job_plan/1``)."""
+
+    source: dict[str, Any]
+    hyperparameters: dict[str, Any]
+    passed_through: list[str]
+    shape: JobShape
+    tokens: dict[str, Band]
+    cost: dict[str, Any]
+    wall_clock: dict[str, Any]
+    assumptions: PlanSettings
+    flags: list[Flag] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        """True when no flag is an error."""
+        return not any(f.level == "error" for f in self.flags)
+
+    def document(self) -> dict[str, Any]:
+        """The plan as one JSON-ready document (fields in docs/plan.md)."""
+        shape = self.shape
+        return {
+            "schema": PLAN_SCHEMA,
+            "fits": self.fits,
+            "source": self.source,
+            "hyperparameters": self.hyperparameters,
+            "passed_through": self.passed_through,
+            "shape": {
+                "dataset_rows": shape.dataset_rows,
+                "steps_per_epoch": shape.steps_per_epoch,
+                "steps": shape.steps,
+                "epochs": shape.epochs,
+                "ends_by": shape.ends_by,
+                "prompts_per_step": shape.global_batch_size,
+                "rollouts_per_step": shape.rollouts_per_step,
+                "rollouts": shape.steps * shape.rollouts_per_step,
+                "attempts": self.source["recorded"]["attempts_per_slot"]
+                * shape.steps
+                * shape.rollouts_per_step,
+            },
+            "tokens": {name: asdict(band) for name, band in self.tokens.items()},
+            "cost": {k: asdict(v) if isinstance(v, Band) else v for k, v in self.cost.items()},
+            "wall_clock": self.wall_clock,
+            "assumptions": asdict(self.assumptions),
+            "flags": [asdict(f) for f in self.flags],
+        }
+
+
+def _cost(
+    tokens: Mapping[str, Band], draws: Mapping[str, Sequence[float]], pricing: Pricing
+) -> dict[str, Any]:
+    prices = {
+        "prefill": pricing.prefill_per_million / 1e6,
+        "sample": pricing.sample_per_million / 1e6,
+        "train": pricing.train_per_million / 1e6,
+    }
+    totals = [
+        math.fsum(draws[name][i] * price for name, price in prices.items())
+        for i in range(len(draws["prefill"]))
+    ]
+    return {
+        **{name: tokens[name].scaled(price) for name, price in prices.items()},
+        "total": _band(totals),
+        "currency": pricing.currency,
+        "label": pricing.label,
+        "source": pricing.source,
+    }
+
+
+def _wall_clock(
+    shape: JobShape, busy: Band, recorded: _Recorded, settings: PlanSettings
+) -> dict[str, Any]:
+    quota = session_quota(settings.region)
+    concurrency = max(1, min(shape.rollout_max_concurrency, quota - settings.other_sessions))
+    n = shape.rollouts_per_step
+    starting = n / settings.invocations_per_s
+    ordered = sorted(recorded.durations)
+    low = max(starting, busy.p10 / concurrency, _quantile(ordered, 0.9))
+    high = starting + busy.p90 / concurrency + ordered[-1]
+    step = {"low": low + settings.train_step_s, "high": high + settings.train_step_s}
+    return {
+        "region": settings.region,
+        "session_quota": quota,
+        "concurrency": concurrency,
+        "invocations_per_s": settings.invocations_per_s,
+        "paced_by": "invocation rate" if starting >= busy.p50 / concurrency else "concurrency",
+        "step_rollouts_s": {"low": low, "high": high},
+        "train_step_s": settings.train_step_s,
+        "step_s": step,
+        "total_s": {"low": shape.steps * step["low"], "high": shape.steps * step["high"]},
+    }
+
+
+def _recorded_figures(recorded: _Recorded) -> dict[str, Any]:
+    ordered = sorted(recorded.durations)
+    turns = sorted(float(t) for t in recorded.turns)
+    slots = sum(len(g) for g in recorded.groups)
+    return {
+        "groups": len(recorded.groups),
+        "slots": slots,
+        "attempts": recorded.attempts,
+        "attempts_per_slot": recorded.attempts / slots,
+        "estimated_tokens": recorded.estimated,
+        "turns": {"p50": _quantile(turns, 0.5), "p90": _quantile(turns, 0.9), "max": turns[-1]},
+        "session_s": {
+            "p50": _quantile(ordered, 0.5),
+            "p90": _quantile(ordered, 0.9),
+            "p99": _quantile(ordered, 0.99),
+            "max": ordered[-1],
+        },
+        "max_completion_tokens_per_turn": recorded.max_turn_completion,
+    }
+
+
+def _session_flags(
+    shape: JobShape, figures: Mapping[str, Any], settings: PlanSettings
+) -> list[Flag]:
+    """Sessions that outlast a limit, and concurrency beyond the region's session quota."""
+    seconds, flags = figures["session_s"], []
+    limits = (
+        (SYNC_REQUEST_LIMIT_S, "sync-request-limit", "AgentCore's 15-minute request limit"),
+        (shape.rollout_timeout, "rollout-timeout", f"rollout_timeout {shape.rollout_timeout} s"),
+    )
+    for limit, code, what in limits:
+        if seconds["p99"] > limit:
+            text = f"the recorded p99 session ({seconds['p99']:.0f} s) exceeds {what}"
+            flags.append(Flag("error", code, text))
+        elif seconds["max"] > limit:
+            text = f"the longest recorded session ({seconds['max']:.0f} s) exceeds {what}"
+            flags.append(Flag("warning", code, text))
+    quota = session_quota(settings.region)
+    if shape.rollout_max_concurrency + settings.other_sessions > quota:
+        text = (
+            f"rollout_max_concurrency {shape.rollout_max_concurrency} + "
+            f"{settings.other_sessions} other sessions exceed the {quota} concurrent "
+            f"sessions of {settings.region}"
+        )
+        flags.append(Flag("error", "session-quota", text))
+    return flags
+
+
+def _flags(
+    shape: JobShape,
+    figures: Mapping[str, Any],
+    wall: Mapping[str, Any],
+    settings: PlanSettings,
+    local_max_tokens: int | None,
+) -> list[Flag]:
+    """Everything the plan cannot fit (errors) or that weakens it (warnings)."""
+    longest, limit = figures["max_completion_tokens_per_turn"], shape.sampling_max_tokens
+    rows, batch = shape.dataset_rows, shape.global_batch_size
+    rate = f"{settings.invocations_per_s:g}"
+    checks: list[tuple[bool, Literal["error", "warning"], str, str]] = [
+        (longest > limit, "error", "sampling-max-tokens",
+         f"a recorded turn generated {longest} tokens, over sampling_max_tokens {limit}: "
+         "the job truncates such turns"),
+        (local_max_tokens is not None and local_max_tokens < limit, "warning", "local-max-tokens",
+         f"the run capped turns at {local_max_tokens} tokens, the job allows {limit}: "
+         "sample tokens may run higher"),
+        (wall["paced_by"] == "invocation rate", "warning", "invocation-rate",
+         f"rollouts end faster than {rate} invocations/s can start them: the invocation "
+         "quota, not concurrency, sets the pace"),
+        (rows is None, "warning", "dataset-size-unknown",
+         "no dataset size: the plan assumes max_steps ends the job"),
+        (rows is not None and rows < batch, "warning", "dataset-smaller-than-batch",
+         f"the dataset ({rows} rows) is smaller than one batch ({batch} prompts)"),
+        (figures["groups"] < _FEW_GROUPS, "warning", "few-recorded-groups",
+         f"only {figures['groups']} recorded prompt groups: the bands are rough"),
+        (figures["estimated_tokens"], "warning", "estimated-tokens",
+         "some recorded token counts are estimates (the policy reported no usage)"),
+    ]  # fmt: skip
+    flags = _session_flags(shape, figures, settings)
+    return flags + [Flag(level, code, text) for hit, level, code, text in checks if hit]
+
+
+def plan_job(
+    rollouts: Sequence[Rollout],
+    shape: JobShape,
+    pricing: Pricing,
+    settings: PlanSettings | None = None,
+    *,
+    hyperparameters: Mapping[str, Any] | None = None,
+    passed_through: Sequence[str] = (),
+    source: Mapping[str, Any] | None = None,
+    local_max_tokens: int | None = None,
+) -> JobPlan:
+    """Plan the job of ``shape`` from a recorded run's ``rollouts`` (loaded ``with_turns``, so
+    policy latency and per-turn completions count); see the module docstring for the method.
+
+    Raises :class:`UsageError` when the run has no rewarded rollout.
+    """
+    settings = settings or PlanSettings()
+    recorded = _recorded(rollouts, settings)
+    units = [_unit(group, shape.group_size) for group in recorded.groups]
+    draws = _replicates(units, shape.steps * shape.global_batch_size, settings)
+    tokens = {name: _band(draws[name]) for name in ("prefill", "sample", "train")}
+    totals = [
+        p + s + t for p, s, t in zip(draws["prefill"], draws["sample"], draws["train"], strict=True)
+    ]
+    tokens["total"] = _band(totals)
+    busy = _band(_replicates(units, shape.global_batch_size, settings)["busy"])
+    wall = _wall_clock(shape, busy, recorded, settings)
+    figures = _recorded_figures(recorded)
+    return JobPlan(
+        source={**(source or {}), "recorded": figures},
+        hyperparameters={
+            **{name: getattr(shape, name) for name in _SHAPE_NAMES},
+            **(hyperparameters or {}),
+        },
+        passed_through=list(passed_through),
+        shape=shape,
+        tokens=tokens,
+        cost=_cost(tokens, draws, pricing),
+        wall_clock=wall,
+        assumptions=settings,
+        flags=_flags(shape, figures, wall, settings, local_max_tokens),
+    )
