@@ -182,7 +182,6 @@ def plan_cmd(
     other_sessions: Annotated[
         int, typer.Option("--other-sessions", min=0, help="Sessions other work holds.")
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Plan the real training job from a recorded run: rollouts, tokens, cost, wall clock."""
@@ -202,7 +201,6 @@ def plan_cmd(
         turn_latency_s=turn_latency,
         agent_scale=agent_scale,
         other_sessions=other_sessions,
-        seed=seed,
     )
     max_tokens = config.get("max_tokens")
     plan = plan_job(
