@@ -1,0 +1,124 @@
+"""``agent-kit job plan`` on real runs of examples/wordle (agent subprocesses, scripted Solver).
+
+Two runs of the same agent, made once for the module, differently sized: A plays the first 16
+holdout prompts in groups of 4 (64 rollouts), B all 32 in groups of 2 (64 rollouts, half of
+them on prompts A never saw). A plan from A in B's shape must hold B's actual token totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_kit.cli import main
+from agent_kit.driver.job import JobConfig
+from agent_kit.driver.local import run_local
+
+pytestmark = pytest.mark.e2e
+
+WORDLE = Path(__file__).resolve().parents[2] / "examples" / "wordle"
+B_SHAPE = ["-H", "global_batch_size=32", "-H", "group_size=2", "-H", "max_steps=1"]
+
+
+def _run(dataset: Path, out: Path, name: str, group_size: int) -> Path:
+    config = JobConfig(
+        name=name,
+        policy=f"scripted:{WORDLE / 'policies.py'}:Solver",
+        group_size=group_size,
+        temperature=0.7,
+        concurrency=8,
+        steps=1,
+        rollout_timeout=120,
+    )
+    result = asyncio.run(run_local(str(WORDLE / "agent.py"), dataset, config, out_dir=out))
+    assert result.status == "completed"
+    return Path(result.run_dir)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Run directories of run A (16 prompts × 4) and run B (32 prompts × 2)."""
+    base = tmp_path_factory.mktemp("wordle-plan")
+    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    sixteen = base / "sixteen.jsonl"
+    sixteen.write_text("".join(lines[:16]), encoding="utf-8")
+    return {
+        "a": _run(sixteen, base / "runs", "plan-a", 4),
+        "b": _run(WORDLE / "holdout.jsonl", base / "runs", "plan-b", 2),
+    }
+
+
+def _plan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["job", "plan", *args, "--json"]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def test_plan_from_run_a_holds_run_b_token_totals(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Planned from run A in run B's shape, B's actual prefill, sample, train and total tokens
+    each fall inside the plan's p10–p90 band."""
+    plan = _plan(capsys, str(runs["a"]), *B_SHAPE, "--dataset", str(WORDLE / "holdout.jsonl"))
+    assert plan["shape"]["rollouts"] == 64
+    assert plan["shape"]["steps"] == 1
+    actual = json.loads((runs["b"] / "summary.json").read_text(encoding="utf-8"))["tokens"]
+    for name in ("prefill", "sample", "train", "total"):
+        band = plan["tokens"][name]
+        assert band["p10"] <= actual[name] <= band["p90"], (name, band, actual[name])
+
+
+def test_plan_document_shape_and_defaults(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a dataset option the run's own dataset sizes the epochs; the document carries
+    the schema, the recorded figures, the assumptions and the verdict."""
+    plan = _plan(capsys, str(runs["b"]), "-H", "max_epochs=30", "-H", "global_batch_size=32")
+    assert plan["schema"] == "agent_kit.job_plan/1"
+    assert plan["shape"]["dataset_rows"] == 32
+    assert plan["shape"]["steps_per_epoch"] == 1
+    assert (plan["shape"]["steps"], plan["shape"]["ends_by"]) == (30, "max_epochs")
+    assert plan["source"]["dataset_rows_from"].endswith("(the run's dataset)")
+    assert plan["source"]["recorded"]["slots"] == 64
+    assert plan["wall_clock"]["region"] == "us-west-2"
+    assert plan["assumptions"]["train_step_s"] == 60.0
+    assert plan["fits"] is True
+    assert {f["code"] for f in plan["flags"]} >= {"estimated-tokens"}
+
+
+def test_plan_prints_tables(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal plan shows the job, tokens and cost, wall clock and the verdict."""
+    code = main(["job", "plan", str(runs["a"]), "--dataset-rows", "640", "--region", "eu-west-1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    for text in ("planned job", "tokens and cost", "wall clock", "quota 500 in eu-west-1"):
+        assert text in out
+    assert "the plan fits the quotas" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-H", "global_batch_size=100"], "global_batch_size"),
+        (["--dataset-rows", "10", "--dataset", "x.jsonl"], "not both"),
+        (["--job", "nope"], "no job 'nope'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """Bad hyperparameters, conflicting options or an unknown job exit 2 with one error line."""
+    assert main(["job", "plan", str(runs["a"]), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+
+
+def test_missing_run_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A directory without a run store is a usage error."""
+    assert main(["job", "plan", str(tmp_path)]) == 2
+    assert "no run store" in capsys.readouterr().err
