@@ -38,14 +38,22 @@ docs/plan.md):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from statistics import NormalDist
 from typing import Any, Final, Literal
 
 from agent_kit.deploy.jobs import TRAINING_HYPERPARAMETERS, validate_hyperparameters
 from agent_kit.errors import UsageError
+from agent_kit.reporting.plan_groups import (
+    Band,
+    RecordedRun,
+    combined,
+    group_unit,
+    quantile,
+    read_recorded,
+    recorded_figures,
+    sum_band,
+)
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.store.records import Rollout
 
@@ -88,23 +96,6 @@ def session_quota(region: str) -> int:
     """AgentCore's concurrent-session quota in ``region``: 1,000 in us-east-1 and us-west-2,
     else 500."""
     return _SESSION_QUOTAS.get(region, _DEFAULT_SESSION_QUOTA)
-
-
-@dataclass(frozen=True)
-class Band:
-    """A planned quantity's 10th, 50th and 90th percentiles (p10 ≤ p50 ≤ p90)."""
-
-    p10: float
-    p50: float
-    p90: float
-
-    def scaled(self, factor: float) -> Band:
-        """The band times a non-negative ``factor``."""
-        return Band(self.p10 * factor, self.p50 * factor, self.p90 * factor)
-
-    def contains(self, value: float) -> bool:
-        """True when ``p10 ≤ value ≤ p90``."""
-        return self.p10 <= value <= self.p90
 
 
 @dataclass(frozen=True)
@@ -225,156 +216,6 @@ class Flag:
 
 
 @dataclass(frozen=True)
-class _Slot:
-    """One recorded slot: all its attempts' prefill and sample tokens and session seconds,
-    the chosen rollout's tokens (0 when lost) and its reward (None when lost)."""
-
-    prefill: float
-    sample: float
-    chosen: float
-    reward: float | None
-    busy: float
-
-
-@dataclass(frozen=True)
-class _Recorded:
-    groups: list[list[_Slot]]
-    durations: list[float]
-    turns: list[int]
-    max_turn_completion: int
-    estimated: bool
-    attempts: int
-    latency_recorded: bool
-
-
-def _session_seconds(rollout: Rollout, settings: PlanSettings) -> float:
-    """The rollout's session time in the real job: agent time × ``agent_scale`` + policy time
-    (recorded, or ``turns × turn_latency_s``)."""
-    policy = sum(t.latency_ms for t in rollout.turn_rows) / 1000.0
-    agent = max(0.0, rollout.duration_s - policy)
-    if settings.turn_latency_s is not None:
-        policy = rollout.turns * settings.turn_latency_s
-    return agent * settings.agent_scale + policy
-
-
-def _recorded(rollouts: Sequence[Rollout], settings: PlanSettings) -> _Recorded:
-    finished = [r for r in rollouts if r.state in ("REWARDED", "FAILED", "TIMED_OUT")]
-    if not any(r.rewarded for r in finished):
-        raise UsageError("the run has no rewarded rollout to plan from")
-    by_slot: dict[tuple[int, int, int], list[Rollout]] = defaultdict(list)
-    for r in finished:
-        by_slot[r.slot].append(r)
-    groups: dict[tuple[int, int], list[_Slot]] = defaultdict(list)
-    durations: list[float] = []
-    for slot in sorted(by_slot):
-        attempts = by_slot[slot]
-        seconds = [_session_seconds(r, settings) for r in attempts]
-        durations.extend(seconds)
-        rewarded = sorted((r for r in attempts if r.rewarded), key=lambda r: r.attempt)
-        chosen = rewarded[-1] if rewarded else None
-        groups[slot[:2]].append(
-            _Slot(
-                prefill=float(sum(r.prefill_tokens for r in attempts)),
-                sample=float(sum(r.sample_tokens for r in attempts)),
-                chosen=float(chosen.tokens) if chosen else 0.0,
-                reward=chosen.reward if chosen else None,
-                busy=math.fsum(seconds),
-            )
-        )
-    return _Recorded(
-        groups=[groups[key] for key in sorted(groups)],
-        durations=durations,
-        turns=[r.turns for r in finished],
-        max_turn_completion=max(
-            (t.completion_tokens for r in finished for t in r.turn_rows), default=0
-        ),
-        estimated=any(r.estimated_turns for r in finished),
-        attempts=len(finished),
-        latency_recorded=any(t.latency_ms > 0 for r in finished for t in r.turn_rows),
-    )
-
-
-def _mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
-
-
-def _pvar(values: Sequence[float]) -> float:
-    mean = _mean(values)
-    return math.fsum((v - mean) ** 2 for v in values) / len(values)
-
-
-def _all_equal(count: int, n: int, size: int) -> float:
-    """Chance that a planned group of ``size`` lands wholly in a reward class holding ``count``
-    of a recorded group's ``n`` slots: unbiased ``C(count, size) / C(n, size)`` when
-    ``size ≤ n``, else the plug-in ``(count / n) ** size``."""
-    if size <= n:
-        return math.comb(count, size) / math.comb(n, size)
-    return (count / n) ** size
-
-
-def _unit(group: Sequence[_Slot], size: int) -> dict[str, tuple[float, float]]:
-    """Per quantity, (expected value, variance) of one planned group of ``size`` slots drawn
-    with replacement from a recorded group."""
-    out: dict[str, tuple[float, float]] = {}
-    for name in ("prefill", "sample", "busy"):
-        values = [float(getattr(s, name)) for s in group]
-        out[name] = (size * _mean(values), size * _pvar(values))
-    chosen = [s.chosen for s in group]
-    classes: dict[float | None, list[float]] = defaultdict(list)
-    for s in group:
-        classes[s.reward].append(s.chosen)
-    n = len(group)
-    degenerate = math.fsum(_all_equal(len(c), n, size) * _mean(c) for c in classes.values())
-    out["train"] = (size * (_mean(chosen) - degenerate), size * _pvar(chosen))
-    return out
-
-
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def _t90(df: int) -> float:
-    """The 90th percentile of Student's t with ``df`` degrees of freedom (Cornish-Fisher
-    expansion around the normal's; within 1 % of the exact value for df ≥ 2)."""
-    z = NormalDist().inv_cdf(0.9)
-    terms = (
-        (z**3 + z) / 4,
-        (5 * z**5 + 16 * z**3 + 3 * z) / 96,
-        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
-    )
-    return z + math.fsum(term / df ** (i + 1) for i, term in enumerate(terms))
-
-
-def _band(units: Sequence[tuple[float, float]], count: int) -> Band:
-    """The predictive band of the sum of ``count`` groups, given per recorded group its
-    expected value and spread (module docstring)."""
-    k = len(units)
-    means = [u[0] for u in units]
-    mean = _mean(means)
-    between = _pvar(means) * k / (k - 1) if k > 1 else 0.0
-    spread = math.sqrt(count * (between + _mean([u[1] for u in units])) + count**2 * between / k)
-    half = _t90(max(1, k - 1)) * spread
-    centre = count * mean
-    return Band(max(0.0, centre - half), centre, centre + half)
-
-
-def _combined(
-    units: Sequence[Mapping[str, tuple[float, float]]], weights: Mapping[str, float]
-) -> list[tuple[float, float]]:
-    """Per group, the weighted sum of the token categories (spread: fully correlated)."""
-    return [
-        (
-            math.fsum(u[name][0] * w for name, w in weights.items()),
-            math.fsum(math.sqrt(u[name][1]) * w for name, w in weights.items()) ** 2,
-        )
-        for u in units
-    ]
-
-
-@dataclass(frozen=True)
 class JobPlan:
     """The planned job; :meth:`document` is its JSON (schema ``agent_kit.job_plan/1``)."""
 
@@ -432,8 +273,8 @@ def _cost(
         "train": pricing.train_per_million / 1e6,
     }
     return {
-        **{name: _band(_combined(units, {name: p}), count) for name, p in prices.items()},
-        "total": _band(_combined(units, prices), count),
+        **{name: sum_band(combined(units, {name: p}), count) for name, p in prices.items()},
+        "total": sum_band(combined(units, prices), count),
         "currency": pricing.currency,
         "label": pricing.label,
         "source": pricing.source,
@@ -441,14 +282,14 @@ def _cost(
 
 
 def _wall_clock(
-    shape: JobShape, busy: Band, recorded: _Recorded, settings: PlanSettings
+    shape: JobShape, busy: Band, recorded: RecordedRun, settings: PlanSettings
 ) -> dict[str, Any]:
     quota = session_quota(settings.region)
     concurrency = max(1, min(shape.rollout_max_concurrency, quota - settings.other_sessions))
     n = shape.rollouts_per_step
     starting = n / settings.invocations_per_s
     ordered = sorted(recorded.durations)
-    low = max(starting, busy.p10 / concurrency, _quantile(ordered, 0.9))
+    low = max(starting, busy.p10 / concurrency, quantile(ordered, 0.9))
     high = starting + busy.p90 / concurrency + ordered[-1]
     step = {"low": low + settings.train_step_s, "high": high + settings.train_step_s}
     return {
@@ -461,27 +302,6 @@ def _wall_clock(
         "train_step_s": settings.train_step_s,
         "step_s": step,
         "total_s": {"low": shape.steps * step["low"], "high": shape.steps * step["high"]},
-    }
-
-
-def _recorded_figures(recorded: _Recorded) -> dict[str, Any]:
-    ordered = sorted(recorded.durations)
-    turns = sorted(float(t) for t in recorded.turns)
-    slots = sum(len(g) for g in recorded.groups)
-    return {
-        "groups": len(recorded.groups),
-        "slots": slots,
-        "attempts": recorded.attempts,
-        "attempts_per_slot": recorded.attempts / slots,
-        "estimated_tokens": recorded.estimated,
-        "turns": {"p50": _quantile(turns, 0.5), "p90": _quantile(turns, 0.9), "max": turns[-1]},
-        "session_s": {
-            "p50": _quantile(ordered, 0.5),
-            "p90": _quantile(ordered, 0.9),
-            "p99": _quantile(ordered, 0.99),
-            "max": ordered[-1],
-        },
-        "max_completion_tokens_per_turn": recorded.max_turn_completion,
     }
 
 
@@ -563,14 +383,14 @@ def plan_job(
     Raises :class:`UsageError` when the run has no rewarded rollout.
     """
     settings = settings or PlanSettings()
-    recorded = _recorded(rollouts, settings)
-    units = [_unit(group, shape.group_size) for group in recorded.groups]
+    recorded = read_recorded(rollouts, settings.turn_latency_s, settings.agent_scale)
+    units = [group_unit(group, shape.group_size) for group in recorded.groups]
     count = shape.steps * shape.global_batch_size
-    tokens = {name: _band([u[name] for u in units], count) for name in _TOKENS}
-    tokens["total"] = _band(_combined(units, dict.fromkeys(_TOKENS, 1.0)), count)
-    busy = _band([u["busy"] for u in units], shape.global_batch_size)
+    tokens = {name: sum_band([u[name] for u in units], count) for name in _TOKENS}
+    tokens["total"] = sum_band(combined(units, dict.fromkeys(_TOKENS, 1.0)), count)
+    busy = sum_band([u["busy"] for u in units], shape.global_batch_size)
     wall = _wall_clock(shape, busy, recorded, settings)
-    figures = _recorded_figures(recorded)
+    figures = recorded_figures(recorded)
     return JobPlan(
         source={**(source or {}), "recorded": figures},
         hyperparameters={
