@@ -87,6 +87,15 @@ def _print_audit(audit: RewardAudit) -> None:
             style="bold",
         )
     )
+    if audit.live is not None:
+        who = f"pid {audit.live['pid']}" if audit.live.get("pid") else "another process"
+        console.print(
+            Text(
+                f"live run: {who} is still playing it; audited the rollouts finished so far "
+                f"({audit.in_flight} in flight left out): audit again when it ends",
+                style="yellow",
+            )
+        )
     pad = " " * 22
     for f in audit.findings:
         line = Text(f"{f.severity:<6} ", style=_STYLE[f.severity])
