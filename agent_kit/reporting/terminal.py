@@ -284,7 +284,8 @@ def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
         )
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"agent-kit doctor reward {where}")
-    if summary.job.status in ("interrupted", "stopped") or summary.counts.pending:
+    status = summary.job.status
+    if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
         step("play the remaining slots:", f"agent-kit run --resume {where}")
     return lines
 

@@ -173,9 +173,10 @@ def test_ids_are_never_wrapped(tmp_path: Path) -> None:
 
 
 def test_interrupted_names_resume(tmp_path: Path) -> None:
-    """An interrupted run's cut slots are pending (not failed) and the next block resumes."""
+    """An interrupted run's cut and unplayed slots are pending (not failed), the slots are the
+    whole planned job's (2 prompts × 4 samples), and the next block resumes."""
     text = _render(_interrupted(), tmp_path)
-    assert "2 / 4 rewarded · 0 failed (no reward) · 2 pending" in text
+    assert "2 / 8 rewarded · 0 failed (no reward) · 6 pending" in text
     assert "    agent-kit run --resume RUN_DIR" in text.splitlines()
 
 
