@@ -40,6 +40,7 @@ from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import resolve_job, summarize
 from agent_kit.reporting.summary_schema import Summary, flat_config
+from agent_kit.reporting.words import plural
 from agent_kit.store import Rollout, RunStore, load_rollouts, resolve_path
 from agent_kit.store.events import ROLLOUT_DONE_EVENT
 from agent_kit.store.records import INTERRUPTED_STATE
@@ -225,7 +226,8 @@ def zero_variance(views: Sequence[EpisodeView], data: RunData) -> list[Finding]:
     hint = _zero_variance_hint(size, fix, always, never, temperature)
     ids = [v.trajectory_id for k in flat_groups[:_SHOWN] for v in groups[k][:1]]
     title = (
-        f"{len(flat_groups)} of {len(groups)} groups ({share:.0%}) have zero reward variance "
+        f"{len(flat_groups)} of {plural(len(groups), 'group')} ({share:.0%}) have zero reward "
+        "variance "
         f"(no gradient at group size {size}); by success alone {expected:.0%} would be "
         f"all-equal ({len(always)} prompts always, {len(never)} never solved)"
     )
@@ -370,7 +372,8 @@ def unearned_rewards(views: Sequence[EpisodeView], threshold: float) -> list[Fin
             Finding(
                 "hacking",
                 "info",
-                f"all {len(high)} episodes at or above {threshold:g} carry a positive outcome term",
+                f"all {plural(len(high), 'episode')} at or above {threshold:g} carry a "
+                "positive outcome term",
                 "",
                 evidence,
             )
@@ -472,7 +475,8 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
             Finding(
                 "hacking",
                 "info",
-                f"{len(with_text)} episodes used text tool calls; component {best!r} penalizes "
+                f"{plural(len(with_text), 'episode')} used text tool calls; "
+                f"component {best!r} penalizes "
                 f"them (r = {penalizing[best]:+.2f})",
                 "",
                 evidence,
@@ -483,7 +487,8 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
         Finding(
             "hacking",
             "warn",
-            f"{len(with_text)} episodes used text tool calls and no reward component responds "
+            f"{plural(len(with_text), 'episode')} used text tool calls and no reward "
+            "component responds "
             "to them: recovered calls are rewarded as well as real ones",
             "add a small penalty per recovered call (Episode.recovered_calls) so the policy "
             "learns the structured format",
@@ -656,7 +661,8 @@ def _rescore_findings(data: RunData, rescored: Mapping[str, Rescored]) -> list[F
         ],
     }
     title = (
-        f"re-scored {len(rescored)} episodes with the entrypoint: {len(changed)} rewards changed"
+        f"re-scored {plural(len(rescored), 'episode')} with the entrypoint: "
+        f"{plural(len(changed), 'reward')} changed"
     )
     if errors:
         title += f", {len(errors)} failed on the agent's side ({errors[0].error})"

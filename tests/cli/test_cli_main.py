@@ -314,7 +314,7 @@ def test_replay_mismatch_exit_10(cli: Cli, tmp_path: Path) -> None:
     ran = cli("replay", str(cassette), "--in-process", "--json")
     assert ran.code == 10, ran
     assert json.loads(ran.out.splitlines()[-1])["counts"]["diverged"] == 1
-    assert "1 diverged (of 1 episodes)" in _one_error_line(ran)
+    assert "1 diverged (of 1 episode)" in _one_error_line(ran)
 
 
 def test_deploy_error_exit_11(cli: Cli, tmp_path: Path) -> None:
