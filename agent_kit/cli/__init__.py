@@ -84,6 +84,19 @@ def _click_error(exc: Any) -> int:
     return code
 
 
+def _flags_without_type(command: Any) -> None:
+    """Show every flag of ``command`` and its subcommands (``--version``, ``--help``, ``--json``
+    …) as a flag in the help: no ``<bool>`` type column (typer ≥ 0.29 prints one for a flag
+    without a metavar)."""
+    context = _CLICK_MODULES[0].Context(command)
+    help_option = command.get_help_option(context)  # cached by the command once made
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_without_type(sub)
+
+
 class _RootGroup(TyperGroup):
     """The ``agent-kit`` group; its :meth:`main` maps every outcome to an exit code."""
 
@@ -97,6 +110,7 @@ class _RootGroup(TyperGroup):
         **extra: Any,
     ) -> Any:
         """Run the CLI; return the exit code (``standalone_mode=False``) or exit with it."""
+        _flags_without_type(self)
         try:
             value = super().main(
                 args=args,

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from agent_kit.errors import UsageError
+from agent_kit.reporting.words import plural
 
 if TYPE_CHECKING:  # the doctor package loads when a doctor command runs, not with the CLI
     from agent_kit.doctor.endpoint import EndpointReport
@@ -78,32 +80,42 @@ def reward_cmd(
 
 
 def _print_audit(audit: RewardAudit) -> None:
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False)  # wrapped by Rich at words, not by the terminal mid-word
     source = "re-scored with " if audit.rescored else "recorded rewards; orderings from "
     console.print(
         Text(
             f"doctor reward: {audit.run_dir} (job {audit.job_name}, {audit.scored} scored of "
-            f"{audit.episodes} trajectories; {source}{audit.entrypoint or 'no entrypoint'})",
+            f"{plural(audit.episodes, 'trajectory', 'trajectories')}; "
+            f"{source}{audit.entrypoint or 'no entrypoint'})",
             style="bold",
         )
     )
-    pad = " " * 22
-    for f in audit.findings:
-        line = Text(f"{f.severity:<6} ", style=_STYLE[f.severity])
-        line.append(f"{f.check:<14} ")
-        line.append(f.title)
-        console.print(line)
+    if audit.live is not None:
+        who = f"pid {audit.live['pid']}" if audit.live.get("pid") else "another process"
+        console.print(
+            Text(
+                f"live run: {who} is still playing it; audited the rollouts finished so far "
+                f"({audit.in_flight} in flight left out): audit again when it ends",
+                style="yellow",
+            )
+        )
+    for f in audit.findings:  # the text wraps at word boundaries, under its own column
+        grid = Table.grid()
+        grid.add_column(width=22, no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row(Text(f"{f.severity:<6} {f.check:<14} ", style=_STYLE[f.severity]), f.title)
         if f.hint:
-            console.print(Text(f"{pad}fix: {f.hint}", style="cyan"))
+            grid.add_row("", Text(f"fix: {f.hint}", style="cyan"))
         if f.trajectory_ids:
-            console.print(Text(f"{pad}see: {', '.join(f.trajectory_ids[:3])}", style="dim"))
+            grid.add_row("", Text(f"see: {', '.join(f.trajectory_ids[:3])}", style="dim"))
+        console.print(grid)
     from agent_kit.doctor.findings import count_by_severity
 
     counts = count_by_severity(audit.findings)
     console.print(
         Text(
-            f"{_plural(counts['error'], 'error')}, {_plural(counts['warn'], 'warning')}, "
-            f"{_plural(counts['info'], 'note')}",
+            f"{plural(counts['error'], 'error')}, {plural(counts['warn'], 'warning')}, "
+            f"{plural(counts['info'], 'note')}",
             style="bold green" if audit.ok else "bold red",
         )
     )
@@ -165,11 +177,7 @@ def _print_endpoint(report: EndpointReport) -> None:
     warned = sum(p.status == "warn" for p in report.probes)
     console.print(
         Text(
-            f"{len(report.probes)} checks: {failed} failed, {_plural(warned, 'warning')}",
+            f"{len(report.probes)} checks: {failed} failed, {plural(warned, 'warning')}",
             style="bold green" if report.ok else "bold red",
         )
     )
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -27,6 +27,7 @@ from agent_kit.errors import (
     RewardError,
     UsageError,
 )
+from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, TurnRow
 
 __all__ = ["register"]
@@ -63,8 +64,9 @@ def _print_transcript(console: Console, turns: list[TurnRow]) -> None:
         console.print(
             Text(
                 f"turn {turn.idx + 1}  {turn.route}  prompt {turn.prompt_tokens} · completion "
-                f"{turn.completion_tokens} tokens{' (estimated)' if turn.usage_estimated else ''}"
-                f"  {turn.latency_ms:.1f} ms",
+                + plural(turn.completion_tokens, "token")
+                + (" (estimated)" if turn.usage_estimated else "")
+                + f"  {turn.latency_ms:.1f} ms",
                 style="bold",
             )
         )

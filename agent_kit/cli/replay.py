@@ -33,6 +33,7 @@ from agent_kit.replay.engine import (
     replay_in_process,
     replay_run,
 )
+from agent_kit.reporting.words import plural
 
 __all__ = ["register"]
 
@@ -194,7 +195,8 @@ def _print(report: ReplayReport, *, as_json: bool, diffs: int) -> None:
     counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in report.counts.items() if v)
     console.print(
         Text(
-            f"{len(report.episodes)} episodes: {counts} ({report.episodes_per_s:.1f} episodes/s)",
+            f"{plural(len(report.episodes), 'episode')}: {counts} "
+            f"({report.episodes_per_s:.1f} episodes/s)",
             style="bold green" if report.ok else "bold red",
         )
     )
@@ -217,7 +219,7 @@ def export(
     path = write_cassette(out, recording)
     size = path.stat().st_size
     Console(highlight=False, soft_wrap=True).print(
-        f"wrote {len(recording.episodes)} episodes to {path} ({size / 1024:.1f} KiB)",
+        f"wrote {plural(len(recording.episodes), 'episode')} to {path} ({size / 1024:.1f} KiB)",
         markup=False,
     )
 

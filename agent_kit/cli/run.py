@@ -67,6 +67,7 @@ from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.driver.stop import Aborted
 from agent_kit.errors import RewardError, UsageError
 from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
+from agent_kit.reporting.words import plural
 
 __all__ = ["register"]
 
@@ -86,7 +87,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
             markup=False,
         )
         return Text(
-            f"{result.status}: {result.succeeded} rewarded / {result.total} slots, "
+            f"{result.status}: {result.succeeded} rewarded / {plural(result.total, 'slot')}, "
             f"{result.failed} failed (no reward); run directory {result.run_dir}"
         )
 

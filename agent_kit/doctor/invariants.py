@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from agent_kit.doctor.findings import Finding
 from agent_kit.errors import UsageError
+from agent_kit.reporting.words import plural
 from agent_kit.store import Rollout
 
 __all__ = [
@@ -257,7 +258,7 @@ def _check(ordering: Ordering, views: Sequence[EpisodeView]) -> Finding:
         return Finding(
             "ordering",
             "info",
-            f"ordering {ordering.name!r} holds on all {pairs} pairs",
+            f"ordering {ordering.name!r} holds on all {plural(pairs, 'pair')}",
             "",
             evidence,
         )
@@ -271,7 +272,7 @@ def _check(ordering: Ordering, views: Sequence[EpisodeView]) -> Finding:
     return Finding(
         "ordering",
         "error",
-        f"ordering {ordering.name!r} violated on {violations} of {pairs} pairs: "
+        f"ordering {ordering.name!r} violated on {violations} of {plural(pairs, 'pair')}: "
         f"{b.trajectory_id} (better) scored {b.reward:.4g} ≤ {w.trajectory_id} scored "
         f"{w.reward:.4g}",
         "fix the reward's weights or signs so the better episode always scores strictly higher",

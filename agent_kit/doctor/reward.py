@@ -38,9 +38,13 @@ from agent_kit.errors import UsageError
 from agent_kit.reporting.breakdown import RunData, load_run_data, prompt_label
 from agent_kit.reporting.metrics import is_degenerate
 from agent_kit.reporting.pricing import Pricing
-from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary import resolve_job, summarize
 from agent_kit.reporting.summary_schema import Summary, flat_config
-from agent_kit.store import RunStore, resolve_path
+from agent_kit.reporting.words import plural
+from agent_kit.store import Rollout, RunStore, load_rollouts, resolve_path
+from agent_kit.store.events import ROLLOUT_DONE_EVENT
+from agent_kit.store.records import INTERRUPTED_STATE
+from agent_kit.store.runlock import live_holder
 
 __all__ = ["RewardAudit", "audit_reward", "episode_views"]
 
@@ -50,6 +54,8 @@ STRONG_CORRELATION: Final = 0.5
 TARGET_NO_GRADIENT: Final = 0.10
 _MAX_GROUP: Final = 64
 _SHOWN: Final = 5
+#: States (as reports read them) of an attempt that ended without a reward.
+_ENDED_WITHOUT_REWARD: Final = frozenset({"FAILED", "TIMED_OUT", INTERRUPTED_STATE})
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ class RewardAudit:
     episodes: int
     scored: int
     findings: tuple[Finding, ...]
+    #: Who plays the run now (pid, host, command) when it was still being played: the audit
+    #: then covers only the rollouts finished at the moment it read the store.
+    live: Mapping[str, Any] | None = None
+    #: Rollouts of a live run left out of the audit because they had not finished yet.
+    in_flight: int = 0
 
     @property
     def ok(self) -> bool:
@@ -79,6 +90,8 @@ class RewardAudit:
             "rescored": self.rescored,
             "episodes": self.episodes,
             "scored": self.scored,
+            "live": self.live is not None,
+            "in_flight": self.in_flight,
             "counts": count_by_severity(self.findings),
             "ok": self.ok,
             "findings": [f.to_dict() for f in self.findings],
@@ -213,7 +226,8 @@ def zero_variance(views: Sequence[EpisodeView], data: RunData) -> list[Finding]:
     hint = _zero_variance_hint(size, fix, always, never, temperature)
     ids = [v.trajectory_id for k in flat_groups[:_SHOWN] for v in groups[k][:1]]
     title = (
-        f"{len(flat_groups)} of {len(groups)} groups ({share:.0%}) have zero reward variance "
+        f"{len(flat_groups)} of {plural(len(groups), 'group')} ({share:.0%}) have zero reward "
+        "variance "
         f"(no gradient at group size {size}); by success alone {expected:.0%} would be "
         f"all-equal ({len(always)} prompts always, {len(never)} never solved)"
     )
@@ -358,7 +372,8 @@ def unearned_rewards(views: Sequence[EpisodeView], threshold: float) -> list[Fin
             Finding(
                 "hacking",
                 "info",
-                f"all {len(high)} episodes at or above {threshold:g} carry a positive outcome term",
+                f"all {plural(len(high), 'episode')} at or above {threshold:g} carry a "
+                "positive outcome term",
                 "",
                 evidence,
             )
@@ -460,7 +475,8 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
             Finding(
                 "hacking",
                 "info",
-                f"{len(with_text)} episodes used text tool calls; component {best!r} penalizes "
+                f"{plural(len(with_text), 'episode')} used text tool calls; "
+                f"component {best!r} penalizes "
                 f"them (r = {penalizing[best]:+.2f})",
                 "",
                 evidence,
@@ -471,7 +487,8 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
         Finding(
             "hacking",
             "warn",
-            f"{len(with_text)} episodes used text tool calls and no reward component responds "
+            f"{plural(len(with_text), 'episode')} used text tool calls and no reward "
+            "component responds "
             "to them: recovered calls are rewarded as well as real ones",
             "add a small penalty per recovered call (Episode.recovered_calls) so the policy "
             "learns the structured format",
@@ -548,9 +565,17 @@ def audit_reward(
         raise UsageError(f"no run store at {resolve_path(folder)} (expected a run directory)")
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget must be > 0, got {budget}")
-    with RunStore.open(folder, readonly=True) as store:
-        data = load_run_data(store)
-        summary = summarize(store, data.job.arn, pricing=pricing, projection_steps=steps)
+    live = live_holder(resolve_path(folder).parent)
+    with RunStore.open(folder, readonly=True) as store, store.snapshot():
+        job = resolve_job(store, None)
+        records = load_rollouts(store, job.arn)
+        in_flight = 0
+        if live is not None:
+            records, in_flight = _finished(store, records)
+        data = load_run_data(store, job.arn, records=records)
+        summary = summarize(
+            store, job.arn, pricing=pricing, projection_steps=steps, records=records
+        )
     findings: list[Finding] = []
     path = _entry_path(data, entrypoint)
     rescored: dict[str, Rescored] | None = None
@@ -575,7 +600,19 @@ def audit_reward(
         episodes=len(data.records),
         scored=sum(v.scored for v in views),
         findings=tuple(findings),
+        live=live,
+        in_flight=in_flight,
     )
+
+
+def _finished(store: RunStore, records: Sequence[Rollout]) -> tuple[list[Rollout], int]:
+    """The rollouts of a live run that are over (the driver recorded the slot done, or the
+    attempt ended without a reward), and how many are not: a rollout can be rewarded before
+    the driver has stored the agent's answer (its reward breakdown), and judging it then would
+    see an episode without its game."""
+    done = {e.trajectory_id for e in store.list_events(kind=ROLLOUT_DONE_EVENT)}
+    over = [r for r in records if r.id in done or r.state in _ENDED_WITHOUT_REWARD]
+    return over, len(records) - len(over)
 
 
 def _ordering_findings(
@@ -624,7 +661,8 @@ def _rescore_findings(data: RunData, rescored: Mapping[str, Rescored]) -> list[F
         ],
     }
     title = (
-        f"re-scored {len(rescored)} episodes with the entrypoint: {len(changed)} rewards changed"
+        f"re-scored {plural(len(rescored), 'episode')} with the entrypoint: "
+        f"{plural(len(changed), 'reward')} changed"
     )
     if errors:
         title += f", {len(errors)} failed on the agent's side ({errors[0].error})"

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from agent_kit.errors import ReplayMismatch
 from agent_kit.replay.policy import Divergence
+from agent_kit.reporting.words import plural
 from agent_kit.store import Rollout
 
 __all__ = [
@@ -110,7 +111,9 @@ class ReplayReport:
     def text(self, *, diffs: int = 3) -> str:
         """A plain-text report: counts, one line per non-identical episode, the first diffs."""
         counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in self.counts.items() if v)
-        lines = [f"replay of {self.source}: {len(self.episodes)} episodes — {counts or 'none'}"]
+        lines = [
+            f"replay of {self.source}: {plural(len(self.episodes), 'episode')} — {counts or 'none'}"
+        ]
         shown = 0
         for e in self.episodes:
             if e.status == "identical":
@@ -131,7 +134,9 @@ class ReplayReport:
             for k in ("diverged", "reward_changed", "error")
             if counts[k]
         )
-        raise ReplayMismatch(f"replay of {self.source}: {what} (of {len(self.episodes)} episodes)")
+        raise ReplayMismatch(
+            f"replay of {self.source}: {what} (of {plural(len(self.episodes), 'episode')})"
+        )
 
 
 def describe(e: EpisodeReport) -> str:
@@ -148,7 +153,7 @@ def describe(e: EpisodeReport) -> str:
         return "; ".join(parts)
     if e.status == "forked":
         return (
-            f"forked: {e.recorded_turns} → {e.replayed_turns} turns, reward "
+            f"forked: {e.recorded_turns} → {plural(e.replayed_turns, 'turn')}, reward "
             f"{_num(e.old_reward)} → {_num(e.new_reward)}"
         )
     return f"error: {e.reason}"

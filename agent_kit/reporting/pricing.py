@@ -13,7 +13,7 @@ refused (a typo must not silently price at zero).
 
 Without a file, :func:`default_pricing` applies one blended rate *derived in code* from the
 published reference run (GPT-OSS-20B Wordle, 100 steps: prefill 491.6 M + sample 159.7 M +
-train 643.3 M tokens ≈ $339), labelled ``"blended estimate from the published Wordle run"``.
+train 643.3 M tokens ≈ $339), labelled ``"blended rate of the published AWS reference run"``.
 It is an estimate, never a quote: every cost carries its label and source.
 """
 
@@ -40,7 +40,7 @@ __all__ = [
     "load_pricing",
 ]
 
-DEFAULT_PRICING_LABEL: Final = "blended estimate from the published Wordle run"
+DEFAULT_PRICING_LABEL: Final = "blended rate of the published AWS reference run"
 
 
 @dataclass(frozen=True)

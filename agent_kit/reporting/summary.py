@@ -248,16 +248,31 @@ def _pass_ks(pass_k: Sequence[int] | None, group_size: int) -> list[int]:
     return sorted({int(k) for k in (pass_k if pass_k is not None else (1, group_size)) if k >= 1})
 
 
+def _planned_slots(flat: dict[str, Any]) -> int:
+    """Slots of the whole planned job: steps × batch size × group size, 0 when the config does
+    not give all three."""
+    steps = _config_int(flat, "steps", "max_steps")
+    batch_size = _config_int(flat, "batch_size", "global_batch_size")
+    group_size = _config_int(flat, "group_size")
+    return steps * batch_size * group_size if steps and batch_size and group_size else 0
+
+
 def _counts(
     records: Sequence[Rollout], groups: Sequence[GroupResult], slots: int, turns: int
 ) -> Counts:
+    """The counts section: ``slots`` are the planned job's (at least those played), and
+    ``pending`` every slot without an outcome yet, played or not (an interrupted run's rest)."""
+    rewarded = sum(len(g.rollouts) for g in groups)
+    lost = sum(g.lost for g in groups)
+    seen = rewarded + lost + sum(g.pending for g in groups)
+    slots = max(slots, seen)
     return Counts(
         trajectories=len(records),
         by_state=dict(sorted(Counter(r.state for r in records).items())),
         slots=slots,
-        rewarded=sum(len(g.rollouts) for g in groups),
-        lost=sum(g.lost for g in groups),
-        pending=sum(g.pending for g in groups),
+        rewarded=rewarded,
+        lost=lost,
+        pending=slots - rewarded - lost,
         retries=sum(1 for r in records if r.attempt > 0),
         groups=len(groups),
         degenerate_groups=sum(1 for g in groups if g.rollouts and g.degenerate),
@@ -388,7 +403,7 @@ def summarize_records(
             success_threshold=threshold,
             pass_k=ks,
         ),
-        counts=_counts(records, groups, len(slots), usage.turns),
+        counts=_counts(records, groups, _planned_slots(flat), usage.turns),
         failures=_failures(records),
         agent_failures=_agent_failures(records),
         floor_rewards=sum(1 for r in records if r.floor_reward and r.rewarded),

@@ -80,7 +80,11 @@ class Settings(_Strict):
 
 
 class Counts(_Strict):
-    """Trajectory and slot counts (a slot is one step × prompt × sample; attempts retry it)."""
+    """Trajectory and slot counts (a slot is one step × prompt × sample; attempts retry it).
+
+    ``slots`` counts the whole planned job (steps × batch size × group size, when the config
+    gives them), played or not; ``pending`` the slots without an outcome yet (in flight, cut
+    short by a stop, or never started): ``slots = rewarded + lost + pending``."""
 
     trajectories: int
     by_state: dict[str, int]

@@ -16,17 +16,28 @@ from typing import Any, Final
 
 from rich.columns import Columns
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
+from agent_kit.reporting.words import first_line, plural
 from agent_kit.store.events import LIMIT_REASON
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
 
+#: Width of the label column of the headline's lines ("  rollouts  ").
+_LABEL_WIDTH: Final = 12
+#: Entrypoint file names that say nothing of the agent: its folder names it instead.
+_GENERIC_STEMS: Final = frozenset({"agent", "app", "main", "entrypoint", "__main__"})
+#: The one-line meaning of the ``eval/*`` metrics shown for a training run.
+_EVAL_NOTE: Final = (
+    "eval/* are the figures an evaluation job reports, computed here over this training run's "
+    "rollouts: succeeded at reward ≥ {threshold}, pass@k over each group's samples"
+)
 #: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
 _NOISE: Final = 1e-12
 #: The ``rollout/reward/*`` statistics of the headline's reward line, in its order.
@@ -70,12 +81,33 @@ def _id(text: str, style: str = "") -> Text:
     return Text(text, style=style, no_wrap=True, overflow="ignore")
 
 
-def _line(label: str, *parts: Text | str) -> Text:
-    line = Text("  ")
-    line.append(f"{label:<10}", style="bold")
+def _line(label: str, *parts: Text | str) -> Table:
+    """One labelled line: the label in its column, the text wrapped at word boundaries for the
+    console's width, continuation lines under the text (never broken mid-word)."""
+    value = Text()
     for part in parts:
-        line.append(part if isinstance(part, Text) else Text(part))
-    return line
+        value.append(part if isinstance(part, Text) else Text(part))
+    grid = Table.grid()
+    grid.add_column(width=_LABEL_WIDTH, no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(Text(f"  {label}", style="bold"), value)
+    return grid
+
+
+def _agent_name(summary: Summary) -> str:
+    """The agent a run played, as a person calls it: the entrypoint file's stem (its folder's
+    name for a generic ``agent.py``/``app.py``/``main.py``), the last part of a URL or ARN, else
+    the job's name."""
+    entrypoint = summary.config.get("entrypoint")
+    if isinstance(entrypoint, str) and entrypoint:
+        if entrypoint.endswith(".py"):
+            path = Path(entrypoint)
+            generic = path.stem in _GENERIC_STEMS and path.parent.name
+            return path.parent.name if generic else path.stem
+        tail = entrypoint.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+        if tail:
+            return tail
+    return summary.job.name
 
 
 def _metric_groups(metrics: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
@@ -94,7 +126,7 @@ def _retries(n: int) -> str:
     return f"{num(n)} retr{'y' if n == 1 else 'ies'}"
 
 
-def _headline(summary: Summary) -> list[Text]:
+def _headline(summary: Summary) -> list[RenderableType]:
     job, counts, metrics = summary.job, summary.counts, summary.metrics
     timing, cost = summary.timing, summary.cost
     threshold = summary.settings.success_threshold
@@ -106,7 +138,7 @@ def _headline(summary: Summary) -> list[Text]:
     rewarded, lost, pending = counts.rewarded, counts.lost, counts.pending
     succeeded = metrics.get("eval/reward/succeeded_rollouts")
     finished = rewarded + lost
-    lines = [title, _id(f"  {'job':<10}{job.arn}")]
+    lines: list[RenderableType] = [title, _id(f"  {'job':<10}{job.arn}")]
     lines.append(
         _line(
             "rollouts",
@@ -129,15 +161,15 @@ def _headline(summary: Summary) -> list[Text]:
         _line(
             "speed",
             f"{num(timing.rollouts_per_s)} rollouts/s · wall {num(timing.wall_s)} s · "
-            f"{num(counts.turns)} turns",
+            + plural(num(counts.turns), "turn"),
         )
     )
     est = ", estimated token usage" if summary.tokens.estimated else ""
     lines.append(
         _line(
             "cost",
-            f"≈ {num(cost.total)} {cost.currency} · {num(summary.tokens.total)} "
-            f"tokens{est} · {cost.label}",
+            f"≈ {num(cost.total)} {cost.currency} for {_agent_name(summary)} · "
+            f"{plural(num(summary.tokens.total), 'token')}{est} · {cost.label}",
         )
     )
     return lines
@@ -152,30 +184,31 @@ _STATUS_STYLE: Final = {
 }
 
 
-def _problems(summary: Summary) -> list[Text]:
+def _problems(summary: Summary) -> list[RenderableType]:
     """One line for the failed rollouts by reason, one for the agent-side failures."""
-    lines: list[Text] = []
+    lines: list[RenderableType] = []
     reason = summary.run.failure_reason if summary.run is not None else None
     if summary.job.status in ("failed", ROLLOUTS_FAILED) and reason:
-        lines.append(_line("failure", Text(str(reason), style="red")))
+        lines.append(_line("failure", Text(first_line(str(reason)), style="red")))
     if summary.job.status == "interrupted":
         pending = summary.counts.pending
         lines.append(
             _line(
                 "stopped",
                 Text(
-                    f"interrupted (Ctrl-C or SIGTERM): {num(pending)} slots not played or cut "
-                    "short; --resume plays them",
+                    "interrupted (Ctrl-C or SIGTERM): "
+                    f"{plural(num(pending), 'slot')} not played or "
+                    "cut short; --resume plays them",
                     style="yellow",
                 ),
             )
         )
     if summary.failures:
-        parts = "; ".join(f"{item.reason} ×{item.count}" for item in summary.failures)
+        parts = "; ".join(f"{first_line(item.reason)} ×{item.count}" for item in summary.failures)
         lines.append(_line("failed", Text(f"rollouts without a reward: {parts}", style="red")))
     if summary.agent_failures:
         floors = summary.floor_rewards
-        parts = "; ".join(f"{f.reason} ×{f.count}" for f in summary.agent_failures)
+        parts = "; ".join(f"{first_line(f.reason)} ×{f.count}" for f in summary.agent_failures)
         lines.append(
             _line(
                 "agent",
@@ -223,13 +256,16 @@ def _metrics_block(summary: Summary) -> list[RenderableType]:
     groups = _metric_groups(summary.metrics)
     width = max((len(name) for _, group in groups for name, _ in group), default=0) + 10
     parts: list[RenderableType] = [Text("MTRL metrics", style="bold")]
-    for _, group in groups:
+    for group, members in groups:
         cells = []
-        for name, value in group:
+        for name, value in members:
             cell = Text("  " + name.ljust(width - 10), no_wrap=True, overflow="ignore")
             cell.append(num(value).rjust(8))
             cells.append(cell)
         parts.append(Columns(cells, width=width, padding=(0, 1)))
+        if group.startswith("eval/") and summary.job.mode == "training":
+            note = _EVAL_NOTE.format(threshold=num(summary.settings.success_threshold))
+            parts.append(Padding(Text(note, style="dim"), (0, 0, 0, 2)))
     return parts
 
 
@@ -251,7 +287,7 @@ def _row_to_play(summary: Summary) -> tuple[str, int | None]:
     failures = summary.run.job_failures if summary.run is not None else None
     for note in failures or ():
         if note.prompt_index is not None:
-            why = (note.reason or "job failure").split(" (", 1)[0]
+            why = first_line(note.reason or "job failure").split(" (", 1)[0]
             return f"play the row that failed the job alone ({why}):", note.prompt_index
     for brief in summary.failed:
         if (brief.reason or "").startswith(f"{LIMIT_REASON}:"):
@@ -284,7 +320,8 @@ def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
         )
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"agent-kit doctor reward {where}")
-    if summary.job.status in ("interrupted", "stopped") or summary.counts.pending:
+    status = summary.job.status
+    if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
         step("play the remaining slots:", f"agent-kit run --resume {where}")
     return lines
 

@@ -368,6 +368,20 @@ class RunStore:
                 raise
             self._conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[RunStore]:
+        """One read transaction: every read inside the block sees the store as it was at its
+        first read, whatever another process (a live run's driver) commits meanwhile. Other
+        threads of this process wait for the block to end; nothing may be written inside it."""
+        with self._lock:
+            with self._reading():
+                self._conn.execute("BEGIN")
+            try:
+                yield self
+            finally:
+                with self._reading():
+                    self._conn.execute("COMMIT")
+
     def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         with self._lock, self._reading():
             return self._conn.execute(sql, args).fetchone()

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from agent_kit.errors import RunInUse, RunStoreError
 
-__all__ = ["LOCK_FILE", "RunLock"]
+__all__ = ["LOCK_FILE", "RunLock", "live_holder"]
 
 LOCK_FILE: Final = "run.lock"
 
@@ -78,6 +78,25 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def live_holder(run_dir: Path) -> dict[str, Any] | None:
+    """Who holds the lock of ``run_dir`` now (pid, host, start time, command; ``{}`` when the
+    file names nobody), or None when no live process does. Takes nothing and writes nothing:
+    a reader asks this to tell a run still being played from a finished or dead one."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None  # no lock file: no driver ever held it here
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _holder() -> dict[str, Any]:

@@ -314,7 +314,7 @@ def test_replay_mismatch_exit_10(cli: Cli, tmp_path: Path) -> None:
     ran = cli("replay", str(cassette), "--in-process", "--json")
     assert ran.code == 10, ran
     assert json.loads(ran.out.splitlines()[-1])["counts"]["diverged"] == 1
-    assert "1 diverged (of 1 episodes)" in _one_error_line(ran)
+    assert "1 diverged (of 1 episode)" in _one_error_line(ran)
 
 
 def test_deploy_error_exit_11(cli: Cli, tmp_path: Path) -> None:
@@ -424,6 +424,64 @@ def test_ctrl_c_real_process_exits_130(tmp_path: Path) -> None:
     while any(_alive(pid) for pid in agent_pids):
         assert time.monotonic() < deadline, "the agent process outlived the interrupted run"
         time.sleep(0.05)  # polling process liveness, with a deadline
+
+
+def _rewarded(run_dir: Path) -> int:
+    """Rollouts of the run in run_dir that are REWARDED so far."""
+    if not (run_dir / "run.sqlite").exists():
+        return 0
+    with (
+        contextlib.suppress(sqlite3.OperationalError, errors.UsageError, errors.RunStoreError),
+        RunStore.open(run_dir, readonly=True) as store,
+    ):  # the schema may not be written yet
+        return len(store.list_trajectories(states=["REWARDED"]))
+    return 0
+
+
+def test_interrupted_run_counts_the_planned_slots(tmp_path: Path) -> None:
+    """SIGINT to a real `agent-kit run` of a 256-slot job once its 8 playable rollouts are
+    rewarded: the end summary and summary.json count all 256 planned slots, the 248 left, and
+    name the `--resume` command of this run directory."""
+    tasks = [{"turns": 1}] * 2 + [{"hold": "start"}] * 62  # 64 prompts × 4 samples, 1 step
+    data = _dataset(tmp_path / "big.jsonl", tasks)
+    run_dir = tmp_path / "runs" / "big"
+    argv = ["run", str(AGENTS / "hold_agent.py"), "--dataset", str(data), "--group-size", "4"]
+    argv += ["--concurrency", "12", "--workers", "1", "--out", "runs", "--name", "big"]
+    argv += ["--rollout-timeout", "300", "--grace", "0"]
+    proc = _popen_interruptible(
+        [sys.executable, "-m", "agent_kit.cli", *argv],
+        cwd=tmp_path,
+        env={**_env(), "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while _rewarded(run_dir) < 8:  # the two playable prompts' slots; the rest hold
+            assert proc.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, "the rollouts were not rewarded in time"
+            time.sleep(0.05)  # polling the store of another process, with a deadline
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 130, err
+    text = " ".join(out.split())
+    assert "8 / 256 rewarded · 0 failed (no reward) · 248 pending" in text, out
+    assert "248 slots not played or cut short; --resume plays them" in text, out
+    resume = [line.split() for line in out.splitlines() if "run --resume" in line]
+    assert resume == [["agent-kit", "run", "--resume", "runs/big"]], out
+    assert (tmp_path / resume[0][3] / "run.sqlite").is_file()
+    counts = json.loads((run_dir / "summary.json").read_text())["counts"]
+    assert (counts["slots"], counts["rewarded"], counts["lost"], counts["pending"]) == (
+        256,
+        8,
+        0,
+        248,
+    )
 
 
 AGENT_KIT = str(Path(sys.executable).parent / "agent-kit")

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,9 @@ from agent_kit.doctor.reward import (
 from agent_kit.driver.job import JobConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
+from agent_kit.store import INVOCATION_EVENT
+from agent_kit.store.events import ROLLOUT_DONE_EVENT
+from agent_kit.store.runlock import RunLock
 
 pytestmark = pytest.mark.e2e
 
@@ -229,6 +235,43 @@ def test_cli_json_and_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFi
     assert main(["doctor", "reward", str(runs["healthy"]), "--budget", "-1"]) == 2
     assert main(["doctor", "reward", str(runs["healthy"].parent / "nope")]) == 2
     assert "run directory not found" in capsys.readouterr().err
+
+
+def test_live_run_is_audited_on_its_finished_rollouts(
+    runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run still being played, caught with a rollout rewarded before the driver stored the
+    agent's answer, is audited on its finished rollouts only and said to be live (no false
+    ordering violation, exit 0)."""
+    live = tmp_path / "live"
+    shutil.copytree(runs["healthy"], live)
+    conn = sqlite3.connect(live / "run.sqlite")
+    try:
+        (tid,) = conn.execute(
+            "SELECT t.id FROM trajectories t JOIN rewards r ON r.trajectory_id = t.id "
+            "WHERE t.state = 'REWARDED' ORDER BY r.total DESC LIMIT 1"
+        ).fetchone()
+        with conn:  # the window between UpdateReward and the driver's record of the answer
+            conn.execute(
+                "DELETE FROM events WHERE trajectory_id = ? AND kind IN (?, ?)",
+                (tid, INVOCATION_EVENT, ROLLOUT_DONE_EVENT),
+            )
+    finally:
+        conn.close()
+    with RunLock.acquire(live):  # the driver's lock: the run is being played
+        assert main(["doctor", "reward", str(live), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert main(["doctor", "reward", str(live)]) == 0
+        out = capsys.readouterr().out
+    assert data["live"] is True
+    assert data["in_flight"] == 1
+    assert data["scored"] == 11
+    (ordering,) = [f for f in data["findings"] if f["check"] == "ordering"]
+    assert ordering["evidence"]["violations"] == 0
+    assert tid not in json.dumps(data)
+    assert f"live run: pid {os.getpid()} is still playing it" in " ".join(out.split())
+    assert "1 in flight left out" in " ".join(out.split())
+    assert audit_reward(runs["healthy"]).live is None
 
 
 # -- the pure checks on hand-built views --------------------------------------------------------

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from fakes.rollouts import rollout
 from rich.console import Console
+from typer.testing import CliRunner
 
+from agent_kit.cli import app
 from agent_kit.reporting.report import num, render_terminal
 from agent_kit.reporting.summary import (
     INTERRUPTED_STATE,
@@ -26,6 +28,7 @@ from agent_kit.reporting.summary import (
     Summary,
     summarize_records,
 )
+from agent_kit.reporting.words import first_line, plural
 from agent_kit.store import Rollout
 from agent_kit.store.rows import JobRow
 
@@ -173,9 +176,10 @@ def test_ids_are_never_wrapped(tmp_path: Path) -> None:
 
 
 def test_interrupted_names_resume(tmp_path: Path) -> None:
-    """An interrupted run's cut slots are pending (not failed) and the next block resumes."""
+    """An interrupted run's cut and unplayed slots are pending (not failed), the slots are the
+    whole planned job's (2 prompts × 4 samples), and the next block resumes."""
     text = _render(_interrupted(), tmp_path)
-    assert "2 / 4 rewarded · 0 failed (no reward) · 2 pending" in text
+    assert "2 / 8 rewarded · 0 failed (no reward) · 6 pending" in text
     assert "    agent-kit run --resume RUN_DIR" in text.splitlines()
 
 
@@ -225,3 +229,100 @@ def test_next_fits_a_row_that_failed_the_job(tmp_path: Path) -> None:
 def test_one_rounding_rule(value: float | None, shown: str) -> None:
     """3 significant digits; integers exact; zero and float noise as 0."""
     assert num(value) == shown
+
+
+# -- words on the terminal: wrapping, the agent's name, eval/*, plurals, one-line errors ---------
+
+
+def _narrow(summary: Summary, width: int = 60) -> list[str]:
+    console = Console(record=True, width=width, color_system=None)
+    console.print(render_terminal(summary, None), crop=False)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def test_headline_wraps_at_words_under_its_text() -> None:
+    """On a 60-column console a long headline line wraps at word boundaries and its
+    continuation lines stay under the text, never at column 0 or inside a word."""
+    lines = _narrow(_with_failures())
+    at = next(i for i, line in enumerate(lines) if line.startswith("  cost "))
+    block = [lines[at]]
+    for line in lines[at + 1 :]:
+        if not line.startswith(" " * 12):
+            break
+        block.append(line)
+    assert len(block) > 1
+    assert all(len(line) <= 60 for line in block)
+    words = " ".join(" ".join(block).split())
+    assert "blended rate of the published AWS reference run" in words
+    assert lines[at + len(block)].startswith("  failure ")  # the next labelled line
+
+
+def test_cost_names_the_agent_that_ran() -> None:
+    """The cost line names the agent (entrypoint stem, or its folder for a generic agent.py),
+    not the Wordle run the default prices come from."""
+    summary = _healthy()
+    summary.config["entrypoint"] = "/src/counter/agent.py"
+    (cost,) = [line for line in _narrow(summary, 200) if line.startswith("  cost ")]
+    assert "USD for counter · " in cost
+    assert "Wordle" not in cost
+    summary.config["entrypoint"] = "/src/ticket_triage.py"
+    assert any("USD for ticket_triage · " in line for line in _narrow(summary, 200))
+
+
+def test_eval_metrics_of_a_training_run_are_explained() -> None:
+    """A training run's eval/* metrics come with one line saying what they are."""
+    text = " ".join(" ".join(_narrow(_healthy(), 100)).split())
+    assert "eval/* are the figures an evaluation job reports, computed here over this " in text
+    assert "succeeded at reward ≥ 1, pass@k over each group's samples" in text
+
+
+def test_counts_of_one_are_singular() -> None:
+    """Counts of one read in the singular ("1 slot", "1 episode", "1 trajectory")."""
+    records = [_record(0, 0, "REWARDED", 1.0), _record(0, 1, "OPEN", None)]
+    summary = summarize_records(_job("interrupted"), records)
+    text = " ".join(" ".join(_narrow(summary, 200)).split())
+    assert "7 slots not played or cut short" in text
+    config = {"job": {"name": "one", "group_size": 2, "batch_size": 1, "steps": 1}}
+    one = summarize_records(
+        JobRow(
+            arn=ARN, name="one", created_at=1.0, config=config, status="interrupted", summary=None
+        ),
+        records[:1],
+    )
+    text = " ".join(" ".join(_narrow(one, 200)).split())
+    assert "1 slot not played or cut short" in text
+    assert plural(1, "episode") == "1 episode"
+    assert plural(2, "trajectory", "trajectories") == "2 trajectories"
+    assert plural(1_234, "turn") == "1,234 turns"
+
+
+def test_multi_line_exception_shows_its_first_line() -> None:
+    """An agent failure with a multi-line message (Strands' MaxTokensReachedException) shows
+    its first line on the terminal; the summary keeps the full text."""
+    reason = (
+        "agent: MaxTokensReachedException: Agent has reached an unrecoverable state due to "
+        "max_tokens limit.\n\nFor more information see:\nhttps://strandsagents.com/x\n"
+    )
+    records = [
+        _record(0, 0, "REWARDED", 1.0),
+        _record(0, 1, "REWARDED", 0.0, agent_failure=reason, floor_reward=True),
+    ]
+    summary = summarize_records(_job("completed"), records)
+    lines = _narrow(summary, 200)
+    (agent,) = [line for line in lines if line.startswith("  agent ")]
+    assert agent.endswith("due to max_tokens limit. … ×1")
+    assert not any("strandsagents.com" in line or "more information" in line for line in lines)
+    assert summary.agent_failures[0].reason == reason
+    assert first_line("one line") == "one line"
+
+
+def test_version_is_a_flag_in_the_help() -> None:
+    """`agent-kit --help` lists --version (and --help) as flags, with no `<bool>` type."""
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    (version,) = [line for line in result.output.splitlines() if "--version" in line]
+    assert "Print the agent-kit version and exit." in version
+    assert "<bool>" not in result.output
+    run_help = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"}).output
+    assert "--json" in run_help
+    assert "<bool>" not in run_help

@@ -240,7 +240,7 @@ def test_terminal_and_json(run_dir: Path) -> None:
     assert "rollout/reward/valid_mean" in out
     assert "eval/reward/pass_at_k" in out
     assert HOSTILE_REASON in out
-    assert "blended estimate from the published Wordle run" in out
+    assert "blended rate of the published AWS reference run" in out
     line = render_json(s)
     assert "\n" not in line
     assert json.loads(line) == s.document()

@@ -16,7 +16,7 @@ from agent_kit.driver.job import JobConfig, Progress
 from agent_kit.driver.local import run_local
 from agent_kit.errors import RunInUse
 from agent_kit.store import RunStore
-from agent_kit.store.runlock import LOCK_FILE, RunLock
+from agent_kit.store.runlock import LOCK_FILE, RunLock, live_holder
 
 AGENTS = Path(__file__).parents[1] / "agents"
 
@@ -88,3 +88,30 @@ async def test_resume_of_a_live_run_is_refused_and_changes_nothing(tmp_path: Pat
         (job,) = store.list_jobs()
         assert job.status == "completed"
     assert (tmp_path / "live" / LOCK_FILE).read_text() == ""  # released before run_local returns
+
+
+def test_live_holder_names_the_holder_without_taking_the_lock(tmp_path: Path) -> None:
+    """live_holder names a live holder, says None once it let go, and never takes the lock."""
+    assert live_holder(tmp_path) is None  # no lock file at all
+    lock = RunLock.acquire(tmp_path)
+    holder = live_holder(tmp_path)
+    assert holder is not None
+    assert holder["pid"] == os.getpid()
+    with pytest.raises(RunInUse):  # asking did not release or share it
+        RunLock.acquire(tmp_path)
+    lock.release()
+    assert live_holder(tmp_path) is None
+    RunLock.acquire(tmp_path).release()
+
+
+def test_snapshot_reads_one_state_while_another_connection_writes(tmp_path: Path) -> None:
+    """Reads inside RunStore.snapshot see the store as at its first read, not a later commit."""
+    with RunStore.open(tmp_path) as writer, RunStore.open(tmp_path, readonly=True) as reader:
+        writer.add_event("tick", {"i": 0})
+        with reader.snapshot():
+            before = reader.list_events(kind="tick")
+            writer.add_event("tick", {"i": 1})
+            during = reader.list_events(kind="tick")
+        after = reader.list_events(kind="tick")
+    assert len(before) == len(during) == 1
+    assert len(after) == 2
