@@ -38,15 +38,15 @@ def _dataset(tmp_path: Path, rows: int = 2) -> Path:
 
 
 def _config(**extra: object) -> JobConfig:
-    return JobConfig(
-        policy=f"scripted:{WORDLE / 'policies.py'}:Solver",
-        group_size=2,
-        concurrency=4,
-        temperature=0.0,
-        rollout_timeout=120,
-        contract="rl-toolkit",
-        **extra,  # type: ignore[arg-type]
-    )
+    settings: dict[str, object] = {
+        "policy": f"scripted:{WORDLE / 'policies.py'}:Solver",
+        "group_size": 2,
+        "concurrency": 4,
+        "temperature": 0.0,
+        "rollout_timeout": 120,
+        "contract": "rl-toolkit",
+    }
+    return JobConfig(**{**settings, **extra})  # type: ignore[arg-type]
 
 
 def test_wordle_plays_the_rl_toolkit_contract_end_to_end(tmp_path: Path) -> None:
@@ -141,3 +141,23 @@ def test_an_unknown_contract_is_refused() -> None:
     """--contract takes mtrl or rl-toolkit only."""
     with pytest.raises(UsageError, match="--contract must be one of mtrl, rl-toolkit"):
         JobConfig(contract="verl").validated(3)
+
+
+def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
+    """An entrypoint written for agentcore-rl-toolkit without agent_kit plays the same mode."""
+    result = asyncio.run(
+        run_local(
+            str(AGENTS / "rltoolkit_agent.py"),
+            _dataset(tmp_path, rows=1),
+            _config(policy="random"),
+            out_dir=tmp_path / "runs",
+        )
+    )
+    assert result.status == "completed", result.failure
+    assert result.succeeded == 2
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        for row in store.list_trajectories(job_arn=result.job_arn):
+            assert store.count_turns(row.id) == 1
+            reward = store.get_reward(row.id)
+            assert reward is not None
+            assert reward.total == 1.0
