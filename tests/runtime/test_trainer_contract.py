@@ -7,8 +7,10 @@ server (`tests/fakes/job_runtime.py`, which records every request) and moto's se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,3 +219,36 @@ def test_bad_trainer_blocks_are_400(
     assert error["error_type"] == "ValidationError"
     assert message in error["error"], error
     assert API_KEY not in response.text
+
+
+async def test_the_wordle_process_answers_both_trainer_modes(tmp_path: Path) -> None:
+    """The unchanged Wordle file as a real agent process: _config answers, _rollout writes S3."""
+    from agent_kit.driver.invokers import SubprocessInvoker
+
+    with MotoS3(BUCKET) as s3, FakeJobRuntime() as fake:
+        fake.reply(tool("guess_word", {"guess": "baton"}), tool("guess_word", {"guess": "baton"}))
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-west-2",
+            "AWS_ENDPOINT_URL_S3": s3.url,
+        }
+        agent = SubprocessInvoker(WORDLE, env=env, log_dir=tmp_path)
+        await agent.spawn()
+        try:
+            await agent.start()
+            answered = await agent.invoke({**ROW, "_config": trainer_block(fake)}, SESSION, 60)
+            started = await agent.invoke({**ROW, "_rollout": s3_block(fake)}, SESSION, 60)
+            key = f"exp-1/w_7/{SESSION}.json"
+            doc = await asyncio.to_thread(s3.wait_for, BUCKET, key)
+        finally:
+            await agent.aclose()
+        assert_trainer_policy_calls(fake)
+    assert answered.ok, answered.error
+    reward = answered.body["reward"]
+    assert math.isfinite(reward)
+    assert reward >= 1.0
+    assert all(type(v) is float for v in answered.body["metrics"].values())
+    assert started.body == {"status": "processing", "s3_bucket": BUCKET, "result_key": key}
+    assert doc["rewards"] == reward
