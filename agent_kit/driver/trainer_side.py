@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import secrets
 from dataclasses import dataclass
@@ -69,6 +70,8 @@ class LocalS3:
             raise UsageError(_MISSING_MOTO) from None
         import botocore.session
 
+        # moto serves through werkzeug, which logs every request line to stderr by default.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
