@@ -9,13 +9,24 @@ Per invocation it validates the payload (HTTP 400 with a readable message when i
 builds a **fresh** environment, runs a Strands agent whose tools are the environment's ``@tool``
 methods, scores the episode, reports CompleteRollout + UpdateReward when the payload carries
 ``metadata``, and returns ``{"reward", "reward_breakdown", "turns", "usage", "stop_reason", …}``.
+
+The same entrypoint speaks the open-source trainers' contract (agentcore-rl-toolkit's, see
+:mod:`agent_kit.trainer_contract` and docs/trainers.md): a payload with ``_config`` plays
+against the trainer's ``base_url`` and answers ``{"reward", "metrics"}``; one with
+``_rollout`` answers ``{"status": "processing", "s3_bucket", "result_key"}`` at once, plays in
+the background (``HealthyBusy``) and writes the result object to S3. Neither reports to a Job
+Runtime.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
+import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from bedrock_agentcore.runtime import BedrockAgentCoreApp
@@ -35,7 +46,15 @@ from agent_kit.episode_loop import (
 )
 from agent_kit.errors import ContractError
 from agent_kit.policy_client import PolicyConfig, TokenProvider, build_model
-from agent_kit.runtime_client import RolloutReporter
+from agent_kit.runtime_client import RolloutReporter, s3_client
+from agent_kit.trainer_contract import (
+    TrainerPayload,
+    error_result,
+    http_answer,
+    parse_trainer_payload,
+    result_key,
+    s3_result,
+)
 
 __all__ = ["PORT_ENV", "RolloutApp"]
 
@@ -152,6 +171,7 @@ class RolloutApp(BedrockAgentCoreApp):
         self.policy_config = policy
         self._model_factory = model_factory
         self._token_provider: TokenProvider | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self.entrypoint(self._invocation)
         if forwarder:
             from agent_kit.forwarder import enable_forwarder_routes
@@ -160,13 +180,17 @@ class RolloutApp(BedrockAgentCoreApp):
 
     # -- the entrypoint ------------------------------------------------------------------------
     async def _invocation(self, payload: Any, context: Any = None) -> Any:
-        del context
         try:
-            parsed = parse_payload(payload)
+            trainer = parse_trainer_payload(payload)
+            parsed = trainer.rollout if trainer is not None else parse_payload(payload)
         except ContractError as exc:
             return _bad_request(exc.message)
+        if trainer is not None and trainer.mode == "s3":
+            return self._start_background(trainer, getattr(context, "session_id", None))
         task_id = self.add_async_task("rollout", {"trajectory": _trajectory_of(payload)})
         try:
+            if trainer is not None:
+                return http_answer(await self.play_for_trainer(trainer))
             return await self.play(parsed)
         except ContractError as exc:
             return _bad_request(exc.message)
@@ -193,6 +217,82 @@ class RolloutApp(BedrockAgentCoreApp):
                 outcome.reward.total,
             )
         return outcome.body()
+
+    async def play_for_trainer(self, payload: TrainerPayload) -> EpisodeOutcome:
+        """Play one episode of a trainer payload against its ``base_url`` (nothing is
+        reported: the reward goes into the answer or the result object). Raises only
+        ContractError."""
+        policy = payload.policy
+
+        async def trainer_model(rollout: RolloutPayload) -> ModelHandle:
+            if self.policy_config is None:
+                self.policy_config = PolicyConfig.from_env()
+            base = self.policy_config
+            config = replace(
+                base,
+                base_url=policy.base_url,
+                model_id=policy.model_id,
+                api_key=policy.api_key,
+                extra_params={**base.extra_params, **policy.sampling_params},
+            )
+            handle: ModelHandle = build_model(rollout, config)
+            return handle
+
+        outcome = await run_episode(
+            payload.rollout,
+            environment=self.environment,
+            reward=self.reward_fn,
+            settings=self.settings,
+            model_factory=self._model_factory or trainer_model,
+        )
+        if outcome.episode.failure is not None:
+            logger.warning(
+                "%s rollout ended with a %s failure: %s (reward %s)",
+                payload.mode,
+                outcome.episode.failure.boundary,
+                outcome.episode.failure.reason,
+                outcome.reward.total,
+            )
+        return outcome
+
+    def _start_background(self, payload: TrainerPayload, session_id: str | None) -> Any:
+        """S3 mode: start the episode in the background, answer where its result will be."""
+        s3 = payload.s3
+        key = result_key(s3.exp_id, s3.input_id, session_id)
+        task_id = self.add_async_task("rollout", {"result_key": key})
+        task = asyncio.get_running_loop().create_task(
+            self._background_rollout(payload, key, task_id)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return {"status": "processing", "s3_bucket": s3.s3_bucket, "result_key": key}
+
+    async def _background_rollout(self, payload: TrainerPayload, key: str, task_id: int) -> None:
+        """Play, then write the result object (an error object when playing failed); the app
+        stays HealthyBusy until the object is written."""
+        try:
+            try:
+                doc = s3_result(await self.play_for_trainer(payload), payload, key)
+            except ContractError as exc:
+                doc = error_result(payload, key, 400, exc.message, None)
+            except Exception as exc:
+                logger.exception("rollout %s failed", key)
+                reason = f"{type(exc).__name__}: {exc}"
+                doc = error_result(payload, key, 500, reason, traceback.format_exc())
+            await asyncio.to_thread(self._put_result, payload.s3.s3_bucket, key, doc)
+        except Exception:
+            logger.exception(
+                "could not write the result object s3://%s/%s", payload.s3.s3_bucket, key
+            )
+        finally:
+            self.complete_async_task(task_id)
+
+    def _put_result(self, bucket: str, key: str, doc: dict[str, Any]) -> None:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        body = json.dumps(doc, ensure_ascii=False, indent=2).encode()
+        s3_client(region).put_object(
+            Bucket=bucket, Key=key, Body=body, ContentType="application/json"
+        )
 
     async def _report(self, payload: RolloutPayload, outcome: EpisodeOutcome) -> None:
         meta = payload.metadata

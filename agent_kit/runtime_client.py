@@ -58,6 +58,7 @@ __all__ = [
     "RolloutReporter",
     "job_runtime_client",
     "reset_shared_session",
+    "s3_client",
     "shared_session",
 ]
 
@@ -138,6 +139,21 @@ def job_runtime_client(
             client = _new_client(
                 sess, region, endpoint_url, max_attempts, connect_timeout, read_timeout
             )
+            _clients[key] = client
+    return client
+
+
+def s3_client(region: str | None = None) -> Any:
+    """A cached S3 client on the shared session (standard retries), created on first use; its
+    endpoint follows ``AWS_ENDPOINT_URL_S3`` like any botocore client. Trainer-contract
+    rollouts write their result objects with it (docs/trainers.md)."""
+    sess = shared_session()
+    key = ("s3", id(sess), region)
+    with _lock:
+        client = _clients.get(key)
+        if client is None:
+            config = Config(retries={"mode": "standard"}, max_pool_connections=128)
+            client = sess.create_client("s3", region_name=region, config=config)
             _clients[key] = client
     return client
 

@@ -34,6 +34,7 @@ from agent_kit.cli.run_options import (
     BatchSizeOption,
     ChaosOption,
     ConcurrencyOption,
+    ContractOption,
     DatasetOption,
     EmulatorPortOption,
     EndpointUrlOption,
@@ -175,6 +176,7 @@ def run(
     grace: GraceOption = DEFAULT_STOP_GRACE_S,
     max_floor_rate: MaxFloorRateOption = None,
     chaos: ChaosOption = None,
+    contract: ContractOption = "mtrl",
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
     mlflow_experiment: MlflowExperimentOption = None,
@@ -203,6 +205,7 @@ def run(
         seed=seed,
         report_grace=report_grace,
         chaos=chaos,
+        contract=contract,
     )
     config = RunConfig(  # refuses a negative --grace
         entrypoint=entrypoint,
@@ -218,8 +221,9 @@ def run(
         grace=grace,
         max_floor_rate=max_floor_rate,
     )
-    if resume is not None and chaos is not None:
-        raise UsageError("--chaos cannot change a resumed run (it keeps its recorded settings)")
+    for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
+        if resume is not None and given:
+            raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     config.check()  # after the settings' own checks: nothing is created for a bad setting
     console = Console(highlight=False, soft_wrap=True)

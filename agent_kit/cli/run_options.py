@@ -20,6 +20,7 @@ __all__ = [
     "BatchSizeOption",
     "ChaosOption",
     "ConcurrencyOption",
+    "ContractOption",
     "DatasetOption",
     "EmulatorPortOption",
     "EndpointUrlOption",
@@ -100,6 +101,15 @@ ChaosOption = Annotated[
         help="Inject faults, reproducibly by --seed: a preset (service, heavy) or "
         "FAULT=RATE[@SECONDS],… e.g. policy_5xx=0.05,latency=0.1@2 (docs/emulator.md).",
         show_default=False,
+    ),
+]
+ContractOption = Annotated[
+    str,
+    typer.Option(
+        "--contract",
+        help="How rollouts reach the agent: mtrl (the SageMaker MTRL payload) or rl-toolkit "
+        "(agentcore-rl-toolkit's _rollout payload, the result polled from a local S3; needs "
+        "moto) (docs/trainers.md).",
     ),
 ]
 

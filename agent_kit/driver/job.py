@@ -65,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -102,6 +103,7 @@ from agent_kit.driver.rollouts import (
     session_id_for,
     trajectory_id_for,
 )
+from agent_kit.driver.trainer_side import LocalS3, TrainerSide
 from agent_kit.driver.tunnel import (
     advertised_endpoint,
     new_route_token,
@@ -299,6 +301,17 @@ async def _run_opened(
         stack.callback(run.store.close)
         chaos = run.config.chaos
         token = new_route_token() if run.advertise_url is not None else None
+        trainer_key = None
+        s3: LocalS3 | None = None
+        if run.config.contract == "rl-toolkit":
+            if run.advertise_url is not None:
+                raise UsageError(
+                    "--contract rl-toolkit keeps its S3 on loopback: --advertise-url cannot "
+                    "be combined with it"
+                )
+            s3 = await asyncio.to_thread(LocalS3().start)
+            stack.callback(s3.stop)
+            trainer_key = secrets.token_urlsafe(24)
         # Bound now, served once _play starts it; on exit it stops, then the policy closes.
         svc = await stack.enter_async_context(
             local_service(
@@ -307,6 +320,7 @@ async def _run_opened(
                 seed=run.config.seed,
                 base_dir=Path.cwd(),
                 path_prefix=token,
+                trainer_key=trainer_key,
                 port=run.emulator_port or 0,
                 gate=True,
                 start=False,
@@ -358,7 +372,10 @@ async def _run_opened(
 
         stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
         try:
-            outcome.loop = await _play(run, svc, job_arn, token, settings, outcome)
+            trainer = None
+            if s3 is not None and trainer_key is not None:
+                trainer = TrainerSide(s3, trainer_key, svc.endpoint)
+            outcome.loop = await _play(run, svc, job_arn, token, settings, outcome, trainer)
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome.status, outcome.failure = "interrupted", "interrupted"
             raise
@@ -400,8 +417,11 @@ async def _play(
     token: str | None,
     settings: _PlaySettings,
     outcome: _Outcome,
+    trainer: TrainerSide | None = None,
 ) -> RolloutLoop:
-    """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``."""
+    """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``.
+    With ``trainer`` the rollouts speak agentcore-rl-toolkit's contract (its S3 reaches the
+    agent processes through ``AWS_ENDPOINT_URL_S3``)."""
     store, config, emu = run.store, run.config, svc.emulator
     endpoint = local_endpoint = await svc.start()  # with the route token, if any
     if token is not None and run.advertise_url is not None:
@@ -414,15 +434,19 @@ async def _play(
     plan, total, counts = plan_slots(store, job_arn, run.job_name, config, len(run.data))
     invoker = settings.invoker
     if invoker is None:
+        env = agent_env(local_endpoint, config.region)
+        if trainer is not None:
+            env["AWS_ENDPOINT_URL_S3"] = trainer.s3.url
         invoker = make_invoker(
             run.entrypoint,
-            env=agent_env(local_endpoint, config.region),
+            env=env,
             workers=settings.workers,
             log_dir=run.run_dir / "logs",
             concurrency=config.concurrency,
             rate=settings.rate,
             endpoint_url=settings.endpoint_url,
             on_event=store.add_event,
+            stop_sessions=trainer is None,
         )
     loop = RolloutLoop(
         emu=emu,
@@ -434,6 +458,7 @@ async def _play(
         dataset=run.data,
         config=config,
         progress=settings.progress,
+        trainer=trainer,
     )
     outcome.loop = loop
     loop.stats.total = total

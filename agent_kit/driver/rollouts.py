@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import math
 import re
 import time
 from collections.abc import Callable
@@ -19,9 +20,18 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.contract import InferenceParams, RolloutMetadata, RolloutPayload, TrajectoryState
+from agent_kit.contract import (
+    CompleteRolloutBody,
+    InferenceParams,
+    RolloutMetadata,
+    RolloutPayload,
+    RolloutStatus,
+    TrajectoryState,
+    UpdateRewardBody,
+)
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import Invoker, InvokeResult
+from agent_kit.driver.trainer_side import CONTRACTS, TrainerSide, processing_key, read_result
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import AgentKitError, UsageError
@@ -40,6 +50,7 @@ __all__ = [
     "FAILED_REASON",
     "LIMIT_REASON",
     "MAX_BATCH_SIZE",
+    "NOT_PROCESSING_REASON",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
     "REFUSED_REASON",
@@ -64,6 +75,11 @@ MAX_STEPS: Final = 100_000
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _TERMINAL_WAIT: Final = frozenset(
     {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
+)
+#: The job failure of an agent that does not answer the rl-toolkit contract's first answer.
+NOT_PROCESSING_REASON: Final = (
+    'The agent did not answer {"status": "processing", "result_key": ...} '
+    "(agentcore-rl-toolkit contract)"
 )
 #: Client errors that may pass (a timeout, a throttle): other 4xx answers refuse the rollout.
 _TRANSIENT_4XX: Final = frozenset({408, 429})
@@ -99,6 +115,9 @@ class JobConfig:
     region: str = "us-west-2"
     #: ``--chaos SPEC``: faults the emulator injects (agent_kit.emulator.chaos); None for none.
     chaos: str | None = None
+    #: ``--contract``: ``mtrl`` (the service's payload) or ``rl-toolkit`` (agentcore-rl-toolkit's
+    #: ``_rollout`` payload, result objects in S3; see agent_kit.driver.trainer_side).
+    contract: str = "mtrl"
 
     def validated(self, n_prompts: int) -> JobConfig:
         """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
@@ -123,6 +142,10 @@ class JobConfig:
                 f"--report-grace must be 0..3600 seconds, got {self.report_grace}",
             ),
             (n_prompts >= 1, "the dataset has no prompts"),
+            (
+                self.contract in CONTRACTS,
+                f"--contract must be one of {', '.join(CONTRACTS)}, got {self.contract!r}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -267,8 +290,11 @@ class RolloutLoop:
         dataset: Dataset,
         config: JobConfig,
         progress: ProgressHook | None,
+        trainer: TrainerSide | None = None,
     ) -> None:
         self.emu = emu
+        #: The trainer's side (``--contract rl-toolkit``), None for the MTRL contract.
+        self.trainer = trainer
         self.store = store
         self.invoker = invoker
         self.job_arn = job_arn
@@ -360,7 +386,13 @@ class RolloutLoop:
         config = self.config
         tid = trajectory_id_for(self.job_name, step, p_idx, k, attempt)
         prompt = self.dataset[p_idx]
-        payload = _payload(tid, self.job_arn, prompt, self.endpoint, config)
+        trainer = self.trainer
+        if trainer is None:
+            payload = recorded = _payload(tid, self.job_arn, prompt, self.endpoint, config)
+        else:
+            params = InferenceParams.model_validate(config.inference_params()).to_openai()
+            payload = trainer.payload(prompt, tid, self.job_name, p_idx, params)
+            recorded = trainer.recorded(payload)
         self.emu.open_trajectory(
             self.job_arn,
             prompt,
@@ -370,7 +402,7 @@ class RolloutLoop:
             attempt=attempt,
             retry_of=retry_of,
             trajectory_id=tid,
-            payload=payload,
+            payload=recorded,
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + config.rollout_timeout
@@ -389,7 +421,10 @@ class RolloutLoop:
                 },
                 trajectory_id=tid,
             )
-            outcome = await self._classify(tid, result, deadline)
+            if trainer is None:
+                outcome = await self._classify(tid, result, deadline)
+            else:
+                outcome = await self._classify_trainer(trainer, tid, result, deadline)
         except asyncio.CancelledError:
             why = self.stop_reason or ("interrupted" if self.draining else "cancelled")
             with contextlib.suppress(AgentKitError):
@@ -433,6 +468,61 @@ class RolloutLoop:
             if result.error:
                 reason += f" ({result.error})"
         return self._ended(tid, result, "retry", reason)
+
+    async def _classify_trainer(
+        self, trainer: TrainerSide, tid: str, result: InvokeResult, deadline: float
+    ) -> _Attempt:
+        """The trainer's side of an attempt: the agent answers ``processing`` + ``result_key``,
+        the result object is polled from S3 until ``deadline``, the session is stopped, and its
+        rewards are recorded through the emulator (see agent_kit.driver.trainer_side)."""
+        if result.status in ("timeout", "unreachable"):
+            return self._no_answer(tid, result)
+        final = self._final_at_once(tid, result)
+        if final is not None:
+            return final
+        key = processing_key(result.body)
+        if key is None:
+            if not result.ok:
+                reason = f"The agent answered without starting the rollout ({result.error})"
+                return self._ended(tid, result, "retry", reason)
+            reason = (
+                f"{NOT_PROCESSING_REASON}: it answered {str(result.body)[:200]}"
+                if result.body is not None
+                else NOT_PROCESSING_REASON
+            )
+            return self._ended(tid, result, "job_failure", reason)
+        doc = await trainer.s3.wait_for(key, deadline)
+        stop = getattr(self.invoker, "stop_session", None)
+        if stop is not None:
+            await stop(session_id_for(tid))
+        if doc is None:
+            where = f"s3://{trainer.s3.bucket}/{key}"
+            reason = f"The rollout did not finish within rollout_timeout (no object at {where})"
+            return self._ended(tid, result, "retry", reason)
+        verdict = read_result(doc)
+        detail = {"status": "ok", "http_status": result.http_status, "body": verdict.body}
+        self.store.add_event(INVOCATION_EVENT, {**detail, "error": None}, trajectory_id=tid)
+        try:
+            if verdict.rewards is None:
+                if not verdict.failed:
+                    reason = f"{NO_REWARD_REASON} ({verdict.failure})"
+                    return self._ended(tid, result, "job_failure", reason)
+                body = CompleteRolloutBody(trajectory_id=tid, status=RolloutStatus.FAILED)
+                self.emu.complete_rollout(self.job_arn, body)
+                return _Attempt("job_failure", tid, f"{FAILED_REASON} ({verdict.failure})")
+            turns = self.emu.turn_count(tid)
+            if turns == 0:
+                return self._ended(tid, result, "job_failure", NO_SAMPLE_REASON)
+            rewards = verdict.rewards
+            if len(rewards) not in (1, turns):
+                rewards = [math.fsum(rewards)]
+            self.emu.complete_rollout(self.job_arn, CompleteRolloutBody(trajectory_id=tid))
+            self.emu.update_reward(
+                self.job_arn, UpdateRewardBody(trajectory_id=tid, rewards=rewards)
+            )
+        except AgentKitError as exc:  # the trajectory was sealed meanwhile (expired, stopped)
+            return self._ended(tid, result, "retry", f"the result could not be recorded: {exc}")
+        return self._rewarded(tid, result)
 
     def _no_answer(self, tid: str, result: InvokeResult) -> _Attempt:
         """No answer (timeout) or no agent (unreachable): retried, unless the rollout had

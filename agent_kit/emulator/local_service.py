@@ -73,6 +73,7 @@ async def local_service(
     base_dir: Path | None = None,
     secret: str | None = None,
     path_prefix: str | None = None,
+    trainer_key: str | None = None,
     port: int = 0,
     gate: bool = False,
     start: bool = True,
@@ -83,8 +84,9 @@ async def local_service(
 
     ``policy`` is a spec (loaded with ``seed`` and ``base_dir``) or a backend object;
     ``seed`` and ``emulator_options`` (``region``, ``chaos``, ``lenient``, …) go to
-    :class:`Emulator`. ``secret`` and ``path_prefix`` go to ``create_app``; ``gate=True`` puts a
-    :class:`~agent_kit.emulator.server.RequestGate` in front of the app (:attr:`LocalService.gate`).
+    :class:`Emulator`. ``secret``, ``path_prefix`` and ``trainer_key`` go to ``create_app``;
+    ``gate=True`` puts a :class:`~agent_kit.emulator.server.RequestGate` in front of the app
+    (:attr:`LocalService.gate`).
     ``port`` 0 is ephemeral. With ``start=False`` the server is bound but only serves after
     ``await svc.start()`` (a caller with work between learning the URL and serving). With
     ``own_policy=False`` the policy is left open for the caller to close.
@@ -98,7 +100,9 @@ async def local_service(
     try:
         emulator = Emulator(store, policy, seed=seed, **emulator_options)
         door = RequestGate() if gate else None
-        app = create_app(emulator, secret=secret, path_prefix=path_prefix, gate=door)
+        app = create_app(
+            emulator, secret=secret, path_prefix=path_prefix, gate=door, trainer_key=trainer_key
+        )
         service = LocalService(emulator, app, EmbeddedServer(app, port=port), path_prefix, door)
         try:
             if start:

@@ -15,6 +15,11 @@ these routes:
   request whose ``X-Amzn-SageMaker-Trajectory-Id`` header (the trajectory its session is for)
   names another trajectory than its body is refused with 403 AccessDeniedException
   (**[chosen]**: a rollout's credentials act on that rollout only).
+- ``POST /trainer/{trajectory_id}/v1/chat/completions`` (only with a ``trainer_key``): the
+  chat route as an open-source trainer serves it to agents under the agentcore-rl-toolkit
+  contract (docs/trainers.md): the trajectory is named by the path (the per-rollout
+  ``base_url`` the driver sends), the job is the trajectory's, and the caller must send
+  ``Authorization: Bearer <trainer_key>`` (403 otherwise). Turns are recorded like any other.
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
 - ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
   trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
@@ -45,10 +50,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from starlette.applications import Starlette
@@ -367,14 +373,20 @@ class _Routes:
         raw = await _read_body(request, self.limit)
         return raw, _parse_json(raw)
 
-    async def _turn(self, request: Request, route: str) -> Response:
+    async def _turn(
+        self,
+        request: Request,
+        route: str,
+        job_arn: str | None = None,
+        trajectory_id: str | None = None,
+    ) -> Response:
         raw, body = await self._json(request)
         chat = parse_chat(body)
         stream = chat.stream if route == _ROUTE_CHAT else route == _ROUTE_STREAM
         headers = request.headers
         outcome = await self.emu.turn(
-            headers.get("x-amzn-sagemaker-job-arn"),
-            headers.get("x-amzn-sagemaker-trajectory-id"),
+            job_arn or headers.get("x-amzn-sagemaker-job-arn"),
+            trajectory_id or headers.get("x-amzn-sagemaker-trajectory-id"),
             body,
             route=route,
             stream=stream,
@@ -411,6 +423,14 @@ class _Routes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         return await self._turn(request, _ROUTE_CHAT)
+
+    async def trainer_chat(self, request: Request) -> Response:
+        """``POST /trainer/{trajectory_id}/v1/chat/completions`` (the trainer's base_url)."""
+        tid = request.path_params["trajectory_id"]
+        row = self.emu.store.get_trajectory(tid)
+        if row is None:
+            raise NotFoundError(f"Trajectory {tid[:256]} not found")
+        return await self._turn(request, _ROUTE_CHAT, row.job_arn, tid)
 
     async def complete_rollout(self, request: Request) -> Response:
         """``POST /complete-rollout``."""
@@ -464,6 +484,18 @@ class _Routes:
         return Response(dumps(info), media_type="application/json")
 
 
+def _trainer_check(key: str) -> Callable[[Request], None]:
+    """The trainer route's check: ``Authorization: Bearer <key>`` and nothing else."""
+
+    def check(request: Request) -> None:
+        value = request.headers.get("authorization", "")
+        given = value[7:].strip() if value[:7].lower() == "bearer " else ""
+        if not hmac.compare_digest(given.encode(), key.encode()):
+            raise AccessDeniedError("Missing or wrong api_key for the trainer's base_url")
+
+    return check
+
+
 async def _health(request: Request) -> Response:
     return Response(b'{"status":"healthy"}', media_type="application/json")
 
@@ -486,6 +518,7 @@ def create_app(
     endpoint: str | None = None,
     path_prefix: str | None = None,
     gate: RequestGate | None = None,
+    trainer_key: str | None = None,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
@@ -499,7 +532,9 @@ def create_app(
     ``Host``);
     ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
     but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
-    :class:`RequestGate`) when one is given. A bad prefix is a :class:`UsageError`.
+    :class:`RequestGate`) when one is given; ``trainer_key`` serves the trainer's chat route
+    (see the module docstring) guarded by that bearer key. A bad prefix is a
+    :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
     mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
@@ -523,6 +558,16 @@ def create_app(
             middleware=admin,
         ),
     ]
+    if trainer_key is not None:
+        trainer = [Middleware(AuthGate, check=_trainer_check(trainer_key))]
+        routes.append(
+            Route(
+                "/trainer/{trajectory_id}" + _ROUTE_CHAT,
+                r.trainer_chat,
+                methods=post,
+                middleware=trainer,
+            )
+        )
     return Starlette(
         routes=[
             Route("/health", _health, methods=["GET"]),

@@ -88,11 +88,14 @@ def make_invoker(
     endpoint_url: str | None = None,
     startup_timeout: float = 60.0,
     on_event: EventHook | None = None,
+    stop_sessions: bool = True,
 ) -> Invoker:
     """The invoker for ``target`` (entrypoint ``.py``, URL, AgentCore or Lambda ARN).
 
     ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited);
-    ``endpoint_url`` overrides the AWS endpoint (local fakes). UsageError for anything else.
+    ``endpoint_url`` overrides the AWS endpoint (local fakes); ``stop_sessions=False`` leaves an
+    AgentCore session running after its answer (the caller stops it: the agentcore-rl-toolkit
+    contract's background rollouts). UsageError for anything else.
     """
     if rate is not None and not 0 < rate <= MAX_RATE:
         raise UsageError(f"--rate must be > 0 and ≤ {MAX_RATE:g} invocations/s, got {rate:g}")
@@ -105,6 +108,7 @@ def make_invoker(
                 endpoint_url=endpoint_url,
                 rate=DEFAULT_RATE_LIMIT if rate is None else rate,
                 concurrency=concurrency,
+                stop_sessions=stop_sessions,
             )
         if LAMBDA_ARN_PATTERN.match(target):
             return LambdaInvoker(

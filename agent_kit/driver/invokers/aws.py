@@ -220,16 +220,7 @@ class AgentCoreInvoker(_BotoInvoker):
             return _client_error(exc)
         finally:
             if self.stop_sessions:
-                try:
-                    self._client.stop_runtime_session(
-                        agentRuntimeArn=self.arn,
-                        qualifier=self.qualifier,
-                        runtimeSessionId=session_id,
-                    )
-                except Exception as exc:  # noqa: BLE001 - the rollout's outcome stands
-                    logger.debug(
-                        "StopRuntimeSession %s failed: %s: %s", session_id, type(exc).__name__, exc
-                    )
+                self._stop(session_id)
         if 200 <= status < 300:
             return InvokeResult("ok", body=body, http_status=status)
         return InvokeResult(
@@ -239,8 +230,27 @@ class AgentCoreInvoker(_BotoInvoker):
     async def invoke(
         self, payload: dict[str, Any], session_id: str, timeout: float
     ) -> InvokeResult:
-        """Rate-limited ``invoke_agent_runtime``, then ``stop_runtime_session``."""
+        """Rate-limited ``invoke_agent_runtime``, then ``stop_runtime_session`` (unless
+        ``stop_sessions`` is off: the caller stops it with :meth:`stop_session`)."""
         return await self._run(lambda: self._call(payload, session_id), timeout)
+
+    async def stop_session(self, session_id: str) -> None:
+        """``stop_runtime_session`` for a session whose rollout went on after its answer (the
+        agentcore-rl-toolkit contract); a failure is logged at debug and ignored."""
+        if self._client is None or self._pool is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._stop, session_id)
+
+    def _stop(self, session_id: str) -> None:
+        try:
+            self._client.stop_runtime_session(
+                agentRuntimeArn=self.arn, qualifier=self.qualifier, runtimeSessionId=session_id
+            )
+        except Exception as exc:  # noqa: BLE001 - the rollout's outcome stands
+            logger.debug(
+                "StopRuntimeSession %s failed: %s: %s", session_id, type(exc).__name__, exc
+            )
 
 
 class LambdaInvoker(_BotoInvoker):

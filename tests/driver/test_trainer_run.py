@@ -1,0 +1,163 @@
+"""``agent-kit run --contract rl-toolkit``: the trainer's side of agentcore-rl-toolkit's contract.
+
+The Wordle entrypoint runs as a real agent subprocess; the driver's S3 is moto's server on
+127.0.0.1 (moto stands in for Amazon S3, reached by real botocore clients through
+``AWS_ENDPOINT_URL_S3``), and the emulator serves the policy on a per-trajectory base_url.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent_kit.cli import app as cli_app
+from agent_kit.driver.job import JobConfig
+from agent_kit.driver.local import run_local
+from agent_kit.driver.trainer_side import MODEL_ID, LocalS3
+from agent_kit.errors import UsageError
+from agent_kit.store import INVOCATION_EVENT, RunStore
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDLE = ROOT / "examples" / "wordle"
+AGENTS = ROOT / "tests" / "agents"
+
+
+def _dataset(tmp_path: Path, rows: int = 2) -> Path:
+    lines = (WORDLE / "holdout.jsonl").read_text().splitlines(keepends=True)[:rows]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(lines))
+    return path
+
+
+def _config(**extra: object) -> JobConfig:
+    settings: dict[str, object] = {
+        "policy": f"scripted:{WORDLE / 'policies.py'}:Solver",
+        "group_size": 2,
+        "concurrency": 4,
+        "temperature": 0.0,
+        "rollout_timeout": 120,
+        "contract": "rl-toolkit",
+    }
+    return JobConfig(**{**settings, **extra})  # type: ignore[arg-type]
+
+
+def test_wordle_plays_the_rl_toolkit_contract_end_to_end(tmp_path: Path) -> None:
+    """Every rollout answers processing, its S3 object's rewards land in the store with turns."""
+    config = _config(name="wordle-rl")
+    result = asyncio.run(
+        run_local(str(WORDLE / "agent.py"), _dataset(tmp_path), config, out_dir=tmp_path / "runs")
+    )
+    assert result.status == "completed", result.failure
+    assert result.succeeded == result.total == 4
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert len(rows) == 4
+        for row in rows:
+            assert row.state == "REWARDED"
+            block = row.payload["_rollout"]
+            assert block["api_key"] == "<redacted>"
+            assert block["exp_id"] == "wordle-rl"
+            assert block["input_id"] == f"p{row.prompt_index}"
+            assert block["base_url"].endswith(f"/trainer/{row.id}/v1")
+            assert row.payload["answer"]  # the row's fields at the top level
+            turns = store.list_turns(row.id)
+            assert turns
+            assert all(t.request["model"] == MODEL_ID for t in turns)
+            assert all(row.payload["answer"] not in json.dumps(t.request) for t in turns)
+            answers = [
+                e.detail
+                for e in store.list_events(trajectory_id=row.id)
+                if e.kind == INVOCATION_EVENT
+            ]
+            assert answers[0]["body"]["status"] == "processing"
+            assert answers[0]["body"]["result_key"].startswith(f"wordle-rl/p{row.prompt_index}/")
+            final = answers[-1]["body"]
+            reward = store.get_reward(row.id)
+            assert reward is not None
+            assert final["rewards"] == pytest.approx(reward.total)
+            assert final["status_code"] == 200
+        text = (result.run_dir / "run.sqlite").read_bytes()
+    assert result.written_summary().metrics
+    keys = re.findall(rb'"api_key": ?"([^"]*)"', text)
+    assert keys
+    assert set(keys) == {b"<redacted>"}  # the run's key itself is never stored
+    assert (result.run_dir / "report.html").is_file()
+
+
+def test_an_agent_that_does_not_answer_processing_fails_the_job(tmp_path: Path) -> None:
+    """An MTRL-only answer (no processing + result_key) is a job failure naming the contract."""
+    result = asyncio.run(
+        run_local(
+            str(AGENTS / "echo_agent.py"),
+            _dataset(tmp_path, rows=1),
+            _config(max_retries=0),
+            out_dir=tmp_path / "runs",
+        )
+    )
+    assert result.status == "failed"
+    assert result.failure is not None
+    assert "processing" in result.failure
+    assert "agentcore-rl-toolkit" in result.failure
+
+
+def test_missing_moto_is_one_line_saying_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without moto, the rl-toolkit mode refuses to start with a one-line install hint."""
+    monkeypatch.setitem(sys.modules, "moto.server", None)
+    with pytest.raises(UsageError, match=r"pip install 'moto\[s3,server\]'"):
+        LocalS3().start()
+    runner = CliRunner()
+    outcome = runner.invoke(
+        cli_app,
+        [
+            "run",
+            str(WORDLE / "agent.py"),
+            "--dataset",
+            str(_dataset(tmp_path, rows=1)),
+            "--contract",
+            "rl-toolkit",
+            "--group-size",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert outcome.stderr.startswith("error: --contract rl-toolkit needs moto")
+    assert outcome.stderr.count("\n") == 1
+    assert not list((tmp_path / "runs").glob("*"))
+
+
+def test_an_unknown_contract_is_refused() -> None:
+    """--contract takes mtrl or rl-toolkit only."""
+    with pytest.raises(UsageError, match="--contract must be one of mtrl, rl-toolkit"):
+        JobConfig(contract="verl").validated(3)
+
+
+def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
+    """An entrypoint written for agentcore-rl-toolkit without agent_kit plays the same mode."""
+    result = asyncio.run(
+        run_local(
+            str(AGENTS / "rltoolkit_agent.py"),
+            _dataset(tmp_path, rows=1),
+            _config(policy="random"),
+            out_dir=tmp_path / "runs",
+        )
+    )
+    assert result.status == "completed", result.failure
+    assert result.succeeded == 2
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        for row in store.list_trajectories(job_arn=result.job_arn):
+            assert store.count_turns(row.id) == 1
+            reward = store.get_reward(row.id)
+            assert reward is not None
+            assert reward.total == 1.0

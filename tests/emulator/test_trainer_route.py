@@ -1,0 +1,75 @@
+"""The emulator's trainer route: the per-trajectory base_url of the agentcore-rl-toolkit mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.server import create_app
+
+KEY = "per-run-trainer-key"
+BODY: dict[str, Any] = {
+    "model": "agent-kit-policy",
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+def _client(emulator: Emulator, key: str | None = KEY) -> TestClient:
+    return TestClient(create_app(emulator, trainer_key=key))
+
+
+def _open(emulator: Emulator) -> str:
+    job = emulator.default_job_arn
+    assert job is not None
+    return emulator.open_trajectory(job, '{"prompt": "hi"}').id
+
+
+def test_a_turn_on_the_trajectory_path_is_recorded(emulator: Emulator) -> None:
+    """The path names the trajectory and the bearer is the run's key: the turn is recorded."""
+    tid = _open(emulator)
+    response = _client(emulator).post(
+        f"/trainer/{tid}/v1/chat/completions",
+        json=BODY,
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "final answer"
+    assert emulator.turn_count(tid) == 1
+    turns = emulator.store.list_turns(tid)
+    assert turns[0].route == "/v1/chat/completions"
+    assert KEY not in str(turns[0].request)
+
+
+def test_a_wrong_or_missing_key_is_403_in_openai_shape(emulator: Emulator) -> None:
+    """Another bearer (or none) is refused in OpenAI's error shape; no turn is recorded."""
+    tid = _open(emulator)
+    client = _client(emulator)
+    for headers in ({"Authorization": "Bearer nope"}, {}):
+        response = client.post(f"/trainer/{tid}/v1/chat/completions", json=BODY, headers=headers)
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "AccessDeniedException"
+    assert emulator.turn_count(tid) == 0
+
+
+def test_an_unknown_trajectory_is_404(emulator: Emulator) -> None:
+    """A base_url naming no trajectory is ResourceNotFound."""
+    response = _client(emulator).post(
+        "/trainer/nobody/v1/chat/completions",
+        json=BODY,
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "ResourceNotFoundException"
+
+
+def test_without_a_trainer_key_the_route_is_not_served(emulator: Emulator) -> None:
+    """An emulator started without a trainer key has no trainer route."""
+    tid = _open(emulator)
+    response = _client(emulator, key=None).post(
+        f"/trainer/{tid}/v1/chat/completions",
+        json=BODY,
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert response.status_code == 404
