@@ -41,6 +41,7 @@ from agent_kit.cli.run_options import (
     FailFastOption,
     GraceOption,
     GroupSizeOption,
+    LenientAuthOption,
     MaxFloorRateOption,
     MaxRetriesOption,
     MaxTokensOption,
@@ -173,6 +174,7 @@ def run(
     emulator_port: EmulatorPortOption = None,
     grace: GraceOption = DEFAULT_STOP_GRACE_S,
     max_floor_rate: MaxFloorRateOption = None,
+    lenient_auth: LenientAuthOption = False,
     chaos: ChaosOption = None,
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
@@ -216,6 +218,7 @@ def run(
         emulator_port=emulator_port,
         grace=grace,
         max_floor_rate=max_floor_rate,
+        lenient_auth=lenient_auth,
     )
     if resume is not None and chaos is not None:
         raise UsageError("--chaos cannot change a resumed run (it keeps its recorded settings)")
