@@ -19,6 +19,7 @@ while the wall-clock budget lasts: the service fails a job whose rollout never s
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sysconfig
@@ -115,6 +116,7 @@ class EpisodeOutcome:
             out["trajectory_id"] = ep.trajectory_id
         if self.reward.floor:
             out["floor_reward"] = True
+        out["tool_log"] = _final_tool_log(ep)
         if ep.failure is not None:
             out["failure"] = {"boundary": ep.failure.boundary, "reason": ep.failure.reason}
             if ep.failure.where is not None:
@@ -125,6 +127,41 @@ class EpisodeOutcome:
                 out["report_error"] = self.report_error
         out.update(self.extra)
         return out
+
+
+#: Bounds of the answer's ``tool_log``: entries, characters per output and per input.
+TOOL_LOG_MAX_CALLS: Final = 8
+TOOL_LOG_MAX_OUTPUT: Final = 2000
+TOOL_LOG_MAX_INPUT: Final = 500
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _final_tool_log(episode: Episode) -> list[dict[str, Any]]:
+    """The tool calls of the episode's last policy call with their results — the ones no
+    later request shows — bounded: at most :data:`TOOL_LOG_MAX_CALLS` (the last ones), each
+    output and input clipped."""
+    if not episode.tool_calls or episode.turns == 0:
+        return []
+    last = episode.turns - 1
+    calls = [c for c in episode.tool_calls if c.turn == last][-TOOL_LOG_MAX_CALLS:]
+    log: list[dict[str, Any]] = []
+    for call in calls:
+        shown = json.dumps(call.input, ensure_ascii=False, default=str)
+        log.append(
+            {
+                "turn": call.turn,
+                "name": _clipped(call.name, 200),
+                "input": call.input
+                if len(shown) <= TOOL_LOG_MAX_INPUT
+                else _clipped(shown, TOOL_LOG_MAX_INPUT),
+                "output": _clipped(call.output, TOOL_LOG_MAX_OUTPUT),
+                "status": call.status,
+            }
+        )
+    return log
 
 
 class _Recorder(HookProvider):
