@@ -17,6 +17,8 @@ from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.run_keys import RunKeys
 
@@ -82,8 +84,6 @@ def emulate(
 
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.run_keys import RunKeys
-    from agent_kit.emulator.server import create_app
     from agent_kit.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
@@ -112,15 +112,7 @@ def emulate(
     bound = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound}"
-    # With a shared secret the agents' access key id is the secret (the remote-bind rule).
-    keys = RunKeys.generate(access_key_id=secret)
-    app = create_app(
-        emu,
-        auth="sigv4-or-bearer" if lenient_auth else "verify",
-        keys=keys,
-        secret=secret,
-        endpoint=url,
-    )
+    app, keys = _app(emu, url, secret, lenient_auth)
 
     _print_banner(emu, keys, job_arn, url, policy, run_store.path)
 
@@ -141,6 +133,25 @@ def emulate(
         finally:
             run_store.close()
     typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+def _app(
+    emu: Emulator, url: str, secret: str | None, lenient_auth: bool
+) -> tuple[Starlette, RunKeys]:
+    """The emulator's app with fresh per-run keys (verified unless ``lenient_auth``); with a
+    shared secret the agents' access key id is the secret (the remote-bind rule)."""
+    from agent_kit.emulator.run_keys import RunKeys
+    from agent_kit.emulator.server import create_app
+
+    keys = RunKeys.generate(access_key_id=secret)
+    app = create_app(
+        emu,
+        auth="sigv4-or-bearer" if lenient_auth else "verify",
+        keys=keys,
+        secret=secret,
+        endpoint=url,
+    )
+    return app, keys
 
 
 def _print_banner(
