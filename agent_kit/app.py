@@ -8,7 +8,8 @@ named ``app`` and the file must end with ``if __name__ == "__main__": app.run()`
 Per invocation it validates the payload (HTTP 400 with a readable message when it is bad),
 builds a **fresh** environment, runs a Strands agent whose tools are the environment's ``@tool``
 methods, scores the episode, reports CompleteRollout + UpdateReward when the payload carries
-``metadata``, and returns ``{"reward", "reward_breakdown", "turns", "usage", "stop_reason", …}``.
+``metadata``, and returns ``{"reward", "reward_breakdown", "turns", "usage", "stop_reason",
+"tool_log", …}`` (``tool_log``: the last turn's tool results, bounded, for the transcripts).
 
 The same entrypoint speaks the open-source trainers' contract (agentcore-rl-toolkit's, see
 :mod:`agent_kit.trainer_contract` and docs/trainers.md): a payload with ``_config`` plays

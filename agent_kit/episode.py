@@ -16,10 +16,16 @@ FailureBoundary = Literal["payload", "policy", "environment", "reward", "runtime
 
 @dataclass(frozen=True)
 class Failure:
-    """Where and why an episode failed on the agent's side (it still reports a floor reward)."""
+    """Where and why an episode failed on the agent's side (it still reports a floor reward).
+
+    ``where`` is the place in the user's code that raised, when known: the last frames of the
+    traceback outside agent_kit and installed libraries, as ``file.py:LINE in function``
+    (innermost last, at most 3 frames and 300 characters; file names only, never values).
+    """
 
     boundary: FailureBoundary
     reason: str
+    where: str | None = None
 
 
 @dataclass

@@ -19,11 +19,15 @@ while the wall-clock budget lasts: the service fails a job whose rollout never s
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import sysconfig
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import ValidationError as PydanticValidationError
 from strands import Agent
@@ -112,14 +116,52 @@ class EpisodeOutcome:
             out["trajectory_id"] = ep.trajectory_id
         if self.reward.floor:
             out["floor_reward"] = True
+        out["tool_log"] = _final_tool_log(ep)
         if ep.failure is not None:
             out["failure"] = {"boundary": ep.failure.boundary, "reason": ep.failure.reason}
+            if ep.failure.where is not None:
+                out["failure"]["where"] = ep.failure.where
         if self.reported is not None:
             out["reported"] = self.reported
             if self.report_error:
                 out["report_error"] = self.report_error
         out.update(self.extra)
         return out
+
+
+#: Bounds of the answer's ``tool_log``: entries, characters per output and per input.
+TOOL_LOG_MAX_CALLS: Final = 8
+TOOL_LOG_MAX_OUTPUT: Final = 2000
+TOOL_LOG_MAX_INPUT: Final = 500
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _final_tool_log(episode: Episode) -> list[dict[str, Any]]:
+    """The tool calls of the episode's last policy call with their results — the ones no
+    later request shows — bounded: at most :data:`TOOL_LOG_MAX_CALLS` (the last ones), each
+    output and input clipped."""
+    if not episode.tool_calls or episode.turns == 0:
+        return []
+    last = episode.turns - 1
+    calls = [c for c in episode.tool_calls if c.turn == last][-TOOL_LOG_MAX_CALLS:]
+    log: list[dict[str, Any]] = []
+    for call in calls:
+        shown = json.dumps(call.input, ensure_ascii=False, default=str)
+        log.append(
+            {
+                "turn": call.turn,
+                "name": _clipped(call.name, 200),
+                "input": call.input
+                if len(shown) <= TOOL_LOG_MAX_INPUT
+                else _clipped(shown, TOOL_LOG_MAX_INPUT),
+                "output": _clipped(call.output, TOOL_LOG_MAX_OUTPUT),
+                "status": call.status,
+            }
+        )
+    return log
 
 
 class _Recorder(HookProvider):
@@ -217,6 +259,42 @@ def _result_text(result: Any) -> str:
 
             parts.append(json.dumps(block["json"], ensure_ascii=False))
     return "\n".join(parts)
+
+
+_OWN_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS: Final = tuple(
+    {
+        os.path.abspath(p) + os.sep
+        for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "purelib", "platlib"))
+        if p
+    }
+)
+_WHERE_FRAMES: Final = 3
+_WHERE_MAX: Final = 300
+
+
+def where_of(exc: BaseException) -> str | None:
+    """The last frames of ``exc``'s traceback in the user's code (not agent_kit, not an
+    installed library) as ``file.py:LINE in function``, innermost last, ``→``-joined and
+    bounded; None when no frame is the user's. Only file names, lines and function names."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not (path := os.path.abspath(f.filename)).startswith(_OWN_DIR)
+        and not path.startswith(_LIBRARY_DIRS)
+        and not f.filename.startswith("<")
+    ]
+    if not frames:
+        return None
+    shown = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in frames]
+    text = " → ".join(shown[-_WHERE_FRAMES:])
+    return text if len(text) <= _WHERE_MAX else "…" + text[-(_WHERE_MAX - 1) :]
+
+
+def _user_failure(boundary: FailureBoundary, reason: str, exc: BaseException) -> Failure:
+    """A failure raised by the user's code, its reason ending with where it was raised."""
+    where = where_of(exc)
+    return Failure(boundary, reason if where is None else f"{reason} (at {where})", where)
 
 
 def _describe(exc: BaseException) -> str:
@@ -421,7 +499,7 @@ async def run_episode(
                 f"the environment cannot play this task ({type(exc).__name__}: {exc})"
             ) from None
         except Exception as exc:  # noqa: BLE001 - a broken environment is data
-            episode.failure = Failure("environment", f"reset raised {_describe(exc)}")
+            episode.failure = _user_failure("environment", f"reset raised {_describe(exc)}", exc)
             episode.stop_reason = "environment_error"
         else:
             if not isinstance(user_message, str) or not user_message:
@@ -470,6 +548,6 @@ def _score(
                 f"but the episode has {episode.turns} turns"
             )
     except Exception as exc:  # noqa: BLE001 - a broken reward function must not kill the job
-        episode.failure = Failure("reward", _describe(exc))
-        return Reward.floor_reward(settings.floor_reward, f"reward: {_describe(exc)}")
+        episode.failure = _user_failure("reward", _describe(exc), exc)
+        return Reward.floor_reward(settings.floor_reward, f"reward: {episode.failure.reason}")
     return value

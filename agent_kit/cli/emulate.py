@@ -17,7 +17,10 @@ from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from agent_kit.emulator.core import Emulator
+    from agent_kit.emulator.run_keys import RunKeys
 
 __all__ = ["SECRET_ENV", "register"]
 
@@ -61,6 +64,13 @@ def emulate(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(min=1024, help="Request body size cap.")] = 4 << 20,
     max_turns: Annotated[int, typer.Option(min=1, help="Turn cap per trajectory.")] = 256,
+    lenient_auth: Annotated[
+        bool,
+        typer.Option(
+            "--lenient-auth",
+            help="Check only the shape of SigV4 / bearer credentials, not their signatures.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the MTRL Job Runtime emulator on loopback until Ctrl-C."""
     if not _is_loopback(host):
@@ -74,7 +84,6 @@ def emulate(
 
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
-    from agent_kit.emulator.server import create_app
     from agent_kit.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
@@ -103,9 +112,9 @@ def emulate(
     bound = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound}"
-    app = create_app(emu, secret=secret, endpoint=url)
+    app, keys = _app(emu, url, secret, lenient_auth)
 
-    _print_banner(emu, job_arn, url, policy, run_store.path)
+    _print_banner(emu, keys, job_arn, url, policy, run_store.path)
 
     import uvicorn
 
@@ -126,9 +135,33 @@ def emulate(
     typer.echo(f"emulator stopped; run store at {run_store.path}")
 
 
-def _print_banner(emu: Emulator, job_arn: str, url: str, policy: str, store_path: str) -> None:
-    """What the emulator serves, an example payload, and how to point an agent at it."""
-    example = emu.rollout_payload(emu.open_trajectory(job_arn, '{"prompt": "hello"}'), url)
+def _app(
+    emu: Emulator, url: str, secret: str | None, lenient_auth: bool
+) -> tuple[Starlette, RunKeys]:
+    """The emulator's app with fresh per-run keys (verified unless ``lenient_auth``); with a
+    shared secret the agents' access key id is the secret (the remote-bind rule)."""
+    from agent_kit.emulator.run_keys import RunKeys
+    from agent_kit.emulator.server import create_app
+
+    keys = RunKeys.generate(access_key_id=secret)
+    app = create_app(
+        emu,
+        auth="sigv4-or-bearer" if lenient_auth else "verify",
+        keys=keys,
+        secret=secret,
+        endpoint=url,
+    )
+    return app, keys
+
+
+def _print_banner(
+    emu: Emulator, keys: RunKeys, job_arn: str, url: str, policy: str, store_path: str
+) -> None:
+    """What the emulator serves, an example payload (with its rollout token), and how to point
+    an agent at it (the AWS keys it must sign with)."""
+    trajectory = emu.open_trajectory(job_arn, '{"prompt": "hello"}')
+    token = keys.mint(job_arn, trajectory.id)
+    example = emu.rollout_payload(trajectory, url, api_key=token)
     typer.echo(f"agent-kit emulator serving {url}  (policy {policy}, store {store_path})")
     typer.echo("example payload (a fresh rolloutId, ready to POST to your agent's /invocations):")
     typer.echo("  " + json.dumps(example))
@@ -136,6 +169,11 @@ def _print_banner(emu: Emulator, job_arn: str, url: str, policy: str, store_path
     typer.echo(f"  RFT_RUNTIME_ENDPOINT={url}")
     typer.echo(f"  AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME={url}")
     typer.echo(f"  AWS_REGION={emu.region}")
+    typer.echo(f"  AWS_ACCESS_KEY_ID={keys.access_key_id}")
+    typer.echo(f"  AWS_SECRET_ACCESS_KEY={keys.secret_access_key}")
+    typer.echo("  (unset AWS_SESSION_TOKEN; the emulator verifies SigV4 and bearer signatures")
+    typer.echo("   against these keys, or only their shape with --lenient-auth)")
+    typer.echo("  or, for one rollout: Authorization: Bearer <its payload's metadata.apiKey>")
     typer.echo(
         f"more rollouts: curl -X POST {url}/_emulator/rollouts"
         ' -H "content-type: application/json" -d \'{"prompt": "..."}\''

@@ -130,6 +130,13 @@ def invoke(
         str | None, typer.Option(help="AWS endpoint override for ARN targets (local fakes).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the transcript as JSON.")] = False,
+    lenient_auth: Annotated[
+        bool,
+        typer.Option(
+            "--lenient-auth",
+            help="Check only the shape of the agent's credentials, not their signature.",
+        ),
+    ] = False,
 ) -> None:
     """Play one rollout and print its turn-by-turn transcript (the debugging view)."""
     text = _invoke_prompt(prompt, dataset, row)
@@ -146,6 +153,7 @@ def invoke(
                 temperature=temperature,
                 seed=seed,
                 endpoint_url=endpoint_url,
+                lenient_auth=lenient_auth,
             )
         )
         with RunStore.open(outcome.store_path, readonly=True) as store:

@@ -42,6 +42,7 @@ from agent_kit.cli.run_options import (
     FailFastOption,
     GraceOption,
     GroupSizeOption,
+    LenientAuthOption,
     MaxFloorRateOption,
     MaxRetriesOption,
     MaxTokensOption,
@@ -175,6 +176,7 @@ def run(
     emulator_port: EmulatorPortOption = None,
     grace: GraceOption = DEFAULT_STOP_GRACE_S,
     max_floor_rate: MaxFloorRateOption = None,
+    lenient_auth: LenientAuthOption = False,
     chaos: ChaosOption = None,
     contract: ContractOption = "mtrl",
     mlflow: MlflowOption = False,
@@ -220,6 +222,7 @@ def run(
         emulator_port=emulator_port,
         grace=grace,
         max_floor_rate=max_floor_rate,
+        lenient_auth=lenient_auth,
     )
     for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
         if resume is not None and given:

@@ -28,6 +28,7 @@ __all__ = [
     "FailFastOption",
     "GraceOption",
     "GroupSizeOption",
+    "LenientAuthOption",
     "MaxFloorRateOption",
     "MaxRetriesOption",
     "MaxTokensOption",
@@ -157,6 +158,14 @@ GraceOption = Annotated[
 
 # -- what the command does with the outcome ----------------------------------------------------
 
+LenientAuthOption = Annotated[
+    bool,
+    typer.Option(
+        "--lenient-auth",
+        help="Check only the shape of the agents' credentials, not their signatures (by "
+        "default agents the run starts must sign with the per-run AWS keys it gives them).",
+    ),
+]
 MaxFloorRateOption = Annotated[
     float | None,
     typer.Option(

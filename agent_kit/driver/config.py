@@ -34,7 +34,8 @@ class RunConfig:
     get the agent's floor reward before the job's status is ``rollouts_failed`` (None: the
     driver's default, :data:`~agent_kit.driver.job.DEFAULT_MAX_FLOOR_RATE`). Constructing one
     with a negative ``grace`` or a ``max_floor_rate`` outside 0..1 raises
-    :class:`~agent_kit.errors.UsageError`.
+    :class:`~agent_kit.errors.UsageError`. ``lenient_auth`` stops the emulator from verifying
+    the signatures of the agents the run starts (only their shape is checked).
     """
 
     entrypoint: str | None = None
@@ -49,6 +50,7 @@ class RunConfig:
     emulator_port: int | None = None
     grace: float = DEFAULT_STOP_GRACE_S
     max_floor_rate: float | None = None
+    lenient_auth: bool = False
 
     def __post_init__(self) -> None:
         if self.grace < 0:

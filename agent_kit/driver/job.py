@@ -214,6 +214,7 @@ class _PlaySettings:
     stop: asyncio.Event | None
     stop_grace: float
     max_floor_rate: float | None
+    lenient_auth: bool = False
 
 
 async def run_job(
@@ -234,6 +235,7 @@ async def run_job(
     stop: asyncio.Event | None = None,
     stop_grace: float = DEFAULT_STOP_GRACE_S,
     max_floor_rate: float | None = None,
+    lenient_auth: bool = False,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -254,7 +256,9 @@ async def run_job(
     at all (checked before anything is recorded, see
     :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
     cannot be started; a failing *job* is not an exception: see :attr:`JobResult.status` and
-    :meth:`JobResult.raise_for_status`.
+    :meth:`JobResult.raise_for_status`. Agent processes the driver starts (a ``.py``
+    entrypoint) get the run's own AWS keys and must sign with them (a bad signature is 403);
+    ``lenient_auth`` checks only the shape of credentials instead.
     """
     started = time.monotonic()
     if advertise_url is not None:
@@ -280,6 +284,7 @@ async def run_job(
         stop=stop,
         stop_grace=stop_grace,
         max_floor_rate=max_floor_rate,
+        lenient_auth=lenient_auth,
     )
     outcome = _Outcome()
     try:
@@ -324,6 +329,7 @@ async def _run_opened(
                 port=run.emulator_port or 0,
                 gate=True,
                 start=False,
+                verify_auth=_verifies(run, settings),
                 region=run.config.region,
                 chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
             )
@@ -404,6 +410,13 @@ async def _run_opened(
     )
 
 
+def _verifies(run: OpenedRun, settings: _PlaySettings) -> bool:
+    """Whether the emulator verifies signatures: only for agent processes this driver starts
+    (it hands them the run's keys), never with ``lenient_auth``."""
+    local = settings.invoker is None and run.entrypoint.endswith(".py")
+    return local and run.advertise_url is None and not settings.lenient_auth
+
+
 async def _agents_closed(outcome: _Outcome) -> None:
     """Wait for the agents' shutdown that :func:`_play` started (if it got that far)."""
     if outcome.closing is not None:
@@ -434,7 +447,7 @@ async def _play(
     plan, total, counts = plan_slots(store, job_arn, run.job_name, config, len(run.data))
     invoker = settings.invoker
     if invoker is None:
-        env = agent_env(local_endpoint, config.region)
+        env = agent_env(local_endpoint, config.region, credentials=svc.keys.agent_env())
         if trainer is not None:
             env["AWS_ENDPOINT_URL_S3"] = trainer.s3.url
         invoker = make_invoker(

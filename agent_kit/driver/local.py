@@ -117,6 +117,7 @@ def play_local(
             stop=stopped,
             stop_grace=config.grace,
             max_floor_rate=config.max_floor_rate,
+            lenient_auth=config.lenient_auth,
         )
 
     result = asyncio.run(stop.guard(job))

@@ -44,8 +44,12 @@ async def invoke_once(
     temperature: float = 1.0,
     seed: int = 0,
     endpoint_url: str | None = None,
+    lenient_auth: bool = False,
 ) -> InvokeOutcome:
-    """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``."""
+    """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``.
+
+    A ``.py`` entrypoint gets the run's own AWS keys and must sign with them, unless
+    ``lenient_auth``."""
     run = Path(run_dir)
     if (run / RUN_FILE).exists():
         raise UsageError(f"{run} already holds a run")
@@ -66,7 +70,12 @@ async def invoke_once(
     store = RunStore.open(run)
     try:
         async with local_service(
-            store, policy, seed=seed, base_dir=Path.cwd(), region=config.region
+            store,
+            policy,
+            seed=seed,
+            base_dir=Path.cwd(),
+            region=config.region,
+            verify_auth=entrypoint.endswith(".py") and not lenient_auth,
         ) as svc:
             emu, endpoint = svc.emulator, svc.endpoint
             job_arn = emu.create_job(
@@ -74,7 +83,7 @@ async def invoke_once(
             ).arn
             invoker = make_invoker(
                 entrypoint,
-                env=agent_env(endpoint, config.region),
+                env=agent_env(endpoint, config.region, credentials=svc.keys.agent_env()),
                 log_dir=run / "logs",
                 concurrency=1,
                 endpoint_url=endpoint_url,

@@ -7,7 +7,10 @@ service accepts — SigV4 (``AWS4-HMAC-SHA256
 Credential=AKID/…``) or ``Bearer sagemaker-api-key-<base64 of a SigV4-presigned URL>`` — and
 answers 403 AccessDeniedException for a missing or garbled one (docs/contract.md §3). With a
 shared secret every request must also carry it, as header ``X-Agent-Kit-Secret`` or as the
-access key id of its credential. :class:`AuthGate` runs the check for one route, after routing
+access key id of its credential. A rollout token the run minted (``Bearer
+agent-kit-rollout-…``, :mod:`agent_kit.emulator.run_keys`) is always checked against the run's
+secret and binds the request to its one trajectory. :class:`AuthGate` runs the check for one
+route, after routing
 (so an unknown path is still a 404 and a wrong method a 405), and raises into the app's
 exception handlers.
 """
@@ -24,10 +27,11 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent_kit.emulator.run_keys import TOKEN_PREFIX, RunKeys
 from agent_kit.emulator.sigv4 import LENIENT_HINT, Verifier
 from agent_kit.errors import AccessDeniedError
 
-__all__ = ["BODY_CHECK", "SECRET_HEADER", "Auth", "AuthGate", "AuthMode"]
+__all__ = ["BODY_CHECK", "BOUND_ROLLOUT", "SECRET_HEADER", "Auth", "AuthGate", "AuthMode"]
 
 #: Header carrying the shared secret when the emulator is bound beyond loopback.
 SECRET_HEADER: Final = "x-agent-kit-secret"  # noqa: S105 - a header name, not a secret
@@ -35,6 +39,8 @@ AuthMode = Literal["verify", "sigv4-or-bearer", "none"]
 #: Scope key of the check that needs the request body (a SigV4 header's signature), run by the
 #: route once it has read the body.
 BODY_CHECK: Final = "agent_kit.body_check"
+#: Scope key of the (job ARN, trajectory id) a rollout token binds the request to.
+BOUND_ROLLOUT: Final = "agent_kit.bound_rollout"
 _BEARER_PREFIX: Final = "sagemaker-api-key-"
 _TOKEN_CACHE_MAX: Final = 4096
 
@@ -74,7 +80,10 @@ class Auth:
     ``"verify"`` checks the signature of a SigV4 header or of a bearer token's presigned URL
     against ``credentials`` (access key id → secret access key: what the run gave its agents);
     ``"sigv4-or-bearer"`` (lenient) checks only their shape; ``"none"`` checks nothing. Parsed
-    and verified bearer tokens are cached (an agent sends the same one for hours).
+    and verified bearer tokens are cached (an agent sends the same one for hours). With
+    ``keys`` (the run's :class:`~agent_kit.emulator.run_keys.RunKeys`), a rollout token
+    (``Bearer agent-kit-rollout-…``) is checked against the run's secret in every mode but
+    ``"none"`` and binds the request to its trajectory (scope key :data:`BOUND_ROLLOUT`).
     """
 
     def __init__(
@@ -82,9 +91,11 @@ class Auth:
         mode: AuthMode,
         secret: str | None,
         credentials: Mapping[str, str] | None = None,
+        keys: RunKeys | None = None,
     ) -> None:
         self.mode = mode
         self.secret = secret
+        self.keys = keys
         self.verifier = Verifier(credentials or {}) if mode == "verify" else None
         if self.verifier is not None and not self.verifier.credentials:
             raise ValueError(f"auth='verify' needs the run's credentials: {LENIENT_HINT}")
@@ -104,7 +115,12 @@ class Auth:
                 if self.verifier is not None:
                     request.scope[BODY_CHECK] = self._body_check(request, value)
             elif value[:7].lower() == "bearer ":
-                access_key = self._bearer(value[7:].strip())
+                token = value[7:].strip()
+                if token.startswith(TOKEN_PREFIX):
+                    # Minted by this run (from its secret): as good as the shared secret.
+                    request.scope[BOUND_ROLLOUT] = self._rollout(token)
+                    return
+                access_key = self._bearer(token)
             else:
                 raise AccessDeniedError("Unsupported Authorization scheme")
         self.check_secret(request, access_key)
@@ -121,6 +137,11 @@ class Auth:
             verifier.verify_header(value, request.method, path, query, request.headers, body)
 
         return run
+
+    def _rollout(self, token: str) -> tuple[str, str]:
+        if self.keys is None:
+            raise AccessDeniedError("This emulator mints no rollout tokens; sign with SigV4")
+        return self.keys.check(token)
 
     def _bearer(self, token: str) -> str:
         if self.verifier is not None:

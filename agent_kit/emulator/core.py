@@ -270,17 +270,21 @@ class Emulator:
         trajectory: TrajectoryRow,
         endpoint: str,
         inference_params: dict[str, Any] | None = None,
+        api_key: str | None = None,
     ) -> dict[str, Any]:
         """The payload the service would send the agent for this trajectory (docs/contract.md
-        §2)."""
+        §2); with ``api_key`` (a rollout token of this trajectory) also ``metadata.apiKey``."""
+        metadata = {
+            "jobArn": trajectory.job_arn,
+            "rolloutId": trajectory.id,
+            "endpoint": endpoint.rstrip("/"),
+            "region": self.region,
+        }
+        if api_key is not None:
+            metadata["apiKey"] = api_key
         return {
             "prompt": trajectory.prompt,
-            "metadata": {
-                "jobArn": trajectory.job_arn,
-                "rolloutId": trajectory.id,
-                "endpoint": endpoint.rstrip("/"),
-                "region": self.region,
-            },
+            "metadata": metadata,
             "inferenceParams": inference_params
             or {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096},
         }

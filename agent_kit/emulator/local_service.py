@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_kit.emulator.core import Emulator, PolicyBackendLike
+from agent_kit.emulator.run_keys import RunKeys
 from agent_kit.emulator.serving import EmbeddedServer
 
 if TYPE_CHECKING:
@@ -40,13 +41,22 @@ class LocalService:
 
     ``url`` is ``http://127.0.0.1:<port>``; ``endpoint`` is where agents are sent (``url``, plus
     ``/<path_prefix>`` when the routes are mounted under one); ``gate`` is the app's
-    :class:`~agent_kit.emulator.server.RequestGate`, if it has one.
+    :class:`~agent_kit.emulator.server.RequestGate`, if it has one; ``keys`` are the run's
+    :class:`~agent_kit.emulator.run_keys.RunKeys` (give :meth:`RunKeys.agent_env` to the
+    agents the run starts).
     """
 
     def __init__(
-        self, emulator: Emulator, app: Any, server: EmbeddedServer, prefix: str | None, gate: Any
+        self,
+        emulator: Emulator,
+        app: Any,
+        server: EmbeddedServer,
+        prefix: str | None,
+        gate: Any,
+        keys: RunKeys,
     ) -> None:
         self.emulator = emulator
+        self.keys = keys
         self.app = app
         self.server = server
         self.gate: RequestGate | None = gate
@@ -78,6 +88,7 @@ async def local_service(
     gate: bool = False,
     start: bool = True,
     own_policy: bool = True,
+    verify_auth: bool = False,
     **emulator_options: Any,
 ) -> AsyncIterator[LocalService]:
     """Serve an emulator over ``store`` on 127.0.0.1 for the ``async with`` block.
@@ -89,7 +100,11 @@ async def local_service(
     (:attr:`LocalService.gate`).
     ``port`` 0 is ephemeral. With ``start=False`` the server is bound but only serves after
     ``await svc.start()`` (a caller with work between learning the URL and serving). With
-    ``own_policy=False`` the policy is left open for the caller to close.
+    ``own_policy=False`` the policy is left open for the caller to close. Every service gets
+    fresh :class:`~agent_kit.emulator.run_keys.RunKeys` (:attr:`LocalService.keys`): rollout
+    tokens are always checked against them; with ``verify_auth=True`` SigV4 signatures and
+    ``sagemaker-api-key-…`` bearers must also be made with their AWS keys (else only their
+    shape is checked).
     """
     from agent_kit.emulator.server import RequestGate, create_app
 
@@ -100,10 +115,18 @@ async def local_service(
     try:
         emulator = Emulator(store, policy, seed=seed, **emulator_options)
         door = RequestGate() if gate else None
+        keys = RunKeys.generate()
         app = create_app(
-            emulator, secret=secret, path_prefix=path_prefix, gate=door, trainer_key=trainer_key
+            emulator,
+            auth="verify" if verify_auth else "sigv4-or-bearer",
+            keys=keys,
+            secret=secret,
+            path_prefix=path_prefix,
+            gate=door,
+            trainer_key=trainer_key,
         )
-        service = LocalService(emulator, app, EmbeddedServer(app, port=port), path_prefix, door)
+        server = EmbeddedServer(app, port=port)
+        service = LocalService(emulator, app, server, path_prefix, door, keys)
         try:
             if start:
                 await service.start()

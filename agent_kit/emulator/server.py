@@ -14,7 +14,10 @@ these routes:
 - ``POST /complete-rollout``, ``POST /update-reward`` → ``{}``; job ARN from header or body. A
   request whose ``X-Amzn-SageMaker-Trajectory-Id`` header (the trajectory its session is for)
   names another trajectory than its body is refused with 403 AccessDeniedException
-  (**[chosen]**: a rollout's credentials act on that rollout only).
+  (**[chosen]**: a rollout's credentials act on that rollout only). A rollout token
+  (``Bearer agent-kit-rollout-…``, minted from the run's secret) acts on its own job and
+  trajectory only: a turn, CompleteRollout or UpdateReward for any other is 403
+  AccessDeniedException, and a token the run did not mint is 403 too.
 - ``POST /trainer/{trajectory_id}/v1/chat/completions`` (only with a ``trainer_key``): the
   chat route as an open-source trainer serves it to agents under the agentcore-rl-toolkit
   contract (docs/trainers.md): the trajectory is named by the path (the per-rollout
@@ -23,7 +26,8 @@ these routes:
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
 - ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
   trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
-  ``endpoint`` or the server's own address (never the request's ``Host`` header);
+  ``endpoint`` or the server's own address (never the request's ``Host`` header) and, when
+  the app has the run's keys, whose ``metadata.apiKey`` is the trajectory's rollout token;
   ``GET /_emulator/trajectories/{id}`` → its state, turn count and reward (admin, no AWS auth).
 
 Errors are raised as :class:`~agent_kit.errors.JobRuntimeError` anywhere below and answered by
@@ -66,9 +70,17 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
-from agent_kit.emulator.auth import BODY_CHECK, SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.auth import (
+    BODY_CHECK,
+    BOUND_ROLLOUT,
+    SECRET_HEADER,
+    Auth,
+    AuthGate,
+    AuthMode,
+)
 from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
+from agent_kit.emulator.run_keys import RunKeys
 from agent_kit.emulator.schemas import MintRolloutBody, parse_body
 from agent_kit.emulator.sse import chunks_from_completion, dumps, eventstream_body, sse_body
 from agent_kit.errors import (
@@ -347,14 +359,29 @@ def _job_arn(request: Request, in_body: str | None) -> str | None:
     return header or in_body
 
 
-def _same_trajectory(request: Request, trajectory_id: str) -> None:
-    """403 when the request's session names another trajectory than its body (module doc)."""
+def _bound(request: Request, job_arn: str | None, trajectory_id: str | None) -> None:
+    """403 when the request's rollout token names another job or trajectory (module doc)."""
+    bound = request.scope.get(BOUND_ROLLOUT)
+    if bound is None:
+        return
+    bound_job, bound_tid = bound
+    if bound_tid != trajectory_id or (job_arn is not None and bound_job != job_arn):
+        raise AccessDeniedError(
+            f"This rollout token is for trajectory {bound_tid[:256]}; it may not act on "
+            f"trajectory {(trajectory_id or '')[:256]}"
+        )
+
+
+def _same_trajectory(request: Request, trajectory_id: str, job_arn: str | None) -> None:
+    """403 when the request's session or rollout token names another trajectory than its body
+    (module doc)."""
     scoped = request.headers.get("x-amzn-sagemaker-trajectory-id")
     if scoped and scoped != trajectory_id:
         raise AccessDeniedError(
             f"This request's session is for trajectory {scoped[:256]}; it may not act on "
             f"trajectory {trajectory_id}"
         )
+    _bound(request, job_arn, trajectory_id)
 
 
 # -- the routes ------------------------------------------------------------------------------
@@ -363,8 +390,11 @@ def _same_trajectory(request: Request, trajectory_id: str) -> None:
 class _Routes:
     """The endpoints of one app over one emulator (auth is done before they run)."""
 
-    def __init__(self, emu: Emulator, endpoint: str | None, prefix: str) -> None:
+    def __init__(
+        self, emu: Emulator, endpoint: str | None, prefix: str, keys: RunKeys | None
+    ) -> None:
         self.emu = emu
+        self.keys = keys
         self.limit = emu.max_body_bytes
         self.endpoint = endpoint
         self.prefix = prefix
@@ -380,13 +410,16 @@ class _Routes:
         job_arn: str | None = None,
         trajectory_id: str | None = None,
     ) -> Response:
+        headers = request.headers
+        job_arn = job_arn or headers.get("x-amzn-sagemaker-job-arn")
+        trajectory_id = trajectory_id or headers.get("x-amzn-sagemaker-trajectory-id")
+        _bound(request, job_arn, trajectory_id)
         raw, body = await self._json(request)
         chat = parse_chat(body)
         stream = chat.stream if route == _ROUTE_CHAT else route == _ROUTE_STREAM
-        headers = request.headers
         outcome = await self.emu.turn(
-            job_arn or headers.get("x-amzn-sagemaker-job-arn"),
-            trajectory_id or headers.get("x-amzn-sagemaker-trajectory-id"),
+            job_arn,
+            trajectory_id,
             body,
             route=route,
             stream=stream,
@@ -435,15 +468,17 @@ class _Routes:
     async def complete_rollout(self, request: Request) -> Response:
         """``POST /complete-rollout``."""
         body = parse_body(CompleteRolloutBody, (await self._json(request))[1])
-        _same_trajectory(request, body.trajectory_id)
-        self.emu.complete_rollout(_job_arn(request, body.job_arn), body)
+        arn = _job_arn(request, body.job_arn)
+        _same_trajectory(request, body.trajectory_id, arn)
+        self.emu.complete_rollout(arn, body)
         return Response(_EMPTY, media_type="application/json")
 
     async def update_reward(self, request: Request) -> Response:
         """``POST /update-reward``."""
         body = parse_body(UpdateRewardBody, (await self._json(request))[1])
-        _same_trajectory(request, body.trajectory_id)
-        self.emu.update_reward(_job_arn(request, body.job_arn), body)
+        arn = _job_arn(request, body.job_arn)
+        _same_trajectory(request, body.trajectory_id, arn)
+        self.emu.update_reward(arn, body)
         return Response(_EMPTY, media_type="application/json")
 
     async def mint_rollout(self, request: Request) -> Response:
@@ -463,7 +498,8 @@ class _Routes:
             raise ValidationError(f"Trajectory {tid} already exists")
         traj = self.emu.open_trajectory(arn, body.prompt_text, trajectory_id=tid)
         url = self.endpoint or _served_url(request.scope) + self.prefix
-        payload = self.emu.rollout_payload(traj, url, body.inference_params)
+        token = None if self.keys is None else self.keys.mint(arn, traj.id)
+        payload = self.emu.rollout_payload(traj, url, body.inference_params, api_key=token)
         return Response(dumps(payload), media_type="application/json")
 
     async def show_trajectory(self, request: Request) -> Response:
@@ -515,6 +551,7 @@ def create_app(
     auth: AuthMode | None = None,
     secret: str | None = None,
     credentials: Mapping[str, str] | None = None,
+    keys: RunKeys | None = None,
     endpoint: str | None = None,
     path_prefix: str | None = None,
     gate: RequestGate | None = None,
@@ -526,7 +563,10 @@ def create_app(
     is how the Authorization header is checked: ``"verify"`` verifies SigV4 and bearer
     signatures against ``credentials`` (access key id → secret access key, those the run gave
     its agents), ``"sigv4-or-bearer"`` (lenient) only their shape, ``"none"`` nothing
-    (benchmarks, in-process tests); ``secret``
+    (benchmarks, in-process tests); ``keys`` (the run's
+    :class:`~agent_kit.emulator.run_keys.RunKeys`) are the default ``credentials`` and let the
+    app mint and check rollout tokens (minted payloads carry one as ``metadata.apiKey``; a
+    token acts on its own trajectory only, in every mode but ``"none"``); ``secret``
     adds the shared-secret check to every route but ``/health``; ``endpoint`` is the URL put in
     minted payloads (default: the server's own address, prefix included; never the request's
     ``Host``);
@@ -537,10 +577,12 @@ def create_app(
     :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
+    if credentials is None and keys is not None:
+        credentials = keys.credentials
     mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
-    checker = Auth(mode, secret, credentials)
+    checker = Auth(mode, secret, credentials, keys)
     shapes = _Shapes(prefix)
-    r = _Routes(emu, endpoint, prefix)
+    r = _Routes(emu, endpoint, prefix, keys)
     service = [Middleware(AuthGate, check=checker.check)]
     admin = [Middleware(AuthGate, check=checker.check_secret)]
     post = ["POST"]

@@ -29,8 +29,9 @@ __all__ = ["LENIENT_HINT", "Verifier"]
 
 #: Appended to every refusal: how to run without verification.
 LENIENT_HINT: Final = (
-    "sign with the credentials the emulator gave this run, or run it lenient "
-    "(create_app(auth='sigv4-or-bearer'), or give it no credentials)"
+    "sign with the AWS keys the emulator gave this run (agent-kit run and invoke put them in "
+    "the agent's environment; agent-kit emulate prints them), or run it lenient "
+    "(--lenient-auth on agent-kit run / invoke / emulate; create_app(auth='sigv4-or-bearer'))"
 )
 _CACHE_MAX: Final = 4096
 

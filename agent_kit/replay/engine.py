@@ -314,10 +314,20 @@ async def replay_run(
     store = RunStore.open(run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
-        service = local_service(store, backend, seed=plan.seed, region=region, own_policy=False)
+        service = local_service(
+            store,
+            backend,
+            seed=plan.seed,
+            region=region,
+            own_policy=False,
+            verify_auth=target.endswith(".py"),  # its agents sign with the run's keys
+        )
         async with service as svc:
             job_arn = svc.emulator.create_job(job_name, _job_config(plan, backend.name)).arn
-            reports = await _play_episodes(svc.emulator, svc.endpoint, plan, job_arn, progress)
+            creds = svc.keys.agent_env()
+            reports = await _play_episodes(
+                svc.emulator, svc.endpoint, plan, job_arn, progress, creds
+            )
         report = ReplayReport(
             source=str(recording.source),
             run_dir=str(run_dir),
@@ -352,9 +362,11 @@ async def _play_episodes(
     plan: _Plan,
     job_arn: str,
     progress: Callable[[int, int], None] | None,
+    credentials: dict[str, str] | None = None,
 ) -> list[EpisodeReport]:
-    """Start the invoker on the emulator served at ``url`` and replay every episode through it,
-    ``plan.concurrency`` at a time; reports in the recording's order."""
+    """Start the invoker on the emulator served at ``url`` (its agents signing with
+    ``credentials``) and replay every episode through it, ``plan.concurrency`` at a time;
+    reports in the recording's order."""
     from agent_kit.driver.invokers import agent_env, make_invoker
     from agent_kit.driver.job import session_id_for
 
@@ -363,7 +375,7 @@ async def _play_episodes(
     done = 0
     invoker = make_invoker(
         plan.target,
-        env=agent_env(url, plan.region),
+        env=agent_env(url, plan.region, credentials=credentials),
         workers=plan.workers,
         log_dir=plan.run_dir / "logs",
         concurrency=plan.concurrency,

@@ -8,8 +8,9 @@ tool calls, the reward with its breakdown, and the stop reason.
 
 The last tool result of an episode is in no later request (no policy call follows it). It is
 taken from the agent's answer when the answer carries a tool log (``tool_log`` — a list of
-``{turn, name, input, output, status}`` — or ``last_tool_result``, or chat/Strands
-``messages``); otherwise the transcript says it was not recorded.
+``{turn, name, input, output, status}``, which ``RolloutApp`` answers with the last turn's
+calls, bounded — or ``last_tool_result``, or chat/Strands ``messages``); otherwise (a foreign
+agent that keeps none) the transcript says it was not recorded.
 
 Everything from the run is HTML-escaped. Only chat messages are shown (the store keeps no
 headers, so no credential can appear); the task prompt is shown as recorded and may hold the

@@ -420,6 +420,9 @@ app = RolloutApp(Env, reward=reward, max_turns=4)
 if __name__ == "__main__":
     app.run()
 '''
+#: Where FLOOR_AGENT's reward raises, as every failure line names it (file, line, function).
+_FLOOR_RAISE = '        raise ValueError("the reward function broke on purpose")'
+FLOOR_WHERE = f"(at agent.py:{FLOOR_AGENT.splitlines().index(_FLOOR_RAISE) + 1} in reward)"
 
 FLOOR_POLICY = """
 def policy(request):
@@ -450,7 +453,8 @@ def test_max_floor_rate(
     if code:
         assert captured.err.strip().splitlines() == [
             "error: 2 of 4 finished rollouts got the floor reward (50.0% > --max-floor-rate "
-            "0.25); most often: reward: ValueError: the reward function broke on purpose"
+            "0.25); most often: reward: ValueError: the reward function broke on purpose "
+            f"{FLOOR_WHERE}"
         ]
     else:
         assert "error" not in captured.err
@@ -472,7 +476,7 @@ def test_every_rollout_floored_is_rollouts_failed_exit_6(
     reason = (
         "every rollout failed: none of the 4 finished rollouts got a reward from the reward "
         "function (4 floor rewards, 0 without a reward); most often: reward: ValueError: the "
-        "reward function broke on purpose"
+        f"reward function broke on purpose {FLOOR_WHERE}"
     )
     assert captured.err.strip().splitlines() == [f"error: {reason}"]
     summary = json.loads((tmp_path / "floors" / "summary.json").read_text())
@@ -507,7 +511,7 @@ def test_default_floor_rate_is_one_half(
         assert captured.err.strip().splitlines() == [
             "error: 6 of 8 finished rollouts got the floor reward (75.0% > --max-floor-rate "
             "0.5, the default); most often: reward: ValueError: the reward function broke on "
-            "purpose"
+            f"purpose {FLOOR_WHERE}"
         ]
     else:
         assert summary["run"]["status"] == "completed"

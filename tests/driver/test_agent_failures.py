@@ -50,6 +50,8 @@ if __name__ == "__main__":
     app.run()
 '''
 
+RAISE_LINE = '        raise ValueError("the reward function broke on purpose")'
+
 POLICY = """
 def policy(request):
     if not request.tool_results():
@@ -59,7 +61,8 @@ def policy(request):
 
 
 async def test_reward_that_raises_or_is_nan_is_listed_by_reason(tmp_path: Path) -> None:
-    """Half the rollouts' rewards raise or are NaN: summary.json counts each reason with ids."""
+    """Half the rollouts' rewards raise or are NaN: summary.json counts each reason with ids,
+    and a raising reward names its file and line (summary.json, report.html)."""
     (tmp_path / "agent.py").write_text(ENTRY)
     (tmp_path / "pol.py").write_text(POLICY)
     tasks = [{"bad": "raise"}, {"bad": "nan"}, {"ok": 1}, {"ok": 2}]
@@ -75,6 +78,10 @@ async def test_reward_that_raises_or_is_nan_is_listed_by_reason(tmp_path: Path) 
     raised = [r for r in failures if "the reward function broke on purpose" in r]
     assert len(raised) == 1
     assert raised[0].startswith("reward: ")
+    line = ENTRY.splitlines().index(RAISE_LINE)
+    where = f"(at agent.py:{line + 1} in reward)"
+    assert raised[0].endswith(where), raised[0]
+    assert where in (result.run_dir / "report.html").read_text()
     assert failures[raised[0]]["count"] == 2
     assert failures[raised[0]]["floor_rewards"] == 2
     assert all("-p0-" in t for t in failures[raised[0]]["trajectory_ids"])
@@ -95,3 +102,51 @@ def test_foreign_agent_error_answer_is_its_failure() -> None:
         "body": {"failure": {"boundary": "policy", "reason": "HTTP 500"}, "floor_reward": True},
     }
     assert agent_failure_of(app_failure) == ("policy: HTTP 500", True)
+
+
+def test_where_names_the_users_frames_only_and_is_bounded(tmp_path: Path) -> None:
+    """where_of keeps the last frames outside agent_kit and libraries, innermost last, as
+    file:line in function, at most three of them and 300 characters."""
+    from agent_kit.episode_loop import where_of
+
+    code = "def inner():\n    raise ValueError('x')\n" + "".join(
+        f"def f{i}():\n    {'inner' if i == 0 else f'f{i - 1}'}()\n" for i in range(5)
+    )
+    path = tmp_path / "user_code.py"
+    path.write_text(code)
+    scope: dict[str, object] = {}
+    exec(compile(code, str(path), "exec"), scope)  # noqa: S102 - the test's own code
+    try:
+        scope["f4"]()  # type: ignore[operator]
+    except ValueError as exc:
+        where = where_of(exc)
+    assert where is not None
+    assert where.endswith("user_code.py:2 in inner")
+    assert where.count("→") == 2
+    assert len(where) <= 300
+    try:
+        json.loads("{")
+    except ValueError as exc:
+        only_ours = where_of(exc)  # json's own frames are a library's: left out
+    assert only_ours is not None
+    assert only_ours.startswith("test_agent_failures.py:")
+    assert "json" not in only_ours
+
+
+def test_invoke_names_where_the_reward_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agent-kit invoke` on a rollout whose reward raises exits 6 naming the reward's file and
+    line, not only "ValueError: …"."""
+    from agent_kit.cli import main
+
+    (tmp_path / "agent.py").write_text(ENTRY)
+    (tmp_path / "pol.py").write_text(POLICY)
+    policy = f"scripted:{tmp_path / 'pol.py'}:policy"
+    code = main(
+        ["invoke", str(tmp_path / "agent.py"), "--prompt", '{"bad": "raise"}', "--policy", policy]
+    )
+    captured = capsys.readouterr()
+    line = ENTRY.splitlines().index(RAISE_LINE)
+    assert code == 6
+    assert f"(at agent.py:{line + 1} in reward)" in captured.err + captured.out

@@ -461,3 +461,22 @@ def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
     }
     payload = _payload("p-s0-p0-g0-a0", arn, '{"q": 1}', "http://127.0.0.1:9/tok", config)
     assert json.dumps(payload) == json.dumps(expected)
+
+
+async def test_agent_signing_with_other_keys_is_refused_unless_lenient(tmp_path: Path) -> None:
+    """The run hands its agents per-run AWS keys and verifies signatures: an agent signing with
+    keys of its own gets 403 on its first policy call (no turn recorded, nothing rewarded), and
+    the same agent plays through with lenient_auth."""
+    data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
+    strict = JobConfig(name="strict", group_size=2, concurrency=2, max_retries=1, fail_fast=False)
+    agent = str(AGENTS / "stray_keys_agent.py")
+    refused = await run_local(agent, data, strict, out_dir=tmp_path)
+    assert refused.succeeded == 0
+    with RunStore.open(refused.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=refused.job_arn)
+        assert rows
+        assert all(store.count_turns(r.id) == 0 for r in rows)
+        assert all(store.get_reward(r.id) is None for r in rows)
+    lenient = JobConfig(name="lenient", group_size=2, concurrency=2)
+    ok = await run_local(agent, data, lenient, out_dir=tmp_path, lenient_auth=True)
+    assert (ok.status, ok.succeeded) == ("completed", 2)

@@ -333,3 +333,65 @@ def test_verify_mode_checks_real_sigv4(emulator: Any, run_store: RunStore) -> No
         good.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[1.0])
         assert run_store.get_reward(tid).rewards == [1.0]
         assert emulator.turn_count(tid) == 1
+
+
+def test_rollout_token_acts_on_its_own_trajectory_only(emulator: Any, run_store: RunStore) -> None:
+    """A rollout token minted for trajectory A is 403 AccessDeniedException on trajectory B's
+    chat completions, CompleteRollout and UpdateReward (B untouched, no 99.0 stored), a forged
+    or altered token is 403, and A's token works on A."""
+    import httpx
+    from conftest import serve_app
+
+    from agent_kit.emulator.run_keys import RunKeys
+    from agent_kit.emulator.server import create_app
+
+    keys = RunKeys.generate()
+    with serve_app(create_app(emulator, keys=keys)) as url:
+
+        def mint() -> dict[str, Any]:
+            r = httpx.post(url + "/_emulator/rollouts", json={"prompt": "{}"})
+            assert r.status_code == 200, r.text
+            return dict(r.json()["metadata"])
+
+        a, b = mint(), mint()
+        assert a["apiKey"] != b["apiKey"]
+
+        def call(route: str, token: str, tid: str, body: dict[str, Any]) -> httpx.Response:
+            headers = {
+                "authorization": f"Bearer {token}",
+                "x-amzn-sagemaker-job-arn": a["jobArn"],
+                "x-amzn-sagemaker-trajectory-id": tid,
+            }
+            return httpx.post(url + route, json=body, headers=headers)
+
+        chat = {"messages": [{"role": "user", "content": "hi"}]}
+        forged = a["apiKey"][:-4] + ("AAAA" if not a["apiKey"].endswith("AAAA") else "BBBB")
+        other_run = RunKeys.generate().mint(a["jobArn"], b["rolloutId"])
+        for token in (forged, other_run, "agent-kit-rollout-garbage"):
+            r = call("/v1/chat/completions", token, b["rolloutId"], chat)
+            assert r.status_code == 403, r.text
+            assert r.headers["x-amzn-errortype"] == "AccessDeniedException"
+        tid_b = b["rolloutId"]
+        cross = [
+            ("/v1/chat/completions", chat),
+            ("/complete-rollout", {"TrajectoryId": tid_b, "Status": "ready"}),
+            ("/update-reward", {"TrajectoryId": tid_b, "Rewards": [99.0]}),
+        ]
+        for route, body in cross:
+            r = call(route, a["apiKey"], tid_b, body)
+            assert r.status_code == 403, (route, r.text)
+            assert r.headers["x-amzn-errortype"] == "AccessDeniedException"
+            assert "may not act on" in r.text
+        # A's token with A's header, but B in the body: refused too.
+        r = call("/update-reward", a["apiKey"], a["rolloutId"], cross[2][1])
+        assert r.status_code == 403, r.text
+        assert emulator.turn_count(tid_b) == 0
+        assert run_store.get_reward(tid_b) is None
+        assert emulator.state(tid_b) is TrajectoryState.OPEN
+        tid_a = a["rolloutId"]
+        assert call("/v1/chat/completions", a["apiKey"], tid_a, chat).status_code == 200
+        done = call("/complete-rollout", a["apiKey"], tid_a, {"TrajectoryId": tid_a})
+        assert done.status_code == 200, done.text
+        reward = {"TrajectoryId": tid_a, "Rewards": [1.0]}
+        assert call("/update-reward", a["apiKey"], tid_a, reward).status_code == 200
+        assert run_store.get_reward(tid_a).rewards == [1.0]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 from botocore.eventstream import EventStreamBuffer
@@ -577,7 +578,9 @@ def test_cli_port_validation() -> None:
 
 
 def test_cli_serves_until_terminated(tmp_path: Path) -> None:
-    """A real `agent-kit emulate` process prints endpoint, payload and env lines, serves /health."""
+    """A real `agent-kit emulate` process prints endpoint, payload, env lines and the per-run
+    AWS keys and rollout token an agent must use: those are accepted, a made-up bearer is 403
+    naming --lenient-auth."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RFT_"))}
     proc = subprocess.Popen(
         [
@@ -620,17 +623,36 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
             except httpx.TransportError:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)  # polling with a deadline
+        meta = payload["metadata"]
+        headers = {
+            "x-amzn-sagemaker-job-arn": meta["jobArn"],
+            "x-amzn-sagemaker-trajectory-id": meta["rolloutId"],
+        }
+        chat = {"messages": [{"role": "user", "content": "hi"}]}
+        made_up = httpx.post(
+            url[1] + "/v1/chat/completions",
+            json=chat,
+            headers=headers | {"authorization": bearer()},
+        )
+        assert_error(made_up, 403, "AccessDeniedException", "--lenient-auth")
         r = httpx.post(
             url[1] + "/v1/chat/completions",
-            json={"messages": [{"role": "user", "content": "hi"}]},
-            headers={
-                "authorization": bearer(),
-                "x-amzn-sagemaker-job-arn": payload["metadata"]["jobArn"],
-                "x-amzn-sagemaker-trajectory-id": payload["metadata"]["rolloutId"],
-            },
+            json=chat,
+            headers=headers | {"authorization": "Bearer " + meta["apiKey"]},
         )
         assert r.status_code == 200, r.text
         assert r.json()["object"] == "chat.completion"
+        keys = dict(
+            line.split("=", 1) for line in lines if line.startswith("AWS_") and "KEY" in line
+        )
+        sm = boto3.client(
+            "sagemakerjobruntime",
+            endpoint_url=url[1],
+            region_name="us-west-2",
+            aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+        )
+        sm.complete_rollout(JobArn=meta["jobArn"], TrajectoryId=meta["rolloutId"])
     finally:
         proc.terminate()
         proc.wait(timeout=20)

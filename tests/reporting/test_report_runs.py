@@ -157,14 +157,19 @@ def test_sloppy_two_steps_draws_lines(runs: dict[str, Path]) -> None:
     assert "failed" not in outcomes
 
 
-def test_plain_agent_last_tool_result_marked_not_recorded(runs: dict[str, Path]) -> None:
-    """With the stock agent the last tool result is in no request: the lowest-scoring
-    transcript says so and still shows the reward breakdown."""
+def test_plain_agent_transcripts_show_the_last_tool_result(runs: dict[str, Path]) -> None:
+    """With the stock agent (RolloutApp, no tool log of its own) the last tool result, in no
+    request, comes from the answer's bounded ``tool_log``: every transcript that ended on a tool
+    call shows it, none says "not recorded", and the lowest-scoring one keeps its breakdown."""
     page = _page(runs["sloppy"])
-    first = page.all("details", cls="tx")[0]
-    rewards = [num(t.one("div", cls="reward").one("b")) for t in page.all("details", cls="tx")]
+    transcripts = page.all("details", cls="tx")
+    first = transcripts[0]
+    rewards = [num(t.one("div", cls="reward").one("b")) for t in transcripts]
     assert num(first.one("div", cls="reward").one("b")) == min(r for r in rewards if r is not None)
-    assert NOT_RECORDED in first.text()
+    assert NOT_RECORDED not in page.text()
+    shown = [t for t in transcripts if t.all("div", cls="last-result")]
+    assert shown
+    assert all("Guess " in t.one("div", cls="last-result").text() for t in shown)
     assert first.one("table", cls="breakdown")
 
 

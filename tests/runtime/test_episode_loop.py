@@ -191,3 +191,38 @@ def test_scripted_model_passes_sampling_parameters_to_the_policy() -> None:
     assert request.temperature == 0.25
     assert request.messages[0] == {"role": "system", "content": "sys"}
     assert request.messages[1]["content"] == "x"
+
+
+class _Loud(Environment):
+    """Every tool call answers a long text."""
+
+    def reset(self, task: dict[str, Any]) -> str:
+        return "shout"
+
+    @tool
+    def shout(self, word: str) -> str:
+        """Shout a word.
+
+        Args:
+            word: the word
+        """
+        return word * 5000
+
+
+def test_answer_carries_the_final_tool_results_bounded() -> None:
+    """The answer's tool_log holds the results of the last turn's tool calls (no later request
+    shows them), at most 8 of them, each output clipped to 2000 characters, long inputs to 500."""
+    app = RolloutApp(_Loud, reward=lambda env, ep: 1.0, max_turns=1)
+    calls = tuple(ToolCall("shout", {"word": "ab" * (300 if i == 9 else 1)}) for i in range(10))
+    body = run_episode(app, {}, policy=lambda r: PolicyReply(tool_calls=calls))
+    log = body["tool_log"]
+    assert body["turns"] == 1
+    assert len(log) == 8
+    assert {e["turn"] for e in log} == {0}
+    assert all(e["name"] == "shout" and e["status"] == "success" for e in log)
+    assert all(len(e["output"]) <= 2000 for e in log)
+    assert log[0]["output"].startswith("abab")
+    assert log[0]["input"] == {"word": "ab"}
+    assert isinstance(log[-1]["input"], str)
+    assert len(log[-1]["input"]) == 500
+    assert len(json.dumps(log)) < 8 * 2700

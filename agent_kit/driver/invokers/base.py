@@ -63,13 +63,20 @@ class Invoker(Protocol):
         """Release every resource (processes, sockets, clients); idempotent."""
 
 
-def agent_env(endpoint: str, region: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def agent_env(
+    endpoint: str,
+    region: str,
+    base: Mapping[str, str] | None = None,
+    credentials: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment that points an agent process at an emulator at ``endpoint``.
 
     Sets ``RFT_RUNTIME_ENDPOINT`` and ``AWS_ENDPOINT_URL_SAGEMAKERJOBRUNTIME`` (so both the
     OpenAI-compatible route and boto3 reach the emulator), ``AWS_REGION``/``AWS_DEFAULT_REGION``,
-    disables the EC2 metadata lookup, and supplies dummy access keys when the environment has
-    none (the emulator does not verify signatures).
+    and disables the EC2 metadata lookup. ``credentials`` (the run's
+    :meth:`~agent_kit.emulator.run_keys.RunKeys.agent_env`) replace any AWS keys of the
+    environment, and its session token goes, so every SDK in the agent signs with the keys the
+    emulator verifies; without them, dummy keys are supplied when the environment has none.
     """
     env = dict(os.environ if base is None else base)
     env[ENDPOINT_ENV] = endpoint
@@ -77,9 +84,13 @@ def agent_env(endpoint: str, region: str, base: Mapping[str, str] | None = None)
     env["AWS_REGION"] = region
     env["AWS_DEFAULT_REGION"] = region
     env["AWS_EC2_METADATA_DISABLED"] = "true"
-    if not env.get("AWS_ACCESS_KEY_ID"):
+    if credentials is not None:
+        env.update(credentials)
+        env.pop("AWS_SESSION_TOKEN", None)
+        env.pop("AWS_SECURITY_TOKEN", None)
+    elif not env.get("AWS_ACCESS_KEY_ID"):
         env["AWS_ACCESS_KEY_ID"] = "agent-kit-local"
-        env["AWS_SECRET_ACCESS_KEY"] = "agent-kit-local"  # noqa: S105 - dummy, never verified
+        env["AWS_SECRET_ACCESS_KEY"] = "agent-kit-local"  # noqa: S105 - dummy, lenient only
         env.pop("AWS_SESSION_TOKEN", None)
     env["PYTHONUNBUFFERED"] = "1"
     return env
