@@ -73,6 +73,9 @@ def agent_url(tmp_path: Path) -> Iterator[str]:
     env.update(
         AGENT_PORT=str(port),
         AGENT_KIT_FORWARDER_SECRET=SECRET,
+        # The agent signs its calls like the SDK; this emulator checks only their shape.
+        AWS_ACCESS_KEY_ID="AKIDFORWARDERTEST",
+        AWS_SECRET_ACCESS_KEY="forwarder-test-secret",
         PYTHONPATH=os.pathsep.join([str(AGENTS), str(Path(__file__).resolve().parents[2])]),
     )
     log = tmp_path / "agent.log"
