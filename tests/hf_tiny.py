@@ -1,7 +1,11 @@
 """A tiny random Llama with SmolLM2's tokenizer, built offline for the training tests.
 
 Two layers, hidden size 64: it samples and trains in well under a second per turn, so the
-tests exercise the machinery (tokens, adapters, TRL's step), not the model's quality.
+tests exercise the machinery (tokens, adapters, TRL's step), not the model's quality. Its
+last layer adds a large constant direction that the end-of-turn token's (tied) embedding points
+along, so a turn ends with probability ≈ 0.15 per token: rollouts end at varying lengths (a
+random model would almost never sample the end-of-turn token, and every turn would end on the
+token cap, a policy failure for Strands).
 """
 
 from __future__ import annotations
@@ -29,11 +33,16 @@ def build_tiny_model(folder: Path) -> Path:
         num_key_value_heads=2,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
+        mlp_bias=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # end a turn with probability ≈ 0.15 per token (see the docstring)
+        direction = torch.nn.functional.normalize(torch.randn(config.hidden_size), dim=0)
+        model.model.layers[-1].mlp.down_proj.bias.copy_(50.0 * direction)
+        model.get_input_embeddings().weight[tokenizer.eos_token_id] = 1.1 * direction
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
     return folder

@@ -67,7 +67,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -110,7 +110,7 @@ from agent_kit.driver.tunnel import (
 )
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.local_service import LocalService, local_service
-from agent_kit.emulator.policies import check_policy
+from agent_kit.emulator.policies import PolicyBackend, check_policy
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
@@ -139,6 +139,8 @@ __all__ = [
     "Progress",
     "ProgressHook",
     "RunFinisher",
+    "StepBoundary",
+    "TrainHook",
     "default_workers",
     "invoke_once",
     "redact_summary",
@@ -184,6 +186,23 @@ finisher writes the run's outputs (summary.json, report.html) and returns the su
 route ``token``, if any, must not appear in what it writes (:func:`redact_summary`)."""
 
 
+@dataclass(frozen=True)
+class StepBoundary:
+    """A step boundary of a job (see :data:`~agent_kit.driver.rollouts.StepHook`): ``step`` is
+    the step about to start, or ``steps`` once the last one is over."""
+
+    store: RunStore
+    job_arn: str
+    run_dir: Path
+    step: int
+    steps: int
+
+
+TrainHook = Callable[[StepBoundary], Awaitable[None]]
+"""``run_job(on_step=)``: awaited at every step boundary, in the job's event loop (a trainer
+updates the policy there, off the loop, before the next step samples it)."""
+
+
 @dataclass
 class _Outcome:
     status: str = "failed"
@@ -212,6 +231,8 @@ class _PlaySettings:
     stop: asyncio.Event | None
     stop_grace: float
     max_floor_rate: float | None
+    policy: PolicyBackend | None = None
+    on_step: TrainHook | None = None
 
 
 async def run_job(
@@ -232,6 +253,8 @@ async def run_job(
     stop: asyncio.Event | None = None,
     stop_grace: float = DEFAULT_STOP_GRACE_S,
     max_floor_rate: float | None = None,
+    policy: PolicyBackend | None = None,
+    on_step: TrainHook | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -252,7 +275,9 @@ async def run_job(
     at all (checked before anything is recorded, see
     :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
     cannot be started; a failing *job* is not an exception: see :attr:`JobResult.status` and
-    :meth:`JobResult.raise_for_status`.
+    :meth:`JobResult.raise_for_status`. ``policy`` is a backend object to serve instead of
+    loading the config's spec (its owner closes it; the spec is still what the job records);
+    ``on_step`` is awaited at every step boundary (see :class:`StepBoundary`).
     """
     started = time.monotonic()
     if advertise_url is not None:
@@ -278,6 +303,8 @@ async def run_job(
         stop=stop,
         stop_grace=stop_grace,
         max_floor_rate=max_floor_rate,
+        policy=policy,
+        on_step=on_step,
     )
     outcome = _Outcome()
     try:
@@ -303,7 +330,7 @@ async def _run_opened(
         svc = await stack.enter_async_context(
             local_service(
                 run.store,
-                run.config.policy,
+                settings.policy if settings.policy is not None else run.config.policy,
                 seed=run.config.seed,
                 base_dir=Path.cwd(),
                 path_prefix=token,
@@ -312,6 +339,7 @@ async def _run_opened(
                 start=False,
                 region=run.config.region,
                 chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+                own_policy=settings.policy is None,
             )
         )
         emu, gate = svc.emulator, svc.gate
@@ -436,6 +464,13 @@ async def _play(
         progress=settings.progress,
     )
     outcome.loop = loop
+    if settings.on_step is not None:
+        hook = settings.on_step
+
+        async def on_step(step: int) -> None:
+            await hook(StepBoundary(store, job_arn, run.run_dir, step, config.steps))
+
+        loop.on_step = on_step
     loop.stats.total = total
     loop.stats.done = counts["done"]
     loop.stats.succeeded = counts["succeeded"]
