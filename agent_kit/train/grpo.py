@@ -140,7 +140,7 @@ class GRPOSession:
             seed=config.seed,
             disable_tqdm=True,
             bf16=False,
-            gradient_checkpointing=config.gradient_checkpointing,
+            activation_checkpointing=config.gradient_checkpointing,
             remove_unused_columns=False,
             dataloader_num_workers=0,
         )
@@ -164,6 +164,7 @@ class GRPOSession:
             rollout_func=self._rollout,
             callbacks=[_Saver()],
         )
+        self.trainer.remove_callback(transformers.PrinterCallback)  # no log dicts on stdout
         self._thread = threading.Thread(target=self._train, name="agent-kit-grpo", daemon=True)
 
     @property
