@@ -25,7 +25,7 @@ README = HERE.parent / "README.md"
 START, END = "<!-- bench-results:start -->", "<!-- bench-results:end -->"
 COLUMNS = ("benchmark (script)", "agent_kit", "reference, same run", "ratio", "budget")
 #: Order of the scripts in the table.
-ORDER = ("emulator_overhead", "rollout_throughput", "replay_speed", "whole_run")
+ORDER = ("emulator_overhead", "rollout_throughput", "replay_speed", "whole_run", "train_local")
 
 
 def machine() -> str:

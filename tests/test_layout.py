@@ -32,7 +32,7 @@ FLOORS = [
     {"emulator"},
     {"reporting", "deploy", "scaffold"},
     {"driver"},
-    {"replay", "export"},
+    {"replay", "export", "train"},
     {"testing", "doctor"},
     {"cli"},
 ]

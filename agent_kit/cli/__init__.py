@@ -37,6 +37,7 @@ from agent_kit.cli import (
     report,
     run,
     scaffold,
+    train,
 )
 from agent_kit.errors import AgentKitError
 
@@ -175,7 +176,7 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, invoke, report, replay, export, scaffold, deploy, doctor):
+for _commands in (emulate, run, invoke, report, replay, export, scaffold, deploy, doctor, train):
     _commands.register(app)
 del _commands
 

@@ -68,7 +68,7 @@ import logging
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -112,7 +112,7 @@ from agent_kit.driver.tunnel import (
 )
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.local_service import LocalService, local_service
-from agent_kit.emulator.policies import check_policy
+from agent_kit.emulator.policies import PolicyBackend, check_policy
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
@@ -141,6 +141,8 @@ __all__ = [
     "Progress",
     "ProgressHook",
     "RunFinisher",
+    "StepBoundary",
+    "TrainHook",
     "default_workers",
     "invoke_once",
     "redact_summary",
@@ -186,6 +188,23 @@ finisher writes the run's outputs (summary.json, report.html) and returns the su
 route ``token``, if any, must not appear in what it writes (:func:`redact_summary`)."""
 
 
+@dataclass(frozen=True)
+class StepBoundary:
+    """A step boundary of a job (see :data:`~agent_kit.driver.rollouts.StepHook`): ``step`` is
+    the step about to start, or ``steps`` once the last one is over."""
+
+    store: RunStore
+    job_arn: str
+    run_dir: Path
+    step: int
+    steps: int
+
+
+TrainHook = Callable[[StepBoundary], Awaitable[None]]
+"""``run_job(on_step=)``: awaited at every step boundary, in the job's event loop (a trainer
+updates the policy there, off the loop, before the next step samples it)."""
+
+
 @dataclass
 class _Outcome:
     status: str = "failed"
@@ -215,6 +234,8 @@ class _PlaySettings:
     stop_grace: float
     max_floor_rate: float | None
     lenient_auth: bool = False
+    policy: PolicyBackend | None = None
+    on_step: TrainHook | None = None
 
 
 async def run_job(
@@ -236,6 +257,8 @@ async def run_job(
     stop_grace: float = DEFAULT_STOP_GRACE_S,
     max_floor_rate: float | None = None,
     lenient_auth: bool = False,
+    policy: PolicyBackend | None = None,
+    on_step: TrainHook | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -258,7 +281,9 @@ async def run_job(
     cannot be started; a failing *job* is not an exception: see :attr:`JobResult.status` and
     :meth:`JobResult.raise_for_status`. Agent processes the driver starts (a ``.py``
     entrypoint) get the run's own AWS keys and must sign with them (a bad signature is 403);
-    ``lenient_auth`` checks only the shape of credentials instead.
+    ``lenient_auth`` checks only the shape of credentials instead. ``policy`` is a backend object
+    to serve instead of loading the config's spec (its owner closes it; the spec is still what
+    the job records); ``on_step`` is awaited at every step boundary (see :class:`StepBoundary`).
     """
     started = time.monotonic()
     if advertise_url is not None:
@@ -285,6 +310,8 @@ async def run_job(
         stop_grace=stop_grace,
         max_floor_rate=max_floor_rate,
         lenient_auth=lenient_auth,
+        policy=policy,
+        on_step=on_step,
     )
     outcome = _Outcome()
     try:
@@ -321,7 +348,7 @@ async def _run_opened(
         svc = await stack.enter_async_context(
             local_service(
                 run.store,
-                run.config.policy,
+                settings.policy if settings.policy is not None else run.config.policy,
                 seed=run.config.seed,
                 base_dir=Path.cwd(),
                 path_prefix=token,
@@ -332,6 +359,7 @@ async def _run_opened(
                 verify_auth=_verifies(run, settings),
                 region=run.config.region,
                 chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+                own_policy=settings.policy is None,
             )
         )
         emu, gate = svc.emulator, svc.gate
@@ -474,6 +502,13 @@ async def _play(
         trainer=trainer,
     )
     outcome.loop = loop
+    if settings.on_step is not None:
+        hook = settings.on_step
+
+        async def on_step(step: int) -> None:
+            await hook(StepBoundary(store, job_arn, run.run_dir, step, config.steps))
+
+        loop.on_step = on_step
     loop.stats.total = total
     loop.stats.done = counts["done"]
     loop.stats.succeeded = counts["succeeded"]

@@ -15,7 +15,7 @@ import hashlib
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
@@ -61,6 +61,7 @@ __all__ = [
     "ProgressHook",
     "RolloutLoop",
     "RolloutStats",
+    "StepHook",
     "default_job_name",
     "free_retry",
     "session_id_for",
@@ -271,11 +272,18 @@ def _payload(
     ).wire()
 
 
+StepHook = Callable[[int], Awaitable[None]]
+"""Awaited at every step boundary of :meth:`RolloutLoop.play`: with ``s`` before step ``s``
+starts, and with ``config.steps`` once the last step is over (what a trainer needs to update the
+policy between steps: the next step samples the updated policy)."""
+
+
 class RolloutLoop:
     """Plays slots of one job to their final outcome (shared by ``run_job`` and ``invoke_once``).
 
     ``stop_reason`` becomes the first job-killing failure when ``config.fail_fast``; ``stats``
-    counts slots; ``last`` is the most recent attempt (used by ``invoke_once``).
+    counts slots; ``last`` is the most recent attempt (used by ``invoke_once``); ``on_step``, if
+    set, is awaited at every step boundary (see :data:`StepHook`).
     """
 
     def __init__(
@@ -309,6 +317,7 @@ class RolloutLoop:
         self.draining = False
         self.sem = asyncio.Semaphore(config.concurrency)
         self.last: _Attempt | None = None
+        self.on_step: StepHook | None = None
 
     def drain(self) -> None:
         """Start no new rollout attempt from now on (a graceful stop: Ctrl-C, SIGTERM)."""
@@ -621,13 +630,18 @@ class RolloutLoop:
                 self.emit()
 
     async def play(self, plan: list[tuple[tuple[int, int, int], list[TrajectoryRow]]]) -> None:
-        """Play the slots step by step (a step starts when the previous one is finished)."""
+        """Play the slots step by step (a step starts when the previous one is finished), with
+        :attr:`on_step` awaited at every step boundary."""
         by_step: dict[int, list[tuple[tuple[int, int, int], list[TrajectoryRow]]]] = {}
         for item in plan:
             by_step.setdefault(item[0][0], []).append(item)
         for step in sorted(by_step):
             if self.stop_reason is not None or self.draining:
                 break
+            if self.on_step is not None:
+                await self.on_step(step)
+                if self.stop_reason is not None or self.draining:
+                    break
             self.stats.step = step
             self.emit()
             tasks = [
@@ -639,6 +653,8 @@ class RolloutLoop:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+        if self.on_step is not None and self.stop_reason is None and not self.draining:
+            await self.on_step(self.config.steps)
 
     async def _until_done_or_stopped(self, tasks: list[asyncio.Task[None]]) -> None:
         pending = set(tasks)

@@ -23,6 +23,8 @@ __all__ = [
     "RESUMED_REASON",
     "ROLLOUT_DONE_EVENT",
     "STOPPED_REASON",
+    "TRAIN_STEP_EVENT",
+    "TRAIN_TOKENS_EVENT",
     "TURN_LIMIT_EVENT",
 ]
 
@@ -42,6 +44,12 @@ REPORT_ERROR_EVENT: Final = "report_error"
 DIVERGENCE_EVENT: Final = "replay_divergence"
 #: The emulator refused a policy call because the trajectory reached its turn cap (first time).
 TURN_LIMIT_EVENT: Final = "turn_limit"
+
+#: The tokens one policy turn of a training run sampled (``agent-kit train``; detail: turn,
+#: prompt_ids, completion_ids, logprobs).
+TRAIN_TOKENS_EVENT: Final = "train_tokens"
+#: One training step's update (``agent-kit train``; detail: step, the trainer's metrics).
+TRAIN_STEP_EVENT: Final = "train_step"
 
 #: An agent completed a rollout with ``Status: failed`` (docs/contract.md §1).
 FAILED_REASON: Final = "The agent signaled that the trajectory failed"

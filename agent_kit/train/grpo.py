@@ -1,0 +1,226 @@
+"""TRL's ``GRPOTrainer`` driven one step at a time by agent_kit's rollouts.
+
+TRL owns the loss, the optimiser and the LoRA update (PEFT); agent_kit owns the rollouts. The
+trainer runs ``trainer.train()`` in a thread of its own. Its ``rollout_func`` does not generate:
+it waits for the samples of the next step, which the job driver hands over at the step boundary
+(:meth:`GRPOSession.train_step`, awaited by the driver's step hook), and returns them with their
+``env_mask``. TRL then computes the loss (advantages are agent_kit's: each sample's reward is its
+advantage and ``scale_rewards="none"``; a group's advantages sum to zero, so TRL's group centring
+leaves them unchanged), steps the optimiser, logs, and the session saves the adapter (PEFT format)
+as ``adapters/step-NNNN`` before the next step's rollouts start sampling the updated model.
+
+One step: ``gradient_accumulation_steps`` micro-batches of ``micro`` rollouts each, so peak memory
+follows the micro-batch, not the step. The learning rate is constant (a resumed run continues
+with the same rate; the optimiser's moments restart from zero).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.emulator.policies.hf_model import TRAIN_HINT, LoadedModel
+from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.train.config import TrainConfig
+from agent_kit.train.samples import StepBatch
+
+__all__ = ["ADAPTERS_DIR", "GRPOSession", "StepUpdate", "adapter_dir", "last_adapter"]
+
+#: Where a run keeps its adapters, one folder per trained step.
+ADAPTERS_DIR: Final = "adapters"
+_LORA_TARGETS: Final = ["q_proj", "k_proj", "v_proj", "o_proj"]
+#: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
+_KEPT: Final = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "kl": "kl",
+    "entropy": "entropy",
+    "learning_rate": "learning_rate",
+    "clip_ratio/region_mean": "clip_ratio",
+    "step_time": "step_time_s",
+}
+
+
+def adapter_dir(run_dir: Path, step: int) -> Path:
+    """The adapter saved after ``step`` (0-based)."""
+    return run_dir / ADAPTERS_DIR / f"step-{step:04d}"
+
+
+def last_adapter(run_dir: Path) -> tuple[int, Path] | None:
+    """The latest complete adapter of a run: ``(step, folder)``, or None."""
+    found = [
+        (int(p.name.split("-", 1)[1]), p)
+        for p in (run_dir / ADAPTERS_DIR).glob("step-*")
+        if p.name.split("-", 1)[1].isdigit() and (p / "adapter_config.json").is_file()
+    ]
+    return max(found) if found else None
+
+
+@dataclass(frozen=True)
+class StepUpdate:
+    """What one training step did: TRL's metrics under ``train/*`` and the adapter it saved."""
+
+    step: int
+    metrics: dict[str, float]
+    adapter: Path
+
+
+class _Stopped(Exception):
+    """The session closed: ends ``trainer.train()`` in its thread."""
+
+
+def _trl() -> tuple[Any, Any, Any, Any]:
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    try:
+        import datasets
+        import peft
+        import transformers
+        import trl
+    except ImportError as exc:
+        raise UsageError(f"agent-kit train needs TRL and PEFT: {TRAIN_HINT} ({exc})") from None
+    return trl, peft, datasets, transformers
+
+
+class GRPOSession:
+    """One ``GRPOTrainer`` fed step by step (see the module docstring).
+
+    ``resume_from`` is an adapter folder to continue training; ``steps`` how many updates this
+    session makes; ``first_step`` the number of the first one (for the adapter names).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        loaded: LoadedModel,
+        run_dir: Path,
+        *,
+        steps: int,
+        first_step: int = 0,
+        resume_from: Path | None = None,
+    ) -> None:
+        trl, peft, datasets, transformers = _trl()
+        self.run_dir = run_dir
+        self._batches: queue.Queue[StepBatch | None] = queue.Queue()
+        self._updates: queue.Queue[StepUpdate | BaseException] = queue.Queue()
+        self._step = first_step
+        self._logged: dict[str, float] = {}
+        model = loaded.model
+        peft_config = None
+        if resume_from is not None:
+            model = peft.PeftModel.from_pretrained(model, str(resume_from), is_trainable=True)
+        else:
+            peft_config = peft.LoraConfig(
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha or 2 * config.lora_r,
+                lora_dropout=0.0,
+                target_modules=_LORA_TARGETS,
+                task_type="CAUSAL_LM",
+            )
+        accumulate = config.rollouts_per_step // config.micro()
+        args = trl.GRPOConfig(
+            output_dir=str(run_dir / "trainer"),
+            use_cpu=loaded.device == "cpu",
+            per_device_train_batch_size=config.micro(),
+            gradient_accumulation_steps=accumulate,
+            steps_per_generation=accumulate,
+            num_generations=config.group_size,
+            max_steps=steps,
+            learning_rate=config.learning_rate,
+            lr_scheduler_type="constant",
+            beta=config.beta,
+            scale_rewards="none",
+            temperature=config.temperature,
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            seed=config.seed,
+            disable_tqdm=True,
+            bf16=False,
+            activation_checkpointing=config.gradient_checkpointing,
+            remove_unused_columns=False,
+            dataloader_num_workers=0,
+        )
+        prompts = datasets.Dataset.from_dict({"prompt": [str(i) for i in range(config.batch_size)]})
+        session = self
+
+        class _Saver(transformers.TrainerCallback):  # type: ignore[misc,name-defined]
+            def on_log(
+                self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any
+            ) -> None:
+                if logs and "loss" in logs:
+                    session._finish_step(dict(logs))
+
+        self.trainer = trl.GRPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=prompts,
+            processing_class=loaded.tokenizer,
+            peft_config=peft_config,
+            reward_funcs=[agent_kit_advantage],
+            rollout_func=self._rollout,
+            callbacks=[_Saver()],
+        )
+        self.trainer.remove_callback(transformers.PrinterCallback)  # no log dicts on stdout
+        self._thread = threading.Thread(target=self._train, name="agent-kit-grpo", daemon=True)
+
+    @property
+    def model(self) -> Any:
+        """The PEFT-wrapped model being trained (what the policy samples)."""
+        return self.trainer.model
+
+    def start(self) -> None:
+        """Start ``trainer.train()`` in its thread (it waits for the first step's samples)."""
+        self._thread.start()
+
+    def _train(self) -> None:
+        try:
+            self.trainer.train()
+        except _Stopped:
+            return
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting step
+            self._updates.put(exc)
+
+    def _rollout(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        del prompts, trainer  # the samples come from the driver's rollouts
+        batch = self._batches.get()
+        if batch is None:
+            raise _Stopped
+        return batch.rollout_output()
+
+    def _finish_step(self, logs: dict[str, Any]) -> None:
+        metrics = {
+            f"train/{name}": float(logs[key])
+            for key, name in _KEPT.items()
+            if isinstance(logs.get(key), int | float)
+        }
+        folder = adapter_dir(self.run_dir, self._step)
+        self.trainer.model.save_pretrained(str(folder))
+        self._updates.put(StepUpdate(self._step, metrics, folder))
+        self._step += 1
+
+    def train_step(self, batch: StepBatch) -> StepUpdate:
+        """Hand one step's samples to the trainer and wait for its update (blocking: call it
+        off the event loop). Raises :class:`AgentKitError` if the trainer failed."""
+        self._batches.put(batch)
+        update = self._updates.get()
+        if isinstance(update, BaseException):
+            raise AgentKitError(
+                f"the trainer failed: {type(update).__name__}: {update}"
+            ) from update
+        return update
+
+    def close(self) -> None:
+        """Stop the trainer's thread (after the update in progress, if any)."""
+        self._batches.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def agent_kit_advantage(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    """TRL reward function: each sample's agent_kit advantage (see the module docstring)."""
+    del prompts, completions
+    return [float(a) for a in kwargs["agent_kit_advantage"]]

@@ -1,0 +1,132 @@
+"""A training run's summary: ``train.json`` (the figures) and ``train.html`` (the curves).
+
+``train.json`` (schema ``agent_kit.train/1``): the settings; per step the service's
+``rollout/*`` metrics of that step's rollouts
+(:func:`~agent_kit.reporting.metrics.training_metrics`, as summary.json computes them) beside
+the trainer's ``train/*`` metrics (loss, grad norm, KL when ``beta`` > 0, entropy, trained
+tokens) and the adapter saved; the evaluations (base and
+adapter: mean ± standard error, pass@k) and their difference; seconds per step and the trainer
+process's peak RSS. ``train.html`` plots the training reward per step against the two holdout
+means, and lists the steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.driver.job import JobResult
+from agent_kit.reporting.metrics import build_groups, training_metrics
+from agent_kit.reporting.page import document, esc, section, table
+from agent_kit.reporting.svg import lines
+from agent_kit.store import RunStore, load_rollouts
+from agent_kit.store.events import TRAIN_STEP_EVENT
+from agent_kit.train.config import TrainConfig
+
+__all__ = ["TRAIN_HTML", "TRAIN_JSON", "TRAIN_SCHEMA", "peak_rss_mb", "write_train_outputs"]
+
+TRAIN_JSON: Final = "train.json"
+TRAIN_HTML: Final = "train.html"
+TRAIN_SCHEMA: Final = "agent_kit.train/1"
+_ROLLOUT_KEYS: Final = (
+    "rollout/reward/mean",
+    "rollout/reward/std",
+    "rollout/reward/zero_frac",
+    "rollout/turns/mean",
+    "rollout/tokens/prefill",
+    "rollout/tokens/sample",
+    "rollout/tokens/train",
+)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
+def _steps(run_dir: Path, job_arn: str) -> list[dict[str, Any]]:
+    store = RunStore.open(run_dir, readonly=True)
+    try:
+        records = load_rollouts(store, job_arn)
+        trained = {
+            int(e.detail["step"]): e.detail for e in store.list_events(kind=TRAIN_STEP_EVENT)
+        }
+    finally:
+        store.close()
+    groups = build_groups(records)
+    rows: list[dict[str, Any]] = []
+    for step in sorted({r.step for r in records}):
+        metrics = training_metrics(
+            [r for r in records if r.step == step], [g for g in groups if g.step == step]
+        )
+        row: dict[str, Any] = {"step": step}
+        row.update({k: metrics.get(k) for k in _ROLLOUT_KEYS})
+        row.update({k: v for k, v in trained.get(step, {}).items() if k != "step"})
+        rows.append(row)
+    return rows
+
+
+def _compare(evals: dict[str, Any]) -> dict[str, Any] | None:
+    base, adapter = evals.get("base") or {}, evals.get("adapter") or {}
+    if base.get("mean") is None or adapter.get("mean") is None:
+        return None
+    diff = adapter["mean"] - base["mean"]
+    se = math.hypot(base.get("se") or 0.0, adapter.get("se") or 0.0)
+    return {"difference": diff, "se": se, "beats_base_by_2se": bool(se > 0 and diff > 2 * se)}
+
+
+def write_train_outputs(
+    run_dir: Path, config: TrainConfig, job: JobResult, evals: dict[str, Any]
+) -> dict[str, Any]:
+    """Write ``train.json`` and ``train.html`` into the run directory; return the document."""
+    steps = _steps(run_dir, job.job_arn)
+    timed = [s["timing_s/train_step"] for s in steps if "timing_s/train_step" in s]
+    adapters = [s["adapter"] for s in steps if "adapter" in s]
+    doc: dict[str, Any] = {
+        "schema": TRAIN_SCHEMA,
+        "job": job.job_arn,
+        "status": job.status,
+        "settings": config.to_dict(),
+        "steps": steps,
+        "eval": evals,
+        "comparison": _compare(evals),
+        "adapter": str(run_dir / adapters[-1]) if adapters else None,
+        "seconds_per_step": sum(timed) / len(timed) if timed else None,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    text = json.dumps(doc, indent=2, default=str)
+    (run_dir / TRAIN_JSON).write_text(text + "\n", encoding="utf-8")
+    (run_dir / TRAIN_HTML).write_text(render_html(doc), encoding="utf-8")
+    return doc
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """The self-contained training page: the reward curve (train vs eval) and the steps."""
+    steps = doc["steps"]
+    xs = [float(s["step"]) for s in steps]
+    series: list[tuple[str, list[float | None]]] = [
+        ("train reward", [s.get("rollout/reward/mean") for s in steps])
+    ]
+    for label in ("base", "adapter"):
+        mean = (doc["eval"].get(label) or {}).get("mean")
+        if mean is not None:
+            series.append((f"holdout {label}", [mean] * len(xs)))
+    chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True)
+    columns = ["step", "rollout/reward/mean", "train/loss", "train/grad_norm", "train/tokens"]
+    rows = [[s.get(c) for c in columns] for s in steps]
+    evals = [
+        [label, e.get("mean"), e.get("se"), e.get("eval/reward/pass_at_k")]
+        for label, e in doc["eval"].items()
+    ]
+    parts = [
+        f"<h1>Training run {esc(doc['job'])}</h1>",
+        section("curve", "Reward", chart),
+        section("eval", "Holdout", table(["model", "mean", "± se", "pass@k"], evals)),
+        section("steps", "Steps", table(columns, rows)),
+    ]
+    return document(f"agent-kit train: {doc['job']}", parts)

@@ -1,0 +1,250 @@
+"""``agent-kit train``: rollouts through the job driver, updates through TRL, step by step.
+
+:func:`play_train` runs one training run in its own event loop, stopped gracefully by the first
+SIGINT/SIGTERM (as ``agent-kit run``):
+
+1. the model loads (:mod:`~agent_kit.emulator.policies.hf_model`) and TRL's trainer wraps it with
+   a LoRA adapter (:class:`~agent_kit.train.grpo.GRPOSession`); the ``hf`` policy backend samples
+   that very model, so every step samples the policy as updated so far;
+2. with ``eval``, the holdout is played with the adapter switched off (``eval/base``);
+3. the training job is an ordinary local job (:func:`~agent_kit.driver.local.run_local`: the
+   emulator, the agent processes, the entrypoint unchanged, CompleteRollout/UpdateReward, the
+   store, summary.json and report.html) with ``steps`` steps of ``batch_size`` prompts ×
+   ``group_size`` rollouts. At every step boundary the driver awaits the trainer: the finished
+   step's rollouts become samples (:mod:`~agent_kit.train.samples`), TRL makes one update, the
+   adapter is saved as ``adapters/step-NNNN`` and the step's train metrics are stored (event
+   ``train_step``); the next step starts only then;
+4. with ``eval``, the holdout is played again with the trained adapter (``eval/adapter``);
+5. ``train.json`` and ``train.html`` (:mod:`~agent_kit.train.outputs`) sum it up.
+
+``resume`` continues a run directory: the job driver plays the slots left, and the trainer
+starts from the last saved adapter (steps already trained are not trained again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.driver.dataset import load_dataset
+from agent_kit.driver.job import JobConfig, JobResult, StepBoundary
+from agent_kit.driver.local import run_local
+from agent_kit.driver.rollouts import default_job_name
+from agent_kit.driver.stop import GracefulStop, StopHook
+from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
+from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
+from agent_kit.errors import UsageError
+from agent_kit.store import RunStore
+from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
+from agent_kit.train.config import TrainConfig
+from agent_kit.train.evaluate import run_eval
+from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
+from agent_kit.train.outputs import TRAIN_JSON, write_train_outputs
+from agent_kit.train.samples import step_batch
+
+__all__ = ["CONFIG_FILE", "TRAIN_JSON", "TrainResult", "play_train", "train"]
+
+#: The run's training settings, written when it starts and read back by ``--resume``.
+CONFIG_FILE: Final = "train_config.json"
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A finished (or stopped) training run: the training job's result, the run's summary
+    document (``train.json``) and the signal that stopped it, if any."""
+
+    job: JobResult
+    document: dict[str, Any]
+    stopped_by: Any = None
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory."""
+        return self.job.run_dir
+
+
+def _settle(config: TrainConfig) -> tuple[TrainConfig, Path]:
+    """The settings to train with and the run directory (a resume reads its recorded ones)."""
+    if config.resume is not None:
+        path = config.resume / CONFIG_FILE
+        if not path.is_file():
+            raise UsageError(f"nothing to resume: no {CONFIG_FILE} in {config.resume}")
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        settled = TrainConfig(
+            **{
+                **recorded,
+                "dataset": Path(recorded["dataset"]),
+                "out": Path(recorded["out"]),
+                "eval": Path(recorded["eval"]) if recorded.get("eval") else None,
+                "resume": config.resume,
+                "device": config.device,
+                "workers": config.workers,
+            }
+        )
+        return settled.check(), config.resume
+    config = config.check()
+    name = config.name or default_job_name(config.entrypoint)
+    return replace(config, name=name), config.out / name
+
+
+def _job(config: TrainConfig, model_name: str) -> JobConfig:
+    return JobConfig(
+        name=config.name,
+        policy=f"hf:{model_name}",
+        group_size=config.group_size,
+        batch_size=config.batch_size,
+        steps=config.steps,
+        concurrency=config.concurrency,
+        rollout_timeout=config.rollout_timeout,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        seed=config.seed,
+    )
+
+
+class _Steps:
+    """The driver's step hook: trains every finished, untrained step before the next starts."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        session: GRPOSession,
+        backend: HFPolicyBackend,
+        n_prompts: int,
+        first_step: int,
+        echo: Echo,
+    ) -> None:
+        self.config, self.session, self.backend = config, session, backend
+        self.n_prompts, self.first_step, self.echo = n_prompts, first_step, echo
+        tokenizer = backend.loaded.tokenizer
+        self.pad_id = int(tokenizer.pad_token_id or tokenizer.eos_token_id or 0)
+        self.started = time.monotonic()
+
+    def prompts(self, step: int) -> list[int]:
+        """The dataset indices of a step's prompts, in the driver's plan order."""
+        b = self.config.batch_size
+        return [(step * b + i) % self.n_prompts for i in range(b)]
+
+    async def __call__(self, boundary: StepBoundary) -> None:
+        store = boundary.store
+        if self.backend.recorder is None:
+
+            def record(tokens: TurnTokens) -> None:
+                store.add_event(TRAIN_TOKENS_EVENT, tokens.to_dict(), tokens.trajectory_id)
+
+            self.backend.recorder = record
+        done = {int(e.detail["step"]) for e in store.list_events(kind=TRAIN_STEP_EVENT)}
+        for step in range(self.first_step, boundary.step):
+            if step not in done:
+                await self._train(store, boundary.job_arn, step, boundary.steps)
+
+    async def _train(self, store: RunStore, job_arn: str, step: int, steps: int) -> None:
+        batch = await asyncio.to_thread(
+            step_batch,
+            store,
+            job_arn,
+            step,
+            group_size=self.config.group_size,
+            prompts=self.prompts(step),
+            pad_id=self.pad_id,
+        )
+        update: StepUpdate = await asyncio.to_thread(self.session.train_step, batch)
+        seconds = time.monotonic() - self.started
+        self.started = time.monotonic()
+        detail = {
+            "step": step,
+            **update.metrics,
+            "train/tokens": float(batch.trained_tokens),
+            "train/missing_samples": float(batch.missing),
+            "train/dropped_turns": float(batch.dropped_turns),
+            "timing_s/train_step": seconds,
+            "adapter": str(update.adapter.relative_to(self.session.run_dir)),
+        }
+        store.add_event(TRAIN_STEP_EVENT, detail)
+        rewards = [r for r in batch.rewards if r is not None]
+        mean = sum(rewards) / len(rewards) if rewards else float("nan")
+        self.echo(
+            f"step {step + 1}/{steps}: reward {mean:.3f}, "
+            f"loss {update.metrics.get('train/loss', float('nan')):.4f}, "
+            f"grad norm {update.metrics.get('train/grad_norm', float('nan')):.3g}, {seconds:.1f}s"
+        )
+
+
+async def train(
+    config: TrainConfig, stop: asyncio.Event | None = None, echo: Echo = print
+) -> TrainResult:
+    """Run (or resume) one training run; see the module docstring."""
+    config, run_dir = _settle(config)
+    data = load_dataset(config.dataset)
+    if config.batch_size > len(data):
+        raise UsageError(
+            f"--batch-size {config.batch_size} is more than the dataset's {len(data)} prompts"
+        )
+    spec = parse_model_spec(config.model)
+    resumed = last_adapter(run_dir) if config.resume is not None else None
+    first_step = resumed[0] + 1 if resumed is not None else 0
+    loaded = await asyncio.to_thread(load_model, spec, config.device)
+    session = GRPOSession(
+        config,
+        loaded,
+        run_dir,
+        steps=max(1, config.steps - first_step),
+        first_step=first_step,
+        resume_from=resumed[1] if resumed is not None else None,
+    )
+    trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
+    backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=config.max_tokens)
+    if config.resume is None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(config.to_dict(), indent=2)
+        (run_dir / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
+    evals: dict[str, Any] = {}
+    try:
+        if config.eval is not None:
+            echo("evaluating the base model on the holdout")
+            with session.model.disable_adapter():
+                evals["base"] = await run_eval(config, backend, run_dir, "base")
+        session.start()
+        hook = _Steps(config, session, backend, len(data), first_step, echo)
+        result = await run_local(
+            config.entrypoint,
+            config.dataset,
+            _job(config, spec.name) if config.resume is None else None,
+            out_dir=config.out,
+            resume=config.resume,
+            workers=config.workers,
+            stop=stop,
+            policy=backend,
+            on_step=hook,
+        )
+        backend.recorder = None
+        if config.eval is not None and result.status == "completed":
+            echo("evaluating the trained adapter on the holdout")
+            evals["adapter"] = await run_eval(config, backend, run_dir, "adapter")
+    finally:
+        await asyncio.to_thread(session.close)
+        await backend.aclose()
+    document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals)
+    return TrainResult(job=result, document=document)
+
+
+def play_train(
+    config: TrainConfig, *, on_stop: StopHook | None = None, echo: Echo = print
+) -> TrainResult:
+    """:func:`train` in a new event loop under a :class:`GracefulStop` (the first signal stops
+    the run after the rollouts in flight, a second aborts); returns the signal in the result."""
+    stop = GracefulStop(on_stop)
+
+    async def job(stopped: asyncio.Event) -> TrainResult:
+        return await train(config, stopped, echo)
+
+    result = asyncio.run(stop.guard(job))
+    return replace(result, stopped_by=stop.first)

@@ -1,0 +1,93 @@
+"""``agent-kit train`` on the learnable task: does the adapter beat the base model?
+
+Trains SmolLM2-135M-Instruct (the packaged GGUF, CPU, seed 0) on examples/echo for N steps and
+prints, from one run: the holdout mean reward ± standard error of the base model and of the
+adapter, whether the adapter beats the base by more than two standard errors, seconds per step
+and the trainer process's peak RSS. Goal: beat the base by > 2 SE within 30 minutes on a 2-core
+machine. Not a test: ``python bench/train_local.py [--steps N] [--model SPEC] [--record]``
+(``--record`` writes the row into bench/results.md through bench/results.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from agent_kit.train import TrainConfig, play_train  # noqa: E402
+
+
+def main() -> int:
+    """Train, evaluate, print (and optionally record) the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--eval-samples", type=int, default=2)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    example = ROOT / "examples" / "echo"
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as out:
+        config = TrainConfig(
+            entrypoint=str(example / "agent.py"),
+            dataset=example / "train.jsonl",
+            eval=example / "holdout.jsonl",
+            model=args.model,
+            steps=args.steps,
+            group_size=args.group_size,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            max_tokens=args.max_tokens,
+            eval_samples=args.eval_samples,
+            lora_r=16,
+            device="cpu",
+            seed=0,
+            out=Path(out),
+            name="echo-bench",
+            workers=1,
+            concurrency=4,
+        )
+        result = play_train(config, echo=lambda line: print(line, flush=True))
+    doc = result.document
+    base, adapter = doc["eval"].get("base", {}), doc["eval"].get("adapter", {})
+    comparison = doc.get("comparison") or {}
+    wall = time.monotonic() - started
+    print(f"base    holdout reward {base.get('mean')} ± {base.get('se')}")
+    print(f"adapter holdout reward {adapter.get('mean')} ± {adapter.get('se')}")
+    print(f"beats base by > 2 SE: {comparison.get('beats_base_by_2se')}")
+    print(f"seconds per step: {doc['seconds_per_step']:.1f}; whole run {wall / 60:.1f} min")
+    print(f"peak RSS (trainer process): {doc['peak_rss_mb']:.0f} MiB")
+    if args.record:
+        from results import record
+
+        after = f"adapter {adapter.get('mean', 0):.3f} ± {adapter.get('se', 0):.3f}"
+        before = f"base {base.get('mean', 0):.3f} ± {base.get('se', 0):.3f}"
+        cost = f"{doc['seconds_per_step']:.0f} s/step, {doc['peak_rss_mb']:.0f} MiB"
+        record(
+            "train_local",
+            [
+                {
+                    "benchmark (script)": f"train, echo, {args.steps} steps (train_local)",
+                    "agent_kit": after,
+                    "reference, same run": before,
+                    "ratio": cost,
+                    "budget": "adapter > base + 2 SE within 30 min",
+                }
+            ],
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

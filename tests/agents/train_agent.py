@@ -1,0 +1,43 @@
+"""A RolloutApp agent for the training tests: two turns at most, a reward any model can vary.
+
+The reward is the fraction of the characters of the final answer that are digits, so even a
+tiny random model's rollouts differ in reward (groups have variance, advantages are non-zero).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_kit import Environment, Episode, Reward, RolloutApp, tool
+
+
+class Count(Environment):
+    """Say a number; the tool echoes it back."""
+
+    def reset(self, task: dict[str, Any]) -> str:
+        """The first user message."""
+        self.target = int(task["target"])
+        return f"Say the number {self.target}."
+
+    @tool
+    def say(self, number: int) -> str:
+        """Say a number.
+
+        Args:
+            number: the number to say.
+        """
+        return "heard" if number == self.target else "wrong"
+
+
+def reward(env: Count, episode: Episode) -> Reward:
+    """The share of digits in the final answer."""
+    del env
+    text = episode.final_text or ""
+    digits = sum(ch.isdigit() for ch in text)
+    return Reward.weighted(outcome=(digits / len(text) if text else 0.0, 1.0))
+
+
+app = RolloutApp(Count, reward=reward, system_prompt="Answer with digits only.", max_turns=2)
+
+if __name__ == "__main__":
+    app.run()

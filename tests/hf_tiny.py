@@ -1,0 +1,48 @@
+"""A tiny random Llama with SmolLM2's tokenizer, built offline for the training tests.
+
+Two layers, hidden size 64: it samples and trains in well under a second per turn, so the
+tests exercise the machinery (tokens, adapters, TRL's step), not the model's quality. Its
+last layer adds a large constant direction that the end-of-turn token's (tied) embedding points
+along, so a turn ends with probability ≈ 0.15 per token: rollouts end at varying lengths (a
+random model would almost never sample the end-of-turn token, and every turn would end on the
+token cap, a policy failure for Strands).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def build_tiny_model(folder: Path) -> Path:
+    """Write the tiny model and SmolLM2's tokenizer (from the packaged GGUF) into ``folder``."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    import transformers
+
+    from agent_kit.emulator.policies.local_model import default_model_path
+
+    gguf = default_model_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        mlp_bias=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():  # end a turn with probability ≈ 0.15 per token (see the docstring)
+        direction = torch.nn.functional.normalize(torch.randn(config.hidden_size), dim=0)
+        model.model.layers[-1].mlp.down_proj.bias.copy_(50.0 * direction)
+        model.get_input_embeddings().weight[tokenizer.eos_token_id] = 1.1 * direction
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder

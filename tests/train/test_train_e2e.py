@@ -1,0 +1,139 @@
+"""``agent-kit train`` end to end: a tiny model trained through the real entrypoint and emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agent_kit.emulator.policies.hf import TurnTokens
+from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
+from agent_kit.store import RunStore, load_rollouts
+from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
+from agent_kit.train import TrainConfig, TrainResult, train
+from agent_kit.train.samples import step_batch
+
+AGENT = Path(__file__).parents[1] / "agents" / "train_agent.py"
+pytestmark = pytest.mark.e2e
+
+
+@dataclass
+class Trained:
+    """The run after its interrupted first play and its resume."""
+
+    first: TrainResult
+    resumed: TrainResult
+    model: Path
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """Three steps: stopped after the second update, then resumed for the third."""
+    folder = tmp_path_factory.mktemp("train")
+    data = folder / "data.jsonl"
+    rows = [json.dumps({"prompt": json.dumps({"target": i})}) for i in range(4)]
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    config = TrainConfig(
+        entrypoint=str(AGENT),
+        dataset=data,
+        model=str(tiny_model),
+        steps=3,
+        group_size=2,
+        batch_size=2,
+        max_tokens=8,
+        learning_rate=1e-3,
+        device="cpu",
+        out=folder / "runs",
+        name="tiny",
+        workers=1,
+        concurrency=4,
+    )
+
+    async def first_play() -> TrainResult:
+        stop = asyncio.Event()
+
+        def echo(line: str) -> None:
+            if line.startswith("step 2/3"):
+                stop.set()  # as the first Ctrl-C would, once the second update is saved
+
+        return await train(config, stop, echo)
+
+    first = asyncio.run(first_play())
+    resumed = asyncio.run(train(TrainConfig("", Path(), resume=first.run_dir, device="cpu")))
+    return Trained(first, resumed, tiny_model)
+
+
+def test_two_steps_train_the_adapter_and_a_resume_trains_the_third(trained: Trained) -> None:
+    """Steps 1-2 update and save the adapter; the resumed run trains step 3 from the last one."""
+    run = trained.first.run_dir
+    assert trained.first.job.status == "interrupted"
+    assert trained.resumed.job.status == "completed"
+    adapters = sorted(p.name for p in (run / "adapters").iterdir())
+    assert adapters == ["step-0000", "step-0001", "step-0002"]
+    weights = [load_file(str(run / "adapters" / a / "adapter_model.safetensors")) for a in adapters]
+    lora_b = [k for k in weights[0] if "lora_B" in k]
+    assert lora_b
+    assert any(weights[0][k].abs().sum() > 0 for k in lora_b)  # moved away from B = 0
+    assert any(not torch.equal(weights[1][k], weights[2][k]) for k in lora_b)
+    steps = trained.resumed.document["steps"]
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    for step in steps:
+        assert step["adapter"].startswith("adapters/step-")
+        assert {"train/loss", "train/grad_norm", "rollout/reward/mean"} <= set(step)
+        assert step["rollout/tokens/prefill"] > 0
+    store = RunStore.open(run, readonly=True)
+    try:
+        events = store.list_events(kind=TRAIN_STEP_EVENT)
+    finally:
+        store.close()
+    assert sorted(int(e.detail["step"]) for e in events) == [0, 1, 2]
+    assert (run / "train.json").is_file()
+    assert (run / "train.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert (run / "summary.json").is_file()
+
+
+def test_recorded_tokens_are_exactly_what_the_model_sampled(trained: Trained) -> None:
+    """Every step-0 turn's ids, usage and log-probabilities match a teacher-forced replay."""
+    run = trained.first.run_dir
+    model = load_model(parse_model_spec(str(trained.model)), "cpu")  # step 0 samples the base
+    store = RunStore.open(run, readonly=True)
+    try:
+        job = store.list_jobs()[-1].arn
+        rollouts = [r for r in load_rollouts(store, job, with_turns=True) if r.step == 0]
+        events = store.list_events(kind=TRAIN_TOKENS_EVENT)
+        batch = step_batch(store, job, 0, group_size=2, prompts=[0, 1], pad_id=2)
+    finally:
+        store.close()
+    records = {
+        (e.trajectory_id, int(e.detail["turn"])): TurnTokens.from_dict(
+            str(e.trajectory_id), e.detail
+        )
+        for e in events
+    }
+    checked = 0
+    for rollout in rollouts:
+        for row in rollout.turn_rows:
+            tokens = records[(rollout.id, row.idx)]
+            assert row.prompt_tokens == len(tokens.prompt_ids)
+            assert row.completion_tokens == len(tokens.completion_ids)
+            ids = torch.tensor([[*tokens.prompt_ids, *tokens.completion_ids]])
+            with torch.no_grad():
+                logits = model.model(input_ids=ids).logits[0].float()
+            start = len(tokens.prompt_ids) - 1
+            logp = torch.log_softmax(logits[start : start + len(tokens.completion_ids)], -1)
+            replay = logp[torch.arange(len(tokens.completion_ids)), list(tokens.completion_ids)]
+            assert torch.allclose(replay, torch.tensor(tokens.logprobs), atol=1e-4)
+            checked += 1
+    assert checked >= 4
+    sampled = {tuple(t.completion_ids) for t in records.values()}
+    for sample in batch.samples:
+        model_ids = tuple(
+            i for i, m in zip(sample.completion_ids, sample.env_mask, strict=True) if m
+        )
+        if model_ids:
+            assert any(model_ids[: len(s)] == s for s in sampled)
