@@ -262,3 +262,12 @@ def _in_process_unless_e2e(
     monkeypatch.setattr(socket.socket, "connect", guard(real_connect))
     monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
     yield
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with SmolLM2's tokenizer, as a Hugging Face model directory (the
+    training tests' model; built once per session, torch imported only when asked for)."""
+    from hf_tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
