@@ -619,3 +619,38 @@ def test_run_killed_before_it_recorded_its_job_can_be_started_again(tmp_path: Pa
     ran = _run(tmp_path, [*argv, "--out", "runs", "--name", "early", "--json"])
     assert ran.code == 0, ran
     assert ran.summary()["run"]["rollouts_succeeded"] == 2
+
+
+# -- what an agent starts ends with the run ------------------------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    """True when ``pid`` has exited (a zombie not yet reaped by its new parent counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
+
+
+def test_processes_an_agent_starts_end_with_the_run(tmp_path: Path) -> None:
+    """Children an agent forks (one ignoring SIGTERM, one whose child left for its own session)
+    are all ended: those of a crashed worker before it restarts, the rest as the run ends, and
+    the run prints no "Event loop is closed" traceback."""
+    pids_file = tmp_path / "pids.jsonl"
+    tasks = [{"id": 0, "pids": str(pids_file), "crash": True}, {"id": 1, "pids": str(pids_file)}]
+    data = _dataset(tmp_path / "d.jsonl", tasks)
+    argv = ["run", str(AGENTS / "fork_agent.py"), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--workers", "1", "--concurrency", "1"]  # one rollout at a time: 6 known attempts
+    ran = _run(tmp_path, [*argv, "--out", "runs", "--name", "fork", "--json"])
+    assert ran.code == 0, ran
+    assert "Event loop is closed" not in ran.err, ran.err
+    assert "Traceback" not in ran.err, ran.err
+    started = [json.loads(line) for line in pids_file.read_text().splitlines()]
+    assert len(started) == 6  # 4 rewarded rollouts and the 2 crashed attempts before them
+    pids = [pid for group in started for pid in group]
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids):
+        alive = [pid for pid in pids if not _gone(pid)]
+        assert time.monotonic() < deadline, f"processes the agent started outlived it: {alive}"
+        time.sleep(0.05)  # polling process liveness, with a deadline

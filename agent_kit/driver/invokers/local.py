@@ -15,6 +15,7 @@ from typing import Any, Final
 import httpx
 
 from agent_kit.driver.invokers.base import EventHook, InvokeResult, http_client, post_invocation
+from agent_kit.driver.invokers.process_tree import end_tree, kill_leftovers, wait_exit
 from agent_kit.errors import InvokerError, UsageError
 
 __all__ = [
@@ -35,6 +36,8 @@ DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
 #: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
 MAX_LOG_ENV: Final = "AGENT_KIT_MAX_LOG_BYTES"
 _CHUNK: Final = 1 << 16
+#: Seconds an agent's process group gets between SIGTERM and SIGKILL when the job ends.
+_STOP_GRACE_S: Final = 5.0
 
 
 def max_log_bytes_from_env() -> int | None:
@@ -232,7 +235,7 @@ class _Worker:
             raise InvokerError("the agent process was not started")
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
-        exited = asyncio.ensure_future(proc.wait())
+        exited = asyncio.ensure_future(wait_exit(proc))
         try:
             async with httpx.AsyncClient(trust_env=False) as http:
                 while True:
@@ -247,6 +250,7 @@ class _Worker:
                     if exited.done():
                         ping.cancel()
                         await asyncio.gather(ping, return_exceptions=True)
+                        kill_leftovers(proc.pid)  # what it started must not hold its log
                         await self._end_pump()  # the child's last words are in the log first
                         raise InvokerError(
                             f"agent {owner.entrypoint} exited with code {proc.returncode} "
@@ -270,8 +274,9 @@ class _Worker:
         owner = self.owner
         failures = 0
         while not owner.closing and self.proc is not None:
-            code = await self.proc.wait()
+            code = await wait_exit(self.proc)
             self.ready.clear()
+            kill_leftovers(self.proc.pid)  # what it started dies with it, before a restart
             await self._end_pump()
             if owner.closing:
                 return
@@ -286,6 +291,8 @@ class _Worker:
                     failures = 0
                     break
                 except InvokerError as exc:
+                    if self.proc is not None:  # up but not answering: it must not linger
+                        await end_tree(self.proc, _STOP_GRACE_S)
                     failures += 1
                     if failures >= owner.max_restarts:
                         self.broken = str(exc)
@@ -295,16 +302,11 @@ class _Worker:
                     await asyncio.sleep(min(2.0, 0.2 * failures))
 
     async def stop(self) -> None:
+        """End the process and everything it started (its whole session, see
+        :func:`~agent_kit.driver.invokers.process_tree.end_tree`), then the log and socket."""
         proc = self.proc
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 5.0)
-            except asyncio.TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        if proc is not None:
+            await end_tree(proc, _STOP_GRACE_S)
         if self.watch is not None:
             self.watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -317,7 +319,9 @@ class SubprocessInvoker:
     """Run an entrypoint file as ``workers`` local processes and invoke them over loopback.
 
     Each worker listens on its own loopback socket, created here and inherited by the child,
-    so its port is fixed before the child starts and stays the same across restarts. The
+    so its port is fixed before the child starts and stays the same across restarts. Each
+    child runs in a session (and process group) of its own, and whatever it starts is ended
+    with it: when the invoker closes and before a restart (:mod:`.process_tree`). The
     child's stdout and stderr go to ``log_dir/agent-<i>.log``, capped at ``max_log_bytes`` per
     worker for the whole run (:class:`CappedLog`; ``$AGENT_KIT_MAX_LOG_BYTES`` sets it for
     ``agent-kit run``, default 50 MiB, 0 = no cap). A worker that exits is
@@ -433,7 +437,8 @@ class SubprocessInvoker:
             worker.inflight -= 1
 
     async def aclose(self) -> None:
-        """Terminate every worker (SIGTERM, then SIGKILL after 5 s) and close the sockets."""
+        """End every worker with all it started (SIGTERM to its process group, SIGKILL to what
+        is left of its session after 5 s) and close the sockets."""
         self.closing = True
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
         if self._http is not None:
