@@ -408,6 +408,8 @@ class RolloutLoop:
     async def _classify(self, tid: str, result: InvokeResult, deadline: float) -> _Attempt:
         emu = self.emu
         loop = asyncio.get_running_loop()
+        if result.limit is not None:
+            return await self._over_limit(tid, result, deadline)
         if result.status in ("timeout", "unreachable"):
             return self._no_answer(tid, result)
         final = self._final_at_once(tid, result)
@@ -433,6 +435,21 @@ class RolloutLoop:
             if result.error:
                 reason += f" ({result.error})"
         return self._ended(tid, result, "retry", reason)
+
+    async def _over_limit(self, tid: str, result: InvokeResult, deadline: float) -> _Attempt:
+        """The invocation ran into a limit of the driver's (``result.limit``: an answer too
+        large to read, an agent killed for its memory): final, never retried. A rollout the
+        agent had completed keeps what it reports within the report grace (while the agent
+        lives); one it rewarded stays rewarded."""
+        state = self.emu.state(tid)
+        if state is TrajectoryState.READY and result.status != "unreachable":
+            grace = max(
+                0.0, min(deadline - asyncio.get_running_loop().time(), self.config.report_grace)
+            )
+            state = await self.emu.wait_state(tid, _TERMINAL_WAIT, grace)
+        if state is TrajectoryState.REWARDED:
+            return self._rewarded(tid, result)
+        return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {result.limit}")
 
     def _no_answer(self, tid: str, result: InvokeResult) -> _Attempt:
         """No answer (timeout) or no agent (unreachable): retried, unless the rollout had

@@ -14,7 +14,13 @@ from typing import Any, Final
 
 import httpx
 
-from agent_kit.driver.invokers.base import EventHook, InvokeResult, http_client, post_invocation
+from agent_kit.driver.invokers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    EventHook,
+    InvokeResult,
+    http_client,
+    post_invocation,
+)
 from agent_kit.driver.invokers.process_tree import end_tree, kill_leftovers, wait_exit
 from agent_kit.errors import InvokerError, UsageError
 
@@ -104,8 +110,16 @@ class CappedLog:
 class HttpInvoker:
     """Invoke an agent already serving ``/invocations`` at a URL (``agentcore dev``, container)."""
 
-    def __init__(self, url: str, *, concurrency: int = 32, startup_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        concurrency: int = 32,
+        startup_timeout: float = 10.0,
+        max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> None:
         base = url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
         base = base.removesuffix("/invocations")
         self.name = base
         self.base_url = base
@@ -136,7 +150,12 @@ class HttpInvoker:
         if self._http is None:
             raise InvokerError("invoker not started")
         return await post_invocation(
-            self._http, f"{self.base_url}/invocations", payload, session_id, timeout
+            self._http,
+            f"{self.base_url}/invocations",
+            payload,
+            session_id,
+            timeout,
+            self.max_answer_bytes,
         )
 
     async def aclose(self) -> None:
@@ -326,7 +345,9 @@ class SubprocessInvoker:
     worker for the whole run (:class:`CappedLog`; ``$AGENT_KIT_MAX_LOG_BYTES`` sets it for
     ``agent-kit run``, default 50 MiB, 0 = no cap). A worker that exits is
     restarted at once (reported through ``on_event`` as ``agent_exit``/``agent_start``); the
-    rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker.
+    rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker;
+    an answer longer than ``max_answer_bytes`` is cut off there (``$AGENT_KIT_MAX_ANSWER_BYTES``,
+    default 1 MiB, see :func:`~agent_kit.driver.invokers.base.post_invocation`).
     """
 
     def __init__(
@@ -342,6 +363,7 @@ class SubprocessInvoker:
         python: str = sys.executable,
         on_event: EventHook | None = None,
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
+        max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         path = Path(entrypoint).resolve()
         if not path.is_file():
@@ -358,6 +380,7 @@ class SubprocessInvoker:
         self.python = python
         self.on_event = on_event
         self.max_log_bytes = max_log_bytes
+        self.max_answer_bytes = max_answer_bytes
         self.closing = False
         self.restarts = 0
         self._concurrency = concurrency
@@ -425,7 +448,12 @@ class SubprocessInvoker:
             if worker.broken:
                 return InvokeResult("unreachable", error=worker.broken)
             result = await post_invocation(
-                self._http, f"{worker.url}/invocations", payload, session_id, timeout
+                self._http,
+                f"{worker.url}/invocations",
+                payload,
+                session_id,
+                timeout,
+                self.max_answer_bytes,
             )
             if result.status == "unreachable":
                 return InvokeResult(
