@@ -112,7 +112,7 @@ from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.local_service import LocalService, local_service
 from agent_kit.emulator.policies import check_policy
 from agent_kit.emulator.tokens import tokenizer_name
-from agent_kit.errors import AgentKitError, JobFailed, UsageError
+from agent_kit.errors import AgentKitError, JobFailed, RunStoreError, UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import FAILED_REASON
 from agent_kit.store.run_figures import RunFigures
@@ -359,8 +359,15 @@ async def _run_opened(
         stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
         try:
             outcome.loop = await _play(run, svc, job_arn, token, settings, outcome)
+            if run.store.write_failure is not None:  # something the run did was not recorded
+                raise RunStoreError(str(run.store.write_failure))
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome.status, outcome.failure = "interrupted", "interrupted"
+            raise
+        except RunStoreError as exc:
+            # The store cannot be written (a full disk): not the job's failure, and what it
+            # holds stays resumable; nothing more is written (the finish will say it again).
+            outcome.status, outcome.failure = "stopped", str(exc)
             raise
         except AgentKitError as exc:
             outcome.status, outcome.failure = "failed", str(exc)

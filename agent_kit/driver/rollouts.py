@@ -24,7 +24,7 @@ from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import Invoker, InvokeResult
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.core import Emulator
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 from agent_kit.store.events import (
     FAILED_REASON,
@@ -356,6 +356,9 @@ class RolloutLoop:
         attempt: int,
         retry_of: str | None,
     ) -> _Attempt:
+        failure = self.store.write_failure
+        if failure is not None:  # e.g. a full disk: start nothing the store cannot record
+            raise RunStoreError(str(failure))
         step, p_idx, k = slot
         config = self.config
         tid = trajectory_id_for(self.job_name, step, p_idx, k, attempt)

@@ -74,6 +74,8 @@ class CappedLog:
         self.cap = cap
         self.written = path.stat().st_size if path.exists() else 0
         self.dropped = 0
+        #: Set when the file could not be written (a full disk): later output is dropped.
+        self.failed = False
 
     def write(self, data: bytes) -> None:
         """Append ``data`` within the cap (the first write past it adds the cut marker)."""
@@ -87,10 +89,16 @@ class CappedLog:
                 ).encode()
             self.dropped += len(lost)
             data = kept
-        if data:
-            with self.path.open("ab") as fh:
-                fh.write(data)
-            self.written += len(data)
+        if data and not self.failed:
+            try:
+                with self.path.open("ab") as fh:
+                    fh.write(data)
+            except OSError:  # a full disk: drain the pipe all the same, keep nothing more
+                self.failed = True
+            else:
+                self.written += len(data)
+        if self.failed:
+            self.dropped += len(data)
 
     async def pump(self, stream: asyncio.StreamReader) -> None:
         """Copy ``stream`` into the file until EOF."""
@@ -99,8 +107,8 @@ class CappedLog:
 
     def note_dropped(self) -> None:
         """Record how much was dropped since the cut (called when a process ends)."""
-        if self.dropped:
-            with self.path.open("ab") as fh:
+        if self.dropped and not self.failed:
+            with contextlib.suppress(OSError), self.path.open("ab") as fh:
                 fh.write(f"--- agent-kit: {self.dropped} bytes dropped so far ---\n".encode())
 
 
