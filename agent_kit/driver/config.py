@@ -49,8 +49,12 @@ class RunConfig:
     emulator_port: int | None = None
     grace: float = DEFAULT_STOP_GRACE_S
     max_floor_rate: float | None = None
+    #: ``--agent-memory``: bytes each local agent process may hold, all it started included.
+    agent_memory: int | None = None
 
     def __post_init__(self) -> None:
+        if self.agent_memory is not None and self.agent_memory <= 0:
+            raise UsageError(f"--agent-memory must be positive, got {self.agent_memory}")
         if self.grace < 0:
             raise UsageError(f"--grace must be ≥ 0, got {self.grace:g}")
         rate = self.max_floor_rate

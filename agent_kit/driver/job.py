@@ -212,6 +212,7 @@ class _PlaySettings:
     stop: asyncio.Event | None
     stop_grace: float
     max_floor_rate: float | None
+    agent_memory: int | None
 
 
 async def run_job(
@@ -232,6 +233,7 @@ async def run_job(
     stop: asyncio.Event | None = None,
     stop_grace: float = DEFAULT_STOP_GRACE_S,
     max_floor_rate: float | None = None,
+    agent_memory: int | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -247,7 +249,9 @@ async def run_job(
     for in-flight rollouts) and the result has status ``interrupted``. A job that plays every
     slot but whose rollouts all failed, or where more than ``max_floor_rate`` (None:
     :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward, has status
-    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`). Raises
+    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`).
+    ``agent_memory`` caps the memory of each local agent process (bytes, all it started
+    included; past it the process is killed and its rollouts end as a ``limit``). Raises
     :class:`UsageError` for bad settings, :class:`PolicyError` when the policy cannot answer
     at all (checked before anything is recorded, see
     :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
@@ -278,6 +282,7 @@ async def run_job(
         stop=stop,
         stop_grace=stop_grace,
         max_floor_rate=max_floor_rate,
+        agent_memory=agent_memory,
     )
     outcome = _Outcome()
     try:
@@ -430,6 +435,7 @@ async def _play(
             rate=settings.rate,
             endpoint_url=settings.endpoint_url,
             on_event=store.add_event,
+            agent_memory=settings.agent_memory,
         )
     loop = RolloutLoop(
         emu=emu,

@@ -117,6 +117,7 @@ def play_local(
             stop=stopped,
             stop_grace=config.grace,
             max_floor_rate=config.max_floor_rate,
+            agent_memory=config.agent_memory,
         )
 
     result = asyncio.run(stop.guard(job))

@@ -18,7 +18,7 @@ from agent_kit.driver.local import run_local
 from agent_kit.emulator.core import Emulator
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.store import INVOCATION_EVENT, RunStore
-from agent_kit.store.events import REFUSED_REASON, TURN_LIMIT_EVENT
+from agent_kit.store.events import MEMORY_LIMIT_EVENT, REFUSED_REASON, TURN_LIMIT_EVENT
 
 pytestmark = pytest.mark.e2e
 
@@ -142,3 +142,38 @@ async def test_an_answer_over_the_size_cap_is_cut_off_and_final(
     assert summary["failures"] == [{"reason": reason, "count": 4}]
     assert summary["agent_failures"][0]["reason"] == f"agent: {reason}"
     assert f"rollouts without a reward: {reason} ×4" in _end_summary(result)
+
+
+async def test_an_agent_over_its_memory_cap_is_killed_and_its_rollouts_are_limits(
+    tmp_path: Path,
+) -> None:
+    """An agent process that grows past ``--agent-memory`` (250 MiB; it leaks up to 2 GB) is
+    killed and restarted: the rollouts it was serving end at once as a ``limit`` naming the
+    worker (not retried), the next ones are rewarded, and the kill is an event."""
+    data = _dataset(tmp_path / "d.jsonl", [{"hog": 2048}, {"turns": 1}])
+    config = JobConfig(name="hog", group_size=2, concurrency=2, max_retries=3, report_grace=60)
+    result = await asyncio.wait_for(
+        run_local(
+            str(AGENTS / "hog_agent.py"),
+            data,
+            config,
+            out_dir=tmp_path,
+            workers=1,
+            agent_memory=250 * 2**20,
+        ),
+        DEADLINE_S,
+    )
+    assert (result.succeeded, result.failed) == (2, 2)
+    reason = "limit: agent worker 0 was killed for going over --agent-memory (250 MiB)"
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert len(rows) == 4  # one attempt per slot: no retry
+        assert all(
+            (r.state, r.reason) == ("TIMED_OUT", reason) for r in rows if r.prompt_index == 0
+        )
+        kills = store.list_events(kind=MEMORY_LIMIT_EVENT)
+        assert kills
+        assert all(k.detail["rss"] > k.detail["limit"] == 250 * 2**20 for k in kills)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["failures"] == [{"reason": reason, "count": 2}]
+    assert f"rollouts without a reward: {reason} ×2" in _end_summary(result)

@@ -89,16 +89,20 @@ def make_invoker(
     endpoint_url: str | None = None,
     startup_timeout: float = 60.0,
     on_event: EventHook | None = None,
+    agent_memory: int | None = None,
 ) -> Invoker:
     """The invoker for ``target`` (entrypoint ``.py``, URL, AgentCore or Lambda ARN).
 
     ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited); every
     invoker reads at most ``$AGENT_KIT_MAX_ANSWER_BYTES`` of an answer (default 1 MiB);
-    ``endpoint_url`` overrides the AWS endpoint (local fakes). UsageError for anything else.
+    ``endpoint_url`` overrides the AWS endpoint (local fakes); ``agent_memory`` caps each local
+    agent process's memory (``.py`` targets only). UsageError for anything else.
     """
     if rate is not None and not 0 < rate <= MAX_RATE:
         raise UsageError(f"--rate must be > 0 and ≤ {MAX_RATE:g} invocations/s, got {rate:g}")
     max_answer = max_answer_bytes_from_env()
+    if agent_memory is not None and not target.endswith(".py"):
+        raise UsageError("--agent-memory applies to a .py entrypoint (local agent processes)")
     if target.startswith(("http://", "https://")):
         return HttpInvoker(target, concurrency=concurrency, max_answer_bytes=max_answer)
     if target.startswith("arn:"):
@@ -132,6 +136,7 @@ def make_invoker(
             on_event=on_event,
             max_log_bytes=max_log_bytes_from_env(),
             max_answer_bytes=max_answer,
+            max_memory=agent_memory,
         )
     raise UsageError(
         f"don't know how to invoke {target!r}: give an entrypoint file (.py), an http:// URL, "

@@ -21,13 +21,20 @@ from agent_kit.driver.invokers.base import (
     http_client,
     post_invocation,
 )
-from agent_kit.driver.invokers.process_tree import end_tree, kill_leftovers, wait_exit
+from agent_kit.driver.invokers.process_tree import (
+    end_tree,
+    kill_leftovers,
+    session_rss,
+    wait_exit,
+)
 from agent_kit.errors import InvokerError, UsageError
+from agent_kit.store.events import MEMORY_LIMIT_EVENT
 
 __all__ = [
     "DEFAULT_MAX_LOG_BYTES",
     "MAX_LOG_ENV",
     "MAX_WORKERS",
+    "MEMORY_POLL_S",
     "CappedLog",
     "HttpInvoker",
     "SubprocessInvoker",
@@ -42,6 +49,8 @@ DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
 #: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
 MAX_LOG_ENV: Final = "AGENT_KIT_MAX_LOG_BYTES"
 _CHUNK: Final = 1 << 16
+#: Seconds between two looks at an agent's memory (``max_memory``).
+MEMORY_POLL_S: Final = 0.1
 #: Seconds an agent's process group gets between SIGTERM and SIGKILL when the job ends.
 _STOP_GRACE_S: Final = 5.0
 
@@ -195,6 +204,9 @@ class _Worker:
         self.broken: str | None = None
         self.starts = 0
         self.watch: asyncio.Task[None] | None = None
+        #: Start number → why that process was killed for its memory (``max_memory``).
+        self.memory_kills: dict[int, str] = {}
+        self.memory_watch: asyncio.Task[None] | None = None
 
     def tail(self) -> str:
         try:
@@ -237,9 +249,32 @@ class _Worker:
         )
         if self.proc.stdout is not None:
             self.pump = asyncio.create_task(self.log.pump(self.proc.stdout))
+        if owner.max_memory is not None:
+            if self.memory_watch is not None:
+                self.memory_watch.cancel()
+            self.memory_watch = asyncio.create_task(
+                self._watch_memory(self.proc, self.starts, owner.max_memory)
+            )
         owner.emit(
             "agent_start", {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
+
+    async def _watch_memory(self, proc: asyncio.subprocess.Process, start: int, cap: int) -> None:
+        """Kill the process with all it started (its session) once their resident memory
+        together passes ``cap`` bytes; noted for the rollouts it was serving."""
+        while proc.returncode is None:
+            rss = session_rss(proc.pid)
+            if rss > cap:
+                why = (
+                    f"agent worker {self.index} was killed for going over --agent-memory "
+                    f"({cap / 2**20:g} MiB)"
+                )
+                self.memory_kills[start] = why
+                detail = {"worker": self.index, "pid": proc.pid, "rss": rss, "limit": cap}
+                self.owner.emit(MEMORY_LIMIT_EVENT, detail)
+                kill_leftovers(proc.pid)
+                return
+            await asyncio.sleep(MEMORY_POLL_S)
 
     async def _end_pump(self) -> None:
         """Wait for the log pump of the previous process to drain (it ends at EOF)."""
@@ -334,10 +369,11 @@ class _Worker:
         proc = self.proc
         if proc is not None:
             await end_tree(proc, _STOP_GRACE_S)
-        if self.watch is not None:
-            self.watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.watch
+        for task in (self.watch, self.memory_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._end_pump()
         self.sock.close()
 
@@ -355,7 +391,11 @@ class SubprocessInvoker:
     restarted at once (reported through ``on_event`` as ``agent_exit``/``agent_start``); the
     rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker;
     an answer longer than ``max_answer_bytes`` is cut off there (``$AGENT_KIT_MAX_ANSWER_BYTES``,
-    default 1 MiB, see :func:`~agent_kit.driver.invokers.base.post_invocation`).
+    default 1 MiB, see :func:`~agent_kit.driver.invokers.base.post_invocation`). With
+    ``max_memory`` (``--agent-memory``) each worker's resident memory, all it started included,
+    is read from ``/proc`` every :data:`MEMORY_POLL_S` seconds; past the cap the whole session
+    is killed (an ``agent_memory`` event), the worker restarted, and the rollouts it was
+    serving come back with that ``limit``.
     """
 
     def __init__(
@@ -372,6 +412,7 @@ class SubprocessInvoker:
         on_event: EventHook | None = None,
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
         max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+        max_memory: int | None = None,
     ) -> None:
         path = Path(entrypoint).resolve()
         if not path.is_file():
@@ -389,6 +430,9 @@ class SubprocessInvoker:
         self.on_event = on_event
         self.max_log_bytes = max_log_bytes
         self.max_answer_bytes = max_answer_bytes
+        if max_memory is not None and max_memory <= 0:
+            raise UsageError(f"--agent-memory must be positive, got {max_memory}")
+        self.max_memory = max_memory
         self.closing = False
         self.restarts = 0
         self._concurrency = concurrency
@@ -447,6 +491,7 @@ class SubprocessInvoker:
             raise InvokerError("invoker not started")
         worker = min(self._workers, key=lambda w: (not w.ready.is_set(), w.inflight))
         worker.inflight += 1
+        start = worker.starts
         try:
             if not worker.ready.is_set():
                 try:
@@ -463,6 +508,9 @@ class SubprocessInvoker:
                 timeout,
                 self.max_answer_bytes,
             )
+            killed = worker.memory_kills.get(start)
+            if result.status == "unreachable" and killed is not None:
+                return InvokeResult("unreachable", error=killed, limit=killed)
             if result.status == "unreachable":
                 return InvokeResult(
                     "unreachable",

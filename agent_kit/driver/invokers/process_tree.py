@@ -22,14 +22,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-__all__ = ["descendants", "end_tree", "kill_leftovers", "session_members", "wait_exit"]
+__all__ = [
+    "descendants",
+    "end_tree",
+    "kill_leftovers",
+    "parse_memory",
+    "session_members",
+    "session_rss",
+    "wait_exit",
+]
 
 _PROC: Final = Path("/proc")
+_UNITS: Final = ("", "K", "M", "G", "T")
+_SIZE_RE: Final = re.compile(r"^(?P<number>\d+(\.\d+)?)\s*(?P<unit>[kKmMgGtT](i?[bB])?|[bB])?$")
 #: Seconds between looks at a process whose exit is not signalled otherwise.
 _POLL_S: Final = 0.01
 #: Rounds of "find and stop" before the kill (each round finds only what forked meanwhile).
@@ -74,6 +85,29 @@ def session_members(sid: int) -> set[int]:
             if fields is not None and fields[0] != "Z" and fields[3] == str(sid):
                 members.add(int(entry.name))
     return members
+
+
+def session_rss(sid: int) -> int:
+    """Resident memory, in bytes, of every live process in session ``sid`` together."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in session_members(sid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int((_PROC / str(pid) / "statm").read_text().split()[1]) * page
+    return total
+
+
+def parse_memory(text: str) -> int:
+    """Bytes from a memory size: a number with an optional K, M, G or T suffix (powers of
+    1024; ``KiB``/``MB``-style spellings too), e.g. ``512M``; ValueError if malformed or ≤ 0."""
+    match = _SIZE_RE.match(text.strip())
+    if match is None:
+        raise ValueError(f"not a memory size: {text!r} (e.g. 512M, 2G)")
+    unit = (match["unit"] or "").upper()[:1].replace("B", "")
+    value = float(match["number"]) * 1024 ** _UNITS.index(unit)
+    if value < 1:
+        raise ValueError(f"a memory size must be positive, got {text!r}")
+    return int(value)
 
 
 def _signal_group(pgid: int, signum: int) -> None:
