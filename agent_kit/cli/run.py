@@ -30,6 +30,7 @@ from agent_kit.cli.export import MlflowTarget
 from agent_kit.cli.live import LiveProgress
 from agent_kit.cli.run_options import (
     AdvertiseUrlOption,
+    AgentMemoryOption,
     AsJsonOption,
     BatchSizeOption,
     ChaosOption,
@@ -64,6 +65,7 @@ from agent_kit.cli.run_options import (
     WorkersOption,
 )
 from agent_kit.driver.config import RunConfig
+from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, ROLLOUTS_FAILED, JobConfig, JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.driver.stop import Aborted
@@ -75,6 +77,14 @@ __all__ = ["register"]
 
 #: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
 _SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _memory(text: str) -> int:
+    """``--agent-memory`` in bytes; UsageError naming the option when malformed."""
+    try:
+        return parse_memory(text)
+    except ValueError as exc:
+        raise UsageError(f"--agent-memory: {exc}") from None
 
 
 def _render_summary(result: JobResult, err: Console) -> RenderableType:
@@ -177,6 +187,7 @@ def run(
     grace: GraceOption = DEFAULT_STOP_GRACE_S,
     max_floor_rate: MaxFloorRateOption = None,
     lenient_auth: LenientAuthOption = False,
+    agent_memory: AgentMemoryOption = None,
     chaos: ChaosOption = None,
     contract: ContractOption = "mtrl",
     mlflow: MlflowOption = False,
@@ -223,6 +234,7 @@ def run(
         grace=grace,
         max_floor_rate=max_floor_rate,
         lenient_auth=lenient_auth,
+        agent_memory=None if agent_memory is None else _memory(agent_memory),
     )
     for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
         if resume is not None and given:

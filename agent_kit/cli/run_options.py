@@ -16,6 +16,7 @@ from agent_kit.emulator.policies.registry import POLICY_HELP
 
 __all__ = [
     "AdvertiseUrlOption",
+    "AgentMemoryOption",
     "AsJsonOption",
     "BatchSizeOption",
     "ChaosOption",
@@ -126,6 +127,15 @@ WorkersOption = Annotated[
     typer.Option(
         help="Agent processes for a .py entrypoint (default: one per usable CPU core, "
         "at most --concurrency)."
+    ),
+]
+AgentMemoryOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Memory cap of each agent process of a .py entrypoint, all it started included "
+        "(e.g. 512M, 2G): past it the process is killed and restarted, and its rollouts end "
+        "with a limit reason.",
+        show_default=False,
     ),
 ]
 RateOption = Annotated[

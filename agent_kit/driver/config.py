@@ -51,8 +51,12 @@ class RunConfig:
     grace: float = DEFAULT_STOP_GRACE_S
     max_floor_rate: float | None = None
     lenient_auth: bool = False
+    #: ``--agent-memory``: bytes each local agent process may hold, all it started included.
+    agent_memory: int | None = None
 
     def __post_init__(self) -> None:
+        if self.agent_memory is not None and self.agent_memory <= 0:
+            raise UsageError(f"--agent-memory must be positive, got {self.agent_memory}")
         if self.grace < 0:
             raise UsageError(f"--grace must be ≥ 0, got {self.grace:g}")
         rate = self.max_floor_rate

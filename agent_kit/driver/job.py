@@ -114,7 +114,7 @@ from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.local_service import LocalService, local_service
 from agent_kit.emulator.policies import PolicyBackend, check_policy
 from agent_kit.emulator.tokens import tokenizer_name
-from agent_kit.errors import AgentKitError, JobFailed, UsageError
+from agent_kit.errors import AgentKitError, JobFailed, RunStoreError, UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import FAILED_REASON
 from agent_kit.store.run_figures import RunFigures
@@ -236,6 +236,7 @@ class _PlaySettings:
     lenient_auth: bool = False
     policy: PolicyBackend | None = None
     on_step: TrainHook | None = None
+    agent_memory: int | None = None
 
 
 async def run_job(
@@ -259,6 +260,7 @@ async def run_job(
     lenient_auth: bool = False,
     policy: PolicyBackend | None = None,
     on_step: TrainHook | None = None,
+    agent_memory: int | None = None,
 ) -> JobResult:
     """Run (or, with ``resume``, continue) a local job; see the module docstring.
 
@@ -274,7 +276,9 @@ async def run_job(
     for in-flight rollouts) and the result has status ``interrupted``. A job that plays every
     slot but whose rollouts all failed, or where more than ``max_floor_rate`` (None:
     :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward, has status
-    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`). Raises
+    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`).
+    ``agent_memory`` caps the memory of each local agent process (bytes, all it started
+    included; past it the process is killed and its rollouts end as a ``limit``). Raises
     :class:`UsageError` for bad settings, :class:`PolicyError` when the policy cannot answer
     at all (checked before anything is recorded, see
     :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
@@ -312,6 +316,7 @@ async def run_job(
         lenient_auth=lenient_auth,
         policy=policy,
         on_step=on_step,
+        agent_memory=agent_memory,
     )
     outcome = _Outcome()
     try:
@@ -410,8 +415,15 @@ async def _run_opened(
             if s3 is not None and trainer_key is not None:
                 trainer = TrainerSide(s3, trainer_key, svc.endpoint)
             outcome.loop = await _play(run, svc, job_arn, token, settings, outcome, trainer)
+            if run.store.write_failure is not None:  # something the run did was not recorded
+                raise RunStoreError(str(run.store.write_failure))
         except (asyncio.CancelledError, KeyboardInterrupt):
             outcome.status, outcome.failure = "interrupted", "interrupted"
+            raise
+        except RunStoreError as exc:
+            # The store cannot be written (a full disk): not the job's failure, and what it
+            # holds stays resumable; nothing more is written (the finish will say it again).
+            outcome.status, outcome.failure = "stopped", str(exc)
             raise
         except AgentKitError as exc:
             outcome.status, outcome.failure = "failed", str(exc)
@@ -488,6 +500,7 @@ async def _play(
             endpoint_url=settings.endpoint_url,
             on_event=store.add_event,
             stop_sessions=trainer is None,
+            agent_memory=settings.agent_memory,
         )
     loop = RolloutLoop(
         emu=emu,

@@ -118,6 +118,7 @@ def play_local(
             stop_grace=config.grace,
             max_floor_rate=config.max_floor_rate,
             lenient_auth=config.lenient_auth,
+            agent_memory=config.agent_memory,
         )
 
     result = asyncio.run(stop.guard(job))

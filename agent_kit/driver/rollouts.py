@@ -34,7 +34,7 @@ from agent_kit.driver.invokers import Invoker, InvokeResult
 from agent_kit.driver.trainer_side import CONTRACTS, TrainerSide, processing_key, read_result
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.emulator.core import Emulator
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 from agent_kit.store.events import (
     FAILED_REASON,
@@ -391,6 +391,9 @@ class RolloutLoop:
         attempt: int,
         retry_of: str | None,
     ) -> _Attempt:
+        failure = self.store.write_failure
+        if failure is not None:  # e.g. a full disk: start nothing the store cannot record
+            raise RunStoreError(str(failure))
         step, p_idx, k = slot
         config = self.config
         tid = trajectory_id_for(self.job_name, step, p_idx, k, attempt)
@@ -452,6 +455,8 @@ class RolloutLoop:
     async def _classify(self, tid: str, result: InvokeResult, deadline: float) -> _Attempt:
         emu = self.emu
         loop = asyncio.get_running_loop()
+        if result.limit is not None:
+            return await self._over_limit(tid, result, deadline)
         if result.status in ("timeout", "unreachable"):
             return self._no_answer(tid, result)
         final = self._final_at_once(tid, result)
@@ -532,6 +537,21 @@ class RolloutLoop:
         except AgentKitError as exc:  # the trajectory was sealed meanwhile (expired, stopped)
             return self._ended(tid, result, "retry", f"the result could not be recorded: {exc}")
         return self._rewarded(tid, result)
+
+    async def _over_limit(self, tid: str, result: InvokeResult, deadline: float) -> _Attempt:
+        """The invocation ran into a limit of the driver's (``result.limit``: an answer too
+        large to read, an agent killed for its memory): final, never retried. A rollout the
+        agent had completed keeps what it reports within the report grace (while the agent
+        lives); one it rewarded stays rewarded."""
+        state = self.emu.state(tid)
+        if state is TrajectoryState.READY and result.status != "unreachable":
+            grace = max(
+                0.0, min(deadline - asyncio.get_running_loop().time(), self.config.report_grace)
+            )
+            state = await self.emu.wait_state(tid, _TERMINAL_WAIT, grace)
+        if state is TrajectoryState.REWARDED:
+            return self._rewarded(tid, result)
+        return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {result.limit}")
 
     def _no_answer(self, tid: str, result: InvokeResult) -> _Attempt:
         """No answer (timeout) or no agent (unreachable): retried, unless the rollout had

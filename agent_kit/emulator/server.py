@@ -88,6 +88,7 @@ from agent_kit.errors import (
     InternalServiceError,
     JobRuntimeError,
     NotFoundError,
+    RunStoreError,
     UsageError,
     ValidationError,
 )
@@ -274,6 +275,13 @@ class _Guard:
 
         try:
             await self.app(scope, receive, tracked)
+        except RunStoreError as exc:  # e.g. a full disk: the run's driver reports it, once
+            logger.debug("emulator cannot record %s: %s", self.shapes.shown(scope["path"]), exc)
+            if not started:
+                err = InternalServiceError(
+                    "The emulator cannot record the request: its run store cannot be written"
+                )
+                await self.shapes.respond(scope["path"], err)(scope, receive, send)
         except Exception:
             logger.exception("emulator error on %s", self.shapes.shown(scope["path"]))
             if not started:

@@ -16,6 +16,7 @@ __all__ = [
     "INVOCATION_EVENT",
     "JOB_FAILURE_EVENT",
     "LIMIT_REASON",
+    "MEMORY_LIMIT_EVENT",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
     "REFUSED_REASON",
@@ -40,6 +41,8 @@ JOB_FAILURE_EVENT: Final = "job_failure"
 ROLLOUT_DONE_EVENT: Final = "rollout_done"
 #: report.html could not be rendered at the end of a run (summary.json is still written).
 REPORT_ERROR_EVENT: Final = "report_error"
+#: An agent process (with all it started) went over ``--agent-memory`` and was killed.
+MEMORY_LIMIT_EVENT: Final = "agent_memory"
 #: A replayed rollout diverged from its recording.
 DIVERGENCE_EVENT: Final = "replay_divergence"
 #: The emulator refused a policy call because the trajectory reached its turn cap (first time).

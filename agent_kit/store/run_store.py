@@ -34,6 +34,10 @@ Guarantees:
   at open (before a writable open writes anything), and an SQLite error of a later read is one
   too. A ``readonly`` open writes nothing into the file and also reads a run on a read-only
   location (``mode=ro``, else ``immutable=1`` when no write-ahead log holds commits).
+- **A full disk is one error.** A write the file cannot take (``SQLITE_FULL``: disk full or
+  the file size limit; ``SQLITE_IOERR``) is a :class:`~agent_kit.errors.RunStoreError` naming
+  the file, nothing of that write is kept, and the first one stays in
+  :attr:`RunStore.write_failure` so the writer can stop starting new work.
 - **Thread-safe.** One connection per store, every call serialised by a lock.
 - **No secrets.** The store holds only what callers hand it; the emulator passes request bodies,
   never headers.
@@ -146,6 +150,8 @@ def _turn_values(
     )
 
 
+#: SQLite result codes (and their extended forms) of a write the file could not take.
+_WRITE_FAILURE_CODES: Final = ("SQLITE_FULL", "SQLITE_IOERR")
 #: SQLite result codes (and their extended forms) that mean the file is damaged or unreadable.
 _DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_CANTOPEN")
 
@@ -253,6 +259,9 @@ class RunStore:
         self._lock = threading.RLock()
         self.path = path
         self.readonly = readonly
+        #: The first write that failed because the file could not be written (disk full, file
+        #: size limit, I/O error), or None: a caller stops writing new work once it is set.
+        self.write_failure: RunStoreError | None = None
         #: (device, inode) of the file when opened: :meth:`check_file` tells a vanished one.
         self._identity: tuple[int, int] | None = None
         if path != ":memory:":
@@ -359,12 +368,14 @@ class RunStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._writing():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLite may have rolled back on its own
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 
@@ -381,6 +392,24 @@ class RunStore:
             finally:
                 with self._reading():
                     self._conn.execute("COMMIT")
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Turn an SQLite error that says the file cannot grow or be written (disk full, file
+        size limit, I/O error) into a :class:`~agent_kit.errors.RunStoreError`, and remember
+        the first one in :attr:`write_failure`; other errors pass unchanged."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if not str(getattr(exc, "sqlite_errorname", "")).startswith(_WRITE_FAILURE_CODES):
+                raise
+            error = RunStoreError(
+                f"cannot write run store {self.path}: {exc} (what it holds is kept; make room "
+                f"and continue with agent-kit run --resume {Path(self.path).parent})"
+            )
+            if self.write_failure is None:
+                self.write_failure = error
+            raise error from None
 
     def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         with self._lock, self._reading():
@@ -555,7 +584,7 @@ class RunStore:
         try:
             if not rows:
                 if values is not None:
-                    with self._lock:
+                    with self._lock, self._writing():
                         self._conn.execute(_INSERT_TURN, values)
                 return
             with self._tx() as conn:
@@ -691,7 +720,7 @@ class RunStore:
         self, kind: str, detail: dict[str, Any], trajectory_id: str | None = None
     ) -> None:
         """Append an event (``kind`` plus JSON ``detail``)."""
-        with self._lock:
+        with self._lock, self._writing():
             self._conn.execute(
                 _INSERT_EVENT,
                 (trajectory_id, kind, _dumps(detail), time.time()),

@@ -123,8 +123,14 @@ def reward(payload: dict[str, Any], value: float) -> None:
 
 
 def good_rollout(payload: dict[str, Any]) -> dict[str, Any]:
-    """A well-behaved rollout: sample, complete, reward; returns the agent's answer body."""
+    """A well-behaved rollout: sample, complete, reward; returns the agent's answer body.
+
+    A task with ``"note": PATH`` first appends the rollout id to that file (a witness of every
+    rollout the agent was asked to play)."""
     t = task(payload)
+    if t.get("note"):
+        with open(t["note"], "a") as fh:
+            fh.write(payload["metadata"]["rolloutId"] + "\n")
     turns = play(payload, int(t.get("turns", 2)))
     value = float(t.get("reward", 1.0))
     complete(payload)

@@ -619,3 +619,81 @@ def test_run_killed_before_it_recorded_its_job_can_be_started_again(tmp_path: Pa
     ran = _run(tmp_path, [*argv, "--out", "runs", "--name", "early", "--json"])
     assert ran.code == 0, ran
     assert ran.summary()["run"]["rollouts_succeeded"] == 2
+
+
+# -- what an agent starts ends with the run ------------------------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    """True when ``pid`` has exited (a zombie not yet reaped by its new parent counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
+
+
+def test_processes_an_agent_starts_end_with_the_run(tmp_path: Path) -> None:
+    """Children an agent forks (one ignoring SIGTERM, one whose child left for its own session)
+    are all ended: those of a crashed worker before it restarts, the rest as the run ends, and
+    the run prints no "Event loop is closed" traceback."""
+    pids_file = tmp_path / "pids.jsonl"
+    tasks = [{"id": 0, "pids": str(pids_file), "crash": True}, {"id": 1, "pids": str(pids_file)}]
+    data = _dataset(tmp_path / "d.jsonl", tasks)
+    argv = ["run", str(AGENTS / "fork_agent.py"), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--workers", "1", "--concurrency", "1"]  # one rollout at a time: 6 known attempts
+    ran = _run(tmp_path, [*argv, "--out", "runs", "--name", "fork", "--json"])
+    assert ran.code == 0, ran
+    assert "Event loop is closed" not in ran.err, ran.err
+    assert "Traceback" not in ran.err, ran.err
+    started = [json.loads(line) for line in pids_file.read_text().splitlines()]
+    assert len(started) == 6  # 4 rewarded rollouts and the 2 crashed attempts before them
+    pids = [pid for group in started for pid in group]
+    deadline = time.monotonic() + 10
+    while not all(_gone(pid) for pid in pids):
+        alive = [pid for pid in pids if not _gone(pid)]
+        assert time.monotonic() < deadline, f"processes the agent started outlived it: {alive}"
+        time.sleep(0.05)  # polling process liveness, with a deadline
+
+
+# -- a store that cannot grow (disk full) -----------------------------------------------------
+
+#: Runs ``argv[2:]`` with its file size limit (RLIMIT_FSIZE) set to ``argv[1]`` bytes: a write
+#: past it fails with EFBIG (Python ignores SIGXFSZ), as a full disk fails it with ENOSPC.
+LIMIT_FSIZE = (
+    "import os, resource, sys\n"
+    "limit = int(sys.argv[1])\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def test_a_store_that_cannot_grow_stops_the_run_resumably(tmp_path: Path) -> None:
+    """A run whose store stops taking writes mid-run (file size limit of 600 kB, as a full
+    disk) starts no rollout it cannot record, ends with one `error:` line and exit 14, and a
+    `--resume` without the limit plays every slot exactly once."""
+    notes = tmp_path / "played.txt"
+    data = _dataset(tmp_path / "d.jsonl", [{"id": i, "note": str(notes)} for i in range(16)])
+    run_dir = tmp_path / "runs" / "full"
+    argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--concurrency", "2"]
+    argv += ["--workers", "1", "--out", "runs", "--name", "full", "--json"]
+    limited = [sys.executable, "-c", LIMIT_FSIZE, str(600_000), str(AGENT_KIT), *argv]
+    proc = subprocess.run(
+        limited, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120, check=False
+    )
+    ran = Ran(proc.returncode, proc.stdout, proc.stderr)
+    assert ran.code == RunStoreError.exit_code, ran
+    line = ran.one_error_line()
+    assert "cannot write run store" in line, line
+    assert "runs/full" in line, line
+    played = notes.read_text().split()
+    with RunStore.open(run_dir, readonly=True) as store:
+        recorded = {row.id for row in store.list_trajectories()}
+    assert set(played) <= recorded  # no rollout started that the store does not know
+    assert len(played) < 32  # the run stopped starting rollouts
+    resumed = _run(tmp_path, ["run", "--resume", str(run_dir), "--json"])
+    assert resumed.code == 0, resumed
+    with RunStore.open(run_dir, readonly=True) as store:
+        _assert_each_slot_rewarded_once(store, 32)
+    played = notes.read_text().split()
+    assert len(played) == len(set(played))  # no attempt was played twice

@@ -45,6 +45,7 @@ from agent_kit.driver.invokers.base import (
     Invoker,
     InvokeResult,
     agent_env,
+    max_answer_bytes_from_env,
     parse_response_body,
 )
 from agent_kit.driver.invokers.local import (
@@ -89,31 +90,41 @@ def make_invoker(
     startup_timeout: float = 60.0,
     on_event: EventHook | None = None,
     stop_sessions: bool = True,
+    agent_memory: int | None = None,
 ) -> Invoker:
     """The invoker for ``target`` (entrypoint ``.py``, URL, AgentCore or Lambda ARN).
 
-    ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited);
+    ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited); every
+    invoker reads at most ``$AGENT_KIT_MAX_ANSWER_BYTES`` of an answer (default 1 MiB);
     ``endpoint_url`` overrides the AWS endpoint (local fakes); ``stop_sessions=False`` leaves an
     AgentCore session running after its answer (the caller stops it: the agentcore-rl-toolkit
-    contract's background rollouts). UsageError for anything else.
+    contract's background rollouts); ``agent_memory`` caps each local agent process's memory
+    (``.py`` targets only). UsageError for anything else.
     """
     if rate is not None and not 0 < rate <= MAX_RATE:
         raise UsageError(f"--rate must be > 0 and ≤ {MAX_RATE:g} invocations/s, got {rate:g}")
+    max_answer = max_answer_bytes_from_env()
+    if agent_memory is not None and not target.endswith(".py"):
+        raise UsageError("--agent-memory applies to a .py entrypoint (local agent processes)")
     if target.startswith(("http://", "https://")):
-        return HttpInvoker(target, concurrency=concurrency)
+        return HttpInvoker(target, concurrency=concurrency, max_answer_bytes=max_answer)
     if target.startswith("arn:"):
         if AGENTCORE_ARN_PATTERN.match(target):
-            return AgentCoreInvoker(
+            agentcore = AgentCoreInvoker(
                 target,
                 endpoint_url=endpoint_url,
                 rate=DEFAULT_RATE_LIMIT if rate is None else rate,
                 concurrency=concurrency,
                 stop_sessions=stop_sessions,
             )
+            agentcore.max_answer_bytes = max_answer
+            return agentcore
         if LAMBDA_ARN_PATTERN.match(target):
-            return LambdaInvoker(
+            function = LambdaInvoker(
                 target, endpoint_url=endpoint_url, rate=rate, concurrency=concurrency
             )
+            function.max_answer_bytes = max_answer
+            return function
         raise UsageError(
             f"unsupported ARN {target!r}: expected arn:aws:bedrock-agentcore:REGION:ACCOUNT:"
             "runtime/NAME or arn:aws:lambda:REGION:ACCOUNT:function:NAME"
@@ -128,6 +139,8 @@ def make_invoker(
             startup_timeout=startup_timeout,
             on_event=on_event,
             max_log_bytes=max_log_bytes_from_env(),
+            max_answer_bytes=max_answer,
+            max_memory=agent_memory,
         )
     raise UsageError(
         f"don't know how to invoke {target!r}: give an entrypoint file (.py), an http:// URL, "

@@ -15,7 +15,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from agent_kit.driver.invokers.base import InvokeResult, error_text, parse_response_body
+from agent_kit.driver.invokers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    InvokeResult,
+    answer_too_large,
+    error_text,
+    parse_response_body,
+)
 from agent_kit.errors import InvokerError, UsageError
 
 logger = logging.getLogger("agent_kit.driver.invokers")
@@ -101,6 +107,8 @@ class _BotoInvoker:
     """Shared machinery: a boto3 client used from a dedicated thread pool, a rate limiter."""
 
     service: str = ""
+    #: Cap of one answer read from the agent (None: no cap); see ``post_invocation``.
+    max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES
 
     def __init__(
         self,
@@ -121,6 +129,16 @@ class _BotoInvoker:
         self._read_timeout = read_timeout
         self._client: Any = None
         self._pool: ThreadPoolExecutor | None = None
+
+    def _read(self, stream: Any) -> bytes | None:
+        """An answer's streaming body, read up to :attr:`max_answer_bytes`; None (and the
+        stream closed unread) past it."""
+        cap = self.max_answer_bytes
+        data: bytes = stream.read() if cap is None else stream.read(cap + 1)
+        if cap is not None and len(data) > cap:
+            stream.close()
+            return None
+        return data
 
     async def start(self) -> None:
         """Build the boto3 client (credentials are resolved lazily by botocore)."""
@@ -213,9 +231,11 @@ class AgentCoreInvoker(_BotoInvoker):
                 contentType="application/json",
                 accept="application/json, text/event-stream",
             )
-            data = response["response"].read()
-            body = parse_response_body(response.get("contentType"), data)
             status = int(response.get("statusCode") or 200)
+            data = self._read(response["response"])
+            if data is None:
+                return answer_too_large(self.max_answer_bytes or 0, status)
+            body = parse_response_body(response.get("contentType"), data)
         except Exception as exc:  # noqa: BLE001 - every AWS/transport failure becomes a result
             return _client_error(exc)
         finally:
@@ -293,10 +313,13 @@ class LambdaInvoker(_BotoInvoker):
                 InvocationType="RequestResponse",
                 Payload=json.dumps(payload).encode(),
             )
-            body = parse_response_body("application/json", response["Payload"].read())
+            data = self._read(response["Payload"])
+            status = int(response.get("StatusCode") or 200)
+            if data is None:
+                return answer_too_large(self.max_answer_bytes or 0, status)
+            body = parse_response_body("application/json", data)
         except Exception as exc:  # noqa: BLE001 - every AWS/transport failure becomes a result
             return _client_error(exc)
-        status = int(response.get("StatusCode") or 200)
         if response.get("FunctionError"):
             return InvokeResult(
                 "error",

@@ -12,20 +12,30 @@ from typing import Any, Final, Protocol
 import httpx
 
 from agent_kit.contract import ENDPOINT_ENV, HEADER_SESSION_ID
+from agent_kit.errors import UsageError
+from agent_kit.store.events import LIMIT_REASON
 from agent_kit.transport import DONE, decode_sse
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
+    "MAX_ANSWER_ENV",
     "EventHook",
     "InvokeResult",
     "Invoker",
     "agent_env",
+    "answer_too_large",
     "error_text",
     "http_client",
+    "max_answer_bytes_from_env",
     "parse_response_body",
     "post_invocation",
 ]
 
 _ACCEPT: Final = "application/json, text/event-stream"
+#: Default cap of one agent answer (the body of an invocation's response), read and stored.
+DEFAULT_MAX_ANSWER_BYTES: Final = 1 << 20
+#: Environment variable that overrides :data:`DEFAULT_MAX_ANSWER_BYTES` (bytes; 0 = no cap).
+MAX_ANSWER_ENV: Final = "AGENT_KIT_MAX_ANSWER_BYTES"
 
 #: ``on_event(kind, detail)``: invokers report process starts/exits/restarts through it.
 EventHook = Callable[[str, dict[str, Any]], None]
@@ -39,6 +49,8 @@ class InvokeResult:
     body: Any = None
     error: str | None = None
     http_status: int | None = None
+    #: The limit the answer ran into (too large to read), which no retry would change.
+    limit: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,12 +141,61 @@ def error_text(body: Any, fallback: str) -> str:
     return fallback
 
 
-async def post_invocation(
-    client: httpx.AsyncClient, url: str, payload: dict[str, Any], session_id: str, timeout: float
-) -> InvokeResult:
-    """POST a payload to an agent's ``/invocations``; transport failures become results."""
+def max_answer_bytes_from_env() -> int | None:
+    """The answer cap from ``$AGENT_KIT_MAX_ANSWER_BYTES`` (None = no cap); UsageError if
+    malformed."""
+    raw = os.environ.get(MAX_ANSWER_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_ANSWER_BYTES
     try:
-        response = await client.post(
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{MAX_ANSWER_ENV} must be a number of bytes, not {raw!r}") from None
+    if value < 0:
+        raise UsageError(f"{MAX_ANSWER_ENV} must be ≥ 0, got {value}")
+    return value or None
+
+
+def answer_too_large(cap: int, http_status: int | None) -> InvokeResult:
+    """The result of an answer longer than ``cap`` bytes: nothing of it is kept, and its
+    ``limit`` makes the rollout's outcome a ``limit`` unless the agent rewarded it."""
+    limit = f"the agent's answer exceeded the limit of {cap} bytes ({MAX_ANSWER_ENV})"
+    return InvokeResult(
+        "error", http_status=http_status, error=f"{LIMIT_REASON}: {limit}", limit=limit
+    )
+
+
+async def _read_capped(response: httpx.Response, cap: int | None) -> bytes | None:
+    """The body of ``response``, read chunk by chunk; None as soon as it passes ``cap`` bytes
+    (announced by its Content-Length or counted), without reading the rest."""
+    if cap is not None:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > cap:
+            return None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if cap is not None and size > cap:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def post_invocation(
+    client: httpx.AsyncClient,
+    url: str,
+    payload: dict[str, Any],
+    session_id: str,
+    timeout: float,
+    max_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+) -> InvokeResult:
+    """POST a payload to an agent's ``/invocations``; transport failures become results, and
+    an answer longer than ``max_bytes`` (None: no cap) is cut off there
+    (:func:`answer_too_large`)."""
+    try:
+        async with client.stream(
+            "POST",
             url,
             json=payload,
             headers={
@@ -142,7 +203,8 @@ async def post_invocation(
                 "Accept": _ACCEPT,
             },
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-        )
+        ) as response:
+            data = await _read_capped(response, max_bytes)
     except httpx.TimeoutException as exc:
         if isinstance(exc, httpx.ConnectTimeout):
             return InvokeResult("unreachable", error=f"cannot connect to the agent at {url}")
@@ -151,7 +213,9 @@ async def post_invocation(
         return InvokeResult(
             "unreachable", error=f"the agent connection failed: {type(exc).__name__}: {exc}"
         )
-    body = parse_response_body(response.headers.get("content-type"), response.content)
+    if data is None:  # only a cap cuts an answer off
+        return answer_too_large(max_bytes or 0, response.status_code)
+    body = parse_response_body(response.headers.get("content-type"), data)
     if response.is_success:
         return InvokeResult("ok", body=body, http_status=response.status_code)
     return InvokeResult(

@@ -14,13 +14,27 @@ from typing import Any, Final
 
 import httpx
 
-from agent_kit.driver.invokers.base import EventHook, InvokeResult, http_client, post_invocation
+from agent_kit.driver.invokers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    EventHook,
+    InvokeResult,
+    http_client,
+    post_invocation,
+)
+from agent_kit.driver.invokers.process_tree import (
+    end_tree,
+    kill_leftovers,
+    session_rss,
+    wait_exit,
+)
 from agent_kit.errors import InvokerError, UsageError
+from agent_kit.store.events import MEMORY_LIMIT_EVENT
 
 __all__ = [
     "DEFAULT_MAX_LOG_BYTES",
     "MAX_LOG_ENV",
     "MAX_WORKERS",
+    "MEMORY_POLL_S",
     "CappedLog",
     "HttpInvoker",
     "SubprocessInvoker",
@@ -35,6 +49,10 @@ DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
 #: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
 MAX_LOG_ENV: Final = "AGENT_KIT_MAX_LOG_BYTES"
 _CHUNK: Final = 1 << 16
+#: Seconds between two looks at an agent's memory (``max_memory``).
+MEMORY_POLL_S: Final = 0.1
+#: Seconds an agent's process group gets between SIGTERM and SIGKILL when the job ends.
+_STOP_GRACE_S: Final = 5.0
 
 
 def max_log_bytes_from_env() -> int | None:
@@ -65,6 +83,8 @@ class CappedLog:
         self.cap = cap
         self.written = path.stat().st_size if path.exists() else 0
         self.dropped = 0
+        #: Set when the file could not be written (a full disk): later output is dropped.
+        self.failed = False
 
     def write(self, data: bytes) -> None:
         """Append ``data`` within the cap (the first write past it adds the cut marker)."""
@@ -78,10 +98,16 @@ class CappedLog:
                 ).encode()
             self.dropped += len(lost)
             data = kept
-        if data:
-            with self.path.open("ab") as fh:
-                fh.write(data)
-            self.written += len(data)
+        if data and not self.failed:
+            try:
+                with self.path.open("ab") as fh:
+                    fh.write(data)
+            except OSError:  # a full disk: drain the pipe all the same, keep nothing more
+                self.failed = True
+            else:
+                self.written += len(data)
+        if self.failed:
+            self.dropped += len(data)
 
     async def pump(self, stream: asyncio.StreamReader) -> None:
         """Copy ``stream`` into the file until EOF."""
@@ -90,8 +116,8 @@ class CappedLog:
 
     def note_dropped(self) -> None:
         """Record how much was dropped since the cut (called when a process ends)."""
-        if self.dropped:
-            with self.path.open("ab") as fh:
+        if self.dropped and not self.failed:
+            with contextlib.suppress(OSError), self.path.open("ab") as fh:
                 fh.write(f"--- agent-kit: {self.dropped} bytes dropped so far ---\n".encode())
 
 
@@ -101,8 +127,16 @@ class CappedLog:
 class HttpInvoker:
     """Invoke an agent already serving ``/invocations`` at a URL (``agentcore dev``, container)."""
 
-    def __init__(self, url: str, *, concurrency: int = 32, startup_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        concurrency: int = 32,
+        startup_timeout: float = 10.0,
+        max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+    ) -> None:
         base = url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
         base = base.removesuffix("/invocations")
         self.name = base
         self.base_url = base
@@ -133,7 +167,12 @@ class HttpInvoker:
         if self._http is None:
             raise InvokerError("invoker not started")
         return await post_invocation(
-            self._http, f"{self.base_url}/invocations", payload, session_id, timeout
+            self._http,
+            f"{self.base_url}/invocations",
+            payload,
+            session_id,
+            timeout,
+            self.max_answer_bytes,
         )
 
     async def aclose(self) -> None:
@@ -165,6 +204,9 @@ class _Worker:
         self.broken: str | None = None
         self.starts = 0
         self.watch: asyncio.Task[None] | None = None
+        #: Start number → why that process was killed for its memory (``max_memory``).
+        self.memory_kills: dict[int, str] = {}
+        self.memory_watch: asyncio.Task[None] | None = None
 
     def tail(self) -> str:
         try:
@@ -207,9 +249,32 @@ class _Worker:
         )
         if self.proc.stdout is not None:
             self.pump = asyncio.create_task(self.log.pump(self.proc.stdout))
+        if owner.max_memory is not None:
+            if self.memory_watch is not None:
+                self.memory_watch.cancel()
+            self.memory_watch = asyncio.create_task(
+                self._watch_memory(self.proc, self.starts, owner.max_memory)
+            )
         owner.emit(
             "agent_start", {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
+
+    async def _watch_memory(self, proc: asyncio.subprocess.Process, start: int, cap: int) -> None:
+        """Kill the process with all it started (its session) once their resident memory
+        together passes ``cap`` bytes; noted for the rollouts it was serving."""
+        while proc.returncode is None:
+            rss = session_rss(proc.pid)
+            if rss > cap:
+                why = (
+                    f"agent worker {self.index} was killed for going over --agent-memory "
+                    f"({cap / 2**20:g} MiB)"
+                )
+                self.memory_kills[start] = why
+                detail = {"worker": self.index, "pid": proc.pid, "rss": rss, "limit": cap}
+                self.owner.emit(MEMORY_LIMIT_EVENT, detail)
+                kill_leftovers(proc.pid)
+                return
+            await asyncio.sleep(MEMORY_POLL_S)
 
     async def _end_pump(self) -> None:
         """Wait for the log pump of the previous process to drain (it ends at EOF)."""
@@ -232,7 +297,7 @@ class _Worker:
             raise InvokerError("the agent process was not started")
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
-        exited = asyncio.ensure_future(proc.wait())
+        exited = asyncio.ensure_future(wait_exit(proc))
         try:
             async with httpx.AsyncClient(trust_env=False) as http:
                 while True:
@@ -247,6 +312,7 @@ class _Worker:
                     if exited.done():
                         ping.cancel()
                         await asyncio.gather(ping, return_exceptions=True)
+                        kill_leftovers(proc.pid)  # what it started must not hold its log
                         await self._end_pump()  # the child's last words are in the log first
                         raise InvokerError(
                             f"agent {owner.entrypoint} exited with code {proc.returncode} "
@@ -270,8 +336,9 @@ class _Worker:
         owner = self.owner
         failures = 0
         while not owner.closing and self.proc is not None:
-            code = await self.proc.wait()
+            code = await wait_exit(self.proc)
             self.ready.clear()
+            kill_leftovers(self.proc.pid)  # what it started dies with it, before a restart
             await self._end_pump()
             if owner.closing:
                 return
@@ -286,6 +353,8 @@ class _Worker:
                     failures = 0
                     break
                 except InvokerError as exc:
+                    if self.proc is not None:  # up but not answering: it must not linger
+                        await end_tree(self.proc, _STOP_GRACE_S)
                     failures += 1
                     if failures >= owner.max_restarts:
                         self.broken = str(exc)
@@ -295,20 +364,16 @@ class _Worker:
                     await asyncio.sleep(min(2.0, 0.2 * failures))
 
     async def stop(self) -> None:
+        """End the process and everything it started (its whole session, see
+        :func:`~agent_kit.driver.invokers.process_tree.end_tree`), then the log and socket."""
         proc = self.proc
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 5.0)
-            except asyncio.TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-        if self.watch is not None:
-            self.watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.watch
+        if proc is not None:
+            await end_tree(proc, _STOP_GRACE_S)
+        for task in (self.watch, self.memory_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._end_pump()
         self.sock.close()
 
@@ -317,12 +382,20 @@ class SubprocessInvoker:
     """Run an entrypoint file as ``workers`` local processes and invoke them over loopback.
 
     Each worker listens on its own loopback socket, created here and inherited by the child,
-    so its port is fixed before the child starts and stays the same across restarts. The
+    so its port is fixed before the child starts and stays the same across restarts. Each
+    child runs in a session (and process group) of its own, and whatever it starts is ended
+    with it: when the invoker closes and before a restart (:mod:`.process_tree`). The
     child's stdout and stderr go to ``log_dir/agent-<i>.log``, capped at ``max_log_bytes`` per
     worker for the whole run (:class:`CappedLog`; ``$AGENT_KIT_MAX_LOG_BYTES`` sets it for
     ``agent-kit run``, default 50 MiB, 0 = no cap). A worker that exits is
     restarted at once (reported through ``on_event`` as ``agent_exit``/``agent_start``); the
-    rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker.
+    rollouts it was serving come back ``unreachable``. Invocations go to the least busy worker;
+    an answer longer than ``max_answer_bytes`` is cut off there (``$AGENT_KIT_MAX_ANSWER_BYTES``,
+    default 1 MiB, see :func:`~agent_kit.driver.invokers.base.post_invocation`). With
+    ``max_memory`` (``--agent-memory``) each worker's resident memory, all it started included,
+    is read from ``/proc`` every :data:`MEMORY_POLL_S` seconds; past the cap the whole session
+    is killed (an ``agent_memory`` event), the worker restarted, and the rollouts it was
+    serving come back with that ``limit``.
     """
 
     def __init__(
@@ -338,6 +411,8 @@ class SubprocessInvoker:
         python: str = sys.executable,
         on_event: EventHook | None = None,
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
+        max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+        max_memory: int | None = None,
     ) -> None:
         path = Path(entrypoint).resolve()
         if not path.is_file():
@@ -354,6 +429,10 @@ class SubprocessInvoker:
         self.python = python
         self.on_event = on_event
         self.max_log_bytes = max_log_bytes
+        self.max_answer_bytes = max_answer_bytes
+        if max_memory is not None and max_memory <= 0:
+            raise UsageError(f"--agent-memory must be positive, got {max_memory}")
+        self.max_memory = max_memory
         self.closing = False
         self.restarts = 0
         self._concurrency = concurrency
@@ -412,6 +491,7 @@ class SubprocessInvoker:
             raise InvokerError("invoker not started")
         worker = min(self._workers, key=lambda w: (not w.ready.is_set(), w.inflight))
         worker.inflight += 1
+        start = worker.starts
         try:
             if not worker.ready.is_set():
                 try:
@@ -421,8 +501,16 @@ class SubprocessInvoker:
             if worker.broken:
                 return InvokeResult("unreachable", error=worker.broken)
             result = await post_invocation(
-                self._http, f"{worker.url}/invocations", payload, session_id, timeout
+                self._http,
+                f"{worker.url}/invocations",
+                payload,
+                session_id,
+                timeout,
+                self.max_answer_bytes,
             )
+            killed = worker.memory_kills.get(start)
+            if result.status == "unreachable" and killed is not None:
+                return InvokeResult("unreachable", error=killed, limit=killed)
             if result.status == "unreachable":
                 return InvokeResult(
                     "unreachable",
@@ -433,7 +521,8 @@ class SubprocessInvoker:
             worker.inflight -= 1
 
     async def aclose(self) -> None:
-        """Terminate every worker (SIGTERM, then SIGKILL after 5 s) and close the sockets."""
+        """End every worker with all it started (SIGTERM to its process group, SIGKILL to what
+        is left of its session after 5 s) and close the sockets."""
         self.closing = True
         await asyncio.gather(*(w.stop() for w in self._workers), return_exceptions=True)
         if self._http is not None:
