@@ -32,7 +32,15 @@ from agent_kit.reporting.breakdown import (
     load_run_data,
     prompt_rows,
 )
-from agent_kit.reporting.page import cell, document, esc, section, sortable_head, value_attr
+from agent_kit.reporting.page import (
+    cell,
+    document,
+    esc,
+    section,
+    sortable_head,
+    value_attr,
+    wide,
+)
 from agent_kit.reporting.report import SUMMARY_FILE
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
@@ -138,7 +146,9 @@ def _grid(title_a: str, title_b: str, rows: Sequence[str], table_id: str) -> str
     head = sortable_head(
         [("name", False), (title_a, True), (title_b, True), ("Δ (B − A)", True), ("Δ %", True)]
     )
-    return f'<table class="sortable" id="{table_id}">{head}<tbody>{"".join(rows)}</tbody></table>'
+    return wide(
+        f'<table class="sortable" id="{table_id}">{head}<tbody>{"".join(rows)}</tbody></table>'
+    )
 
 
 def _settings_of(summary: Summary) -> dict[str, Any]:
@@ -175,7 +185,7 @@ def _settings_section(a: RunSide, b: RunSide) -> str:
             " some deltas compare different things (success counts use each run's own "
             "threshold).</p>"
         )
-    grid = (
+    grid = wide(
         f'<table id="settings-table"><thead><tr><th>setting</th><th>A: {esc(a.label)}</th>'
         f"<th>B: {esc(b.label)}</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
@@ -263,7 +273,7 @@ def _breakdown_section(a: RunSide, b: RunSide) -> str:
         f"<p class=muted>A: {ba.analysed} rollouts with a breakdown, {ba.floor} floor rewards; "
         f"B: {bb.analysed} with a breakdown, {bb.floor} floor rewards.</p>"
     )
-    grid = (
+    grid = wide(
         f'<table class="sortable" id="breakdown-table">{head}<tbody>{"".join(rows)}</tbody></table>'
     )
     return section("breakdown", "Reward breakdown", note + grid)
@@ -324,7 +334,9 @@ def _prompts_section(a: RunSide, b: RunSide) -> str:
         f"threshold (A: {esc(fmt(a.data.threshold))}, B: {esc(fmt(b.data.threshold))}), over "
         "finished slots.</p>"
     )
-    grid = f'<table class="sortable" id="prompt-table">{head}<tbody>{"".join(rows)}</tbody></table>'
+    grid = wide(
+        f'<table class="sortable" id="prompt-table">{head}<tbody>{"".join(rows)}</tbody></table>'
+    )
     both = (
         f"<h3>Better in B than in A ({len(better_b)})</h3>"
         + _prompt_list(better_b, "better-in-b")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from agent_kit.reporting.breakdown import RunData, failure_overview
 from agent_kit.reporting.chaos import OUTCOMES
-from agent_kit.reporting.page import cell, esc, section, table
+from agent_kit.reporting.page import cell, esc, section, table, wide
 from agent_kit.reporting.summary_schema import RolloutBrief, RunFigures, Summary
 from agent_kit.reporting.transcripts import fmt
 
@@ -80,7 +80,7 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
         "is <b>unsolved</b>, not failed; a <b>floor</b> reward is the agent's own failure scored "
         "with its floor. The service's <code>eval/reward/failed_rollouts</code> counts unsolved "
         "and lost slots.</p>",
-        '<table class="failure-counts"><tbody>',
+        '<div class="wide"><table class="failure-counts"><tbody>',
         f'<tr data-count="agent_failures"><th>agent-side failures</th>'
         f"{cell(summary.agent_failure_count)}</tr>",
         f'<tr data-count="floor_rewards"><th>floor rewards</th>{cell(floor)}</tr>',
@@ -92,7 +92,7 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
         f'<tr data-count="timed_out"><th>of which timed out</th>{cell(counts.timed_out)}</tr>',
         f'<tr data-count="lost"><th>slots lost (no rewarded attempt)</th>{cell(counts.lost)}</tr>',
         f'<tr data-count="retries"><th>retries</th>{cell(counts.retries)}</tr>',
-        "</tbody></table>",
+        "</tbody></table></div>",
     ]
     status = summary.job.status
     if status == "failed" or failure_reason:
@@ -113,9 +113,12 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
             for a in agent
         )
         out.append(
-            '<h3>Agent-side failures</h3><table id="agent-failures"><thead><tr><th>reason</th>'
-            "<th>rollouts</th><th>floor rewards</th><th>first trajectories</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
+            "<h3>Agent-side failures</h3>"
+            + wide(
+                '<table id="agent-failures"><thead><tr><th>reason</th><th>rollouts</th>'
+                "<th>floor rewards</th><th>first trajectories</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table>"
+            )
         )
     if overview is not None and overview.non_finite:
         out.append(
@@ -127,9 +130,11 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
             f"<tr><td>{esc(r)}</td>{cell(c)}<td>{_ids(ids)}</td></tr>" for r, c, ids in job_failures
         )
         out.append(
-            '<h3>Job failures</h3><table id="job-failures"><thead><tr><th>reason</th>'
-            "<th>count</th><th>trajectories</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
+            "<h3>Job failures</h3>"
+            + wide(
+                '<table id="job-failures"><thead><tr><th>reason</th><th>count</th>'
+                f"<th>trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
+            )
         )
     if failed_n:
         if overview is not None:
@@ -143,9 +148,11 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
                 for f in summary.failures
             )
         out.append(
-            '<h3>Failed rollouts (no reward)</h3><table id="failure-reasons"><thead><tr>'
-            "<th>reason</th><th>count</th><th>first trajectories</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
+            "<h3>Failed rollouts (no reward)</h3>"
+            + wide(
+                '<table id="failure-reasons"><thead><tr><th>reason</th><th>count</th>'
+                f"<th>first trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
+            )
         )
         out.append(briefs(summary.failed))
     return section("failures", "Failures", "".join(out))
@@ -199,4 +206,6 @@ def briefs(items: Sequence[RolloutBrief]) -> str:
         for i in items
     )
     head = "".join(f"<th>{esc(h)}</th>" for h in [*headers, "seconds", "reason"])
-    return f'<table class="briefs"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return wide(
+        f'<table class="briefs"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    )

@@ -28,6 +28,7 @@ __all__ = [
     "sortable_head",
     "table",
     "value_attr",
+    "wide",
 ]
 
 #: The report's file name in a run directory.
@@ -45,8 +46,11 @@ nav{margin:10px 0;font-size:13px}nav a{margin-right:12px;color:#0969da}
 .card{border:1px solid #d0d7de;border-radius:6px;padding:8px 14px;min-width:130px}
 .card b{display:block;font-size:20px}table{border-collapse:collapse;margin:6px 0}
 td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f6f8fa}
-.plots{display:flex;flex-wrap:wrap;gap:16px}.plots svg{border:1px solid #eaeef2}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#f6f8fa}code,.id{white-space:nowrap}pre code{white-space:inherit}
+.wide{overflow-x:auto;max-width:100%;margin:6px 0}.wide>table{margin:0}
+.plots{display:flex;flex-wrap:wrap;gap:16px}.plots svg{border:1px solid #eaeef2;
+max-width:100%;height:auto}
 pre{white-space:pre-wrap;word-break:break-word;margin:2px 0;background:#f6f8fa;padding:6px}
 details{margin:6px 0;border:1px solid #d0d7de;border-radius:6px;padding:4px 8px}
 summary{cursor:pointer}.msg{margin:6px 0 6px 8px}.turn{border-left:3px solid #d0d7de;
@@ -66,7 +70,7 @@ th[aria-sort=descending] button.sort::after{content:" ▼"}
 button.show{all:unset;cursor:pointer;color:#0969da;text-decoration:underline}
 .filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #d0d7de;
 display:flex;gap:16px;align-items:center;z-index:1}[hidden]{display:none!important}
-tr.differs td{background:#fff8c5}td{overflow-wrap:anywhere}
+tr.differs td{background:#fff8c5}
 """
 
 #: The page's only script: sortable tables and the transcript filters. Static text — no run
@@ -164,11 +168,17 @@ def cell(cell: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
-    """A table with a header row; cells through :func:`cell`."""
+    """A table with a header row, cells through :func:`cell`, in its scroller (:func:`wide`)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(cell(c) for c in row) + "</tr>" for row in rows)
     klass = f' class="{cls}"' if cls else ""
-    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return wide(f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def wide(table: str) -> str:
+    """``table`` (markup) in its own horizontal scroller: a table wider than the page scrolls
+    there instead of widening the page or breaking its numbers and ids."""
+    return f'<div class="wide">{table}</div>'
 
 
 def sortable_head(columns: Sequence[tuple[str, bool]]) -> str:

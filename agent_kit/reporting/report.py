@@ -43,6 +43,7 @@ from agent_kit.reporting.page import (
     section,
     table,
     value_attr,
+    wide,
 )
 from agent_kit.reporting.reward_view import breakdown_section, plots_section, prompts_section
 from agent_kit.reporting.summary import SUMMARY_FILE
@@ -114,7 +115,7 @@ def _metrics_section(summary: Summary) -> str:
         f"<td class=muted>{esc(_METRIC_NOTES.get(name, ''))}</td></tr>"
         for name, value in summary.metrics.items()
     )
-    grid = (
+    grid = wide(
         '<table id="metrics-table"><thead><tr><th>metric (service name)</th><th>value</th>'
         f"<th>meaning</th></tr></thead><tbody>{rows}</tbody></table>"
     )
@@ -231,7 +232,8 @@ def render_html(
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown)
     parts = [
         f"<h1>agent_kit run report: {esc(job.name)}</h1>",
-        f"<div class=muted>{esc(job.arn)} · {esc(job.mode)} · status {esc(job.status)}"
+        f'<div class=muted><span class="id">{esc(job.arn)}</span> · '
+        f"{esc(job.mode)} · status {esc(job.status)}"
         f" · success threshold {esc(fmt(settings.success_threshold))}"
         f" · advantage {esc(settings.advantage)} · schema {esc(summary.schema_id)}</div>",
         f"<nav>{nav}</nav>",

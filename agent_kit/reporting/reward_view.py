@@ -12,7 +12,7 @@ from typing import Final
 
 from agent_kit.reporting import svg as plots
 from agent_kit.reporting.breakdown import RunData, component_stats, prompt_rows
-from agent_kit.reporting.page import cell, esc, section, sortable_head, value_attr
+from agent_kit.reporting.page import cell, esc, section, sortable_head, value_attr, wide
 from agent_kit.reporting.summary_schema import StepRow, Summary
 from agent_kit.reporting.transcripts import fmt
 
@@ -66,7 +66,7 @@ def breakdown_section(data: RunData | None) -> str:
             f"{cell(c.value_mean)}{cell(c.value_std)}{cell(c.contribution_mean)}"
             f"{cell(c.contribution_std)}{cell(c.share)}</tr>"
         )
-    grid = (
+    grid = wide(
         f'<table class="sortable" id="breakdown-table">{sortable_head(columns)}'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
@@ -150,7 +150,7 @@ def prompts_section(data: RunData | None) -> str:
         "have zero-variance groups (equal rewards: zero advantage, no gradient). Click a header "
         "to sort, a prompt to filter the transcripts.</p>"
     )
-    grid = (
+    grid = wide(
         f'<table class="sortable" id="prompt-table">{sortable_head(columns)}'
         f"<tbody>{''.join(body)}</tbody>{foot}</table>"
     )

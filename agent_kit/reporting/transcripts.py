@@ -356,8 +356,9 @@ def _breakdown_html(record: Rollout, body: Mapping[str, Any] | None) -> str:
             for name, p in parts.items()
         )
         out.append(
-            '<table class="breakdown"><thead><tr><th>component</th><th>kind</th><th>value</th>'
-            f"<th>weight</th><th>contribution</th></tr></thead><tbody>{rows}</tbody></table>"
+            '<div class="wide"><table class="breakdown"><thead><tr><th>component</th>'
+            "<th>kind</th><th>value</th><th>weight</th><th>contribution</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>"
         )
     elif record.rewarded and not record.floor_reward:
         out.append("<p class=muted>reward breakdown: not recorded in the agent's answer</p>")
@@ -401,9 +402,9 @@ def transcript_html(
     if record.agent_failure:
         meta.append(("agent-side failure", record.agent_failure))
     parts.append(
-        '<table class="meta">'
+        '<div class="wide"><table class="meta">'
         + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in meta)
-        + "</table>"
+        + "</table></div>"
     )
     parts.append(_breakdown_html(record, body))
     parts.append(

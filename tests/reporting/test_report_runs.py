@@ -9,7 +9,8 @@ those files.
 One more test takes the headless Chromium that ``make test`` installs into .venv/browser
 (``@sparticuz/chromium`` and ``puppeteer-core``, pinned by tests/browser/package-lock.json;
 ``AGENT_KIT_BROWSER_DIR`` names another folder holding them), opens the report from
-``file://``, drives the filters and a sortable header, and checks the console stays clean.
+``file://``, drives the filters and a sortable header, and checks the console stays clean;
+another lays the report and the comparison page out at 900 and 1400 px and measures them.
 """
 
 from __future__ import annotations
@@ -235,6 +236,23 @@ def _browser_dir() -> Path:
     return path
 
 
+def _in_browser(script: str, tmp_path: Path, *pages: Path) -> Any:
+    """Run a Node script that drives the headless Chromium over ``pages`` (their absolute
+    paths are its arguments); return the JSON it prints last."""
+    file = tmp_path / "check.cjs"
+    file.write_text(script, encoding="utf-8")
+    proc = subprocess.run(
+        ["node", str(file), *(str(p.resolve()) for p in pages)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "AGENT_KIT_BROWSER_DIR": str(_browser_dir())},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 BROWSER_CHECK = r"""
 const { createRequire } = require("module");
 const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
@@ -276,20 +294,7 @@ const puppeteer = req("puppeteer-core");
 def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> None:
     """In a real browser from file://, the filters hide what they should, a header sorts the
     per-prompt table, and the console has no message at all."""
-    script = tmp_path / "check.cjs"
-    script.write_text(BROWSER_CHECK, encoding="utf-8")
-    report = runs["sloppy"] / "report.html"
-    browser_dir = _browser_dir()
-    proc = subprocess.run(
-        ["node", str(script), str(report.resolve())],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env={**os.environ, "AGENT_KIT_BROWSER_DIR": str(browser_dir)},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _in_browser(BROWSER_CHECK, tmp_path, runs["sloppy"] / "report.html")
     assert out["messages"] == []
     assert out["all"]
     assert out["unsolved"]
@@ -297,6 +302,101 @@ def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> N
     assert {p for p, _ in out["prompt1"]} == {"1"}
     assert out["count"] == f"{len(out['prompt1'])} of {len(out['all'])} transcripts shown"
     assert out["ascending"] == sorted(out["ascending"])
+
+
+#: Lays each page out at 900 and 1400 CSS px (every <details> opened) and reports, per page and
+#: width: the page's scrollWidth, every token of a table cell, an id or code that spans more than
+#: one line box (a number, an id or code is one token up to a space; in other text a word may also
+#: end at a hyphen) and every table wider than its container that no horizontal scroller holds.
+LAYOUT_CHECK = r"""
+const { createRequire } = require("module");
+const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
+const chromiumModule = req("@sparticuz/chromium");
+const chromium = chromiumModule.default || chromiumModule;
+const puppeteer = req("puppeteer-core");
+
+function measure() {
+  for (const d of document.querySelectorAll("details")) { d.open = true; }
+  const broken = [];
+  const holders = document.querySelectorAll("td, th, code, .id");
+  for (const holder of holders) {
+    const walker = document.createTreeWalker(holder, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const whole = node.parentElement.closest("code, td.n, .id");
+      const tokens = whole ? /\S+/g : /[^\s-]*-+|[^\s-]+/g;
+      for (const m of node.data.matchAll(tokens)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = Array.from(range.getClientRects()).filter((r) => r.width > 0).length;
+        if (lines > 1) { broken.push(m[0] + " (" + lines + " lines)"); }
+      }
+    }
+  }
+  const unheld = [];
+  for (const t of document.querySelectorAll("table")) {
+    const box = t.getBoundingClientRect();
+    if (box.width === 0) { continue; }
+    const room = t.parentElement.getBoundingClientRect();
+    if (box.width <= room.width + 0.5) { continue; }
+    let scroller = t.parentElement;
+    while (scroller && !["auto", "scroll"].includes(getComputedStyle(scroller).overflowX)) {
+      scroller = scroller.parentElement;
+    }
+    const name = t.id || t.className || "table";
+    if (!scroller || scroller === document.documentElement || scroller === document.body) {
+      unheld.push(name);
+    } else if (scroller.getBoundingClientRect().right > document.documentElement.clientWidth) {
+      unheld.push(name + " (its scroller is wider than the page)");
+    }
+  }
+  return {
+    scrollWidth: document.documentElement.scrollWidth,
+    viewport: window.innerWidth,
+    broken: broken,
+    unheld: unheld,
+  };
+}
+
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: await chromium.executablePath(),
+    args: [...chromium.args, "--no-sandbox", "--headless=new"],
+    headless: true,
+  });
+  const page = await browser.newPage();
+  const out = [];
+  for (const file of process.argv.slice(2)) {
+    for (const width of [900, 1400]) {
+      await page.setViewport({ width: width, height: 900 });
+      await page.goto("file://" + file, { waitUntil: "load" });
+      out.push({ page: file.split("/").pop(), width: width, ...(await page.evaluate(measure)) });
+    }
+  }
+  console.log(JSON.stringify(out));
+  await browser.close();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_report_layout_at_900_and_1400_px(runs: dict[str, Path], tmp_path: Path) -> None:
+    """At 900 and 1400 px the report and the comparison page never break a token of a table
+    cell across lines, hold every table wider than its column in a horizontal scroller and never
+    grow wider than the window."""
+    compare = write_comparison(runs["solver"], runs["sloppy"], tmp_path / "compare.html")
+    out = _in_browser(LAYOUT_CHECK, tmp_path, runs["sloppy"] / "report.html", compare)
+    assert [(o["page"], o["width"]) for o in out] == [
+        ("report.html", 900),
+        ("report.html", 1400),
+        ("compare.html", 900),
+        ("compare.html", 1400),
+    ]
+    wrong = {
+        f"{o['page']} at {o['width']} px": {k: o[k] for k in ("broken", "unheld", "scrollWidth")}
+        for o in out
+        if o["broken"] or o["unheld"] or o["scrollWidth"] > o["viewport"]
+    }
+    assert wrong == {}
 
 
 def test_cli_report_two_runs_writes_the_comparison(runs: dict[str, Path], tmp_path: Path) -> None:
