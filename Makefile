@@ -64,7 +64,7 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-# --durations: the slowest tests, so the suite's cost is visible (README: "Tests").
+# --durations: the slowest tests, so the suite's cost is visible (docs/guide.md: "The two commands").
 pytest: $(TEST_STAMP) $(BROWSER_STAMP)
 	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
@@ -81,7 +81,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python bench/whole_run.py
 	$(BIN)/python bench/tokenizer_error.py
 	$(BIN)/python bench/local_llm.py
-	$(BIN)/python bench/results.py --readme
+	$(BIN)/python bench/results.py --docs
 
 clean:
 	rm -rf $(VENV) build runs .mypy_cache .ruff_cache
