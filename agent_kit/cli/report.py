@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from agent_kit.cli.program import program
 from agent_kit.errors import UsageError
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
@@ -95,7 +96,7 @@ def report(
     if as_json:
         typer.echo(render_json(summary))
     else:
-        out.print(render_terminal(summary, run_dir), soft_wrap=False, crop=False)
+        out.print(render_terminal(summary, run_dir, program=program()), soft_wrap=False, crop=False)
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
 

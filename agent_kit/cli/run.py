@@ -28,6 +28,7 @@ from rich.text import Text
 
 from agent_kit.cli.export import MlflowTarget
 from agent_kit.cli.live import LiveProgress
+from agent_kit.cli.program import program
 from agent_kit.cli.run_options import (
     AdvertiseUrlOption,
     AgentMemoryOption,
@@ -91,7 +92,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
     """The end summary (:func:`~agent_kit.reporting.report.render_terminal`); when it cannot be
     rendered, one warning line on stderr and a one-line digest of the driver's figures."""
     try:
-        return render_terminal(result.written_summary(), result.run_dir)
+        return render_terminal(result.written_summary(), result.run_dir, program=program())
     except Exception as exc:  # noqa: BLE001 - the digest below still shows the essentials
         err.print(
             f"warning: the end summary could not be rendered ({type(exc).__name__}: {exc}); "

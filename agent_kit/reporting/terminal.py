@@ -269,14 +269,14 @@ def _metrics_block(summary: Summary) -> list[RenderableType]:
     return parts
 
 
-def _row_command(summary: Summary, prompt_index: int | None) -> str | None:
+def _row_command(summary: Summary, prompt_index: int | None, program: str) -> str | None:
     """``agent-kit invoke`` of one dataset row of this run, when the summary names the agent
     entrypoint, the dataset and the row."""
     entrypoint, dataset = summary.config.get("entrypoint"), summary.config.get("dataset")
     if prompt_index is None or not isinstance(entrypoint, str) or not isinstance(dataset, str):
         return None
     return (
-        f"agent-kit invoke {shlex.quote(entrypoint)} --dataset {shlex.quote(dataset)} "
+        f"{program} invoke {shlex.quote(entrypoint)} --dataset {shlex.quote(dataset)} "
         f"--row {prompt_index}"
     )
 
@@ -295,7 +295,7 @@ def _row_to_play(summary: Summary) -> tuple[str, int | None]:
     return "", None
 
 
-def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
+def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Text]:
     if run_dir is None:
         return []
     where = str(run_dir)
@@ -309,24 +309,26 @@ def _next_block(summary: Summary, run_dir: Path | None) -> list[Text]:
     if report.exists():
         step("open the report:", report.resolve().as_uri())
     what, prompt_index = _row_to_play(summary)
-    row_command = _row_command(summary, prompt_index)
+    row_command = _row_command(summary, prompt_index, program)
     if row_command is not None:
         step(what, row_command)
     if summary.lowest:
         worst = summary.lowest[0]
         step(
             f"replay the lowest-scoring rollout (reward {num(worst.reward)}):",
-            f"agent-kit replay {where} --trajectory {worst.id}",
+            f"{program} replay {where} --trajectory {worst.id}",
         )
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
-        step("audit the reward function:", f"agent-kit doctor reward {where}")
+        step("audit the reward function:", f"{program} doctor reward {where}")
     status = summary.job.status
     if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
-        step("play the remaining slots:", f"agent-kit run --resume {where}")
+        step("play the remaining slots:", f"{program} run --resume {where}")
     return lines
 
 
-def render_terminal(summary: Summary, run_dir: Path | None = None) -> RenderableType:
+def render_terminal(
+    summary: Summary, run_dir: Path | None = None, *, program: str = "agent-kit"
+) -> RenderableType:
     """The end summary of a run, from its summary: a headline (rollouts
     rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
@@ -334,7 +336,9 @@ def render_terminal(summary: Summary, run_dir: Path | None = None) -> Renderable
     grouped as the service names them, the projection, and — given the run's directory — what
     to do next (the report's ``file://`` link, ``agent-kit invoke`` of the row that failed the
     job or ran into a limit, the replay command of the lowest-scoring rollout, the reward audit
-    when a rollout was rewarded, the resume command of an unfinished run).
+    when a rollout was rewarded, the resume command of an unfinished run). Those commands start
+    with ``program``: the CLI passes the one that runs as pasted in the user's shell
+    (:func:`agent_kit.cli.program.program`, e.g. ``.venv/bin/agent-kit`` off PATH).
 
     Words: a rollout *failed* when it got no reward (the job's meaning); a rewarded episode
     below the success threshold is *unsolved*. Metric names stay as the service spells them
@@ -349,7 +353,7 @@ def render_terminal(summary: Summary, run_dir: Path | None = None) -> Renderable
     parts += [Text(""), *_metrics_block(summary)]
     if summary.projection is not None:
         parts += [Text(""), Text("projection: " + summary.projection.text)]
-    next_lines = _next_block(summary, run_dir)
+    next_lines = _next_block(summary, run_dir, program)
     if next_lines:
         parts += [Text(""), *next_lines]
     return Group(*parts)

@@ -87,7 +87,7 @@ def test_run_metrics_render_error_is_one_line(
     """An end summary that fails to render is one stderr line naming summary.json, and a
     one-line digest; exit 0."""
 
-    def broken(*args: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("metrics")
 
     monkeypatch.setattr("agent_kit.cli.run.render_terminal", broken)

@@ -7,6 +7,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -182,6 +183,84 @@ def test_readme_lists_every_shipped_test_and_warnings_are_errors(tmp_path: Path)
     assert "## The two commands" in readme
     pytest_ini = tomllib.loads((project.path / "pyproject.toml").read_text(encoding="utf-8"))
     assert pytest_ini["tool"]["pytest"]["ini_options"]["filterwarnings"][0] == "error"
+
+
+#: The agent_kit extra each `agent-kit` command of a generated README needs beyond the core.
+COMMAND_EXTRAS: Mapping[str, str] = {"package": "deploy", "deploy": "deploy", "export": "mlflow"}
+
+
+def _readme_commands(readme: str) -> list[str]:
+    """The shell commands of a README's ```bash blocks (continuations joined, comments out)."""
+    commands: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL):
+        joined = block.replace("\\\n", " ")
+        for line in joined.splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line and not line.startswith("#"):
+                commands.append(line)
+    return commands
+
+
+def _closure(requirements: list[str], ours: Mapping[str, list[str]]) -> set[str]:
+    """The names of ``requirements`` and, for ``agent_kit[extra]``, of the extra's own
+    requirements (agent_kit's pyproject ``ours``), recursively; names normalised."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    names: set[str] = set()
+    todo = list(requirements)
+    while todo:
+        req = Requirement(todo.pop())
+        name = canonicalize_name(req.name)
+        if name in names and not req.extras:
+            continue
+        names.add(name)
+        if name == canonicalize_name("agent_kit"):
+            for extra in req.extras:
+                todo.extend(ours[extra])
+    return names
+
+
+def test_readme_install_step_declares_what_its_later_steps_use(tmp_path: Path) -> None:
+    """Every tool the generated README's steps run after its `pip install` step is declared
+    by what that step installs: pytest, and the agent_kit extra of each `agent-kit` command
+    (uv for `package`), so no step fails with "`uv` is needed"."""
+    from packaging.utils import canonicalize_name
+
+    project = scaffold.create_project(output_dir=tmp_path)
+    commands = _readme_commands((project.path / "README.md").read_text(encoding="utf-8"))
+    ours = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    theirs = tomllib.loads((project.path / "pyproject.toml").read_text())["project"]
+    installs = [c for c in commands if c.startswith("pip install")]
+    assert installs, commands
+    declared: list[str] = []
+    for command in installs:
+        for word in shlex.split(command)[2:]:
+            if word.startswith("-"):
+                continue
+            target, _, extras = word.partition("[")
+            wanted = [e for e in extras.rstrip("]").split(",") if e]
+            if target == ".":  # this project: its dependencies and the extras asked for
+                declared += theirs["dependencies"]
+                for extra in wanted:
+                    declared += theirs["optional-dependencies"][extra]
+            else:  # agent_kit from a checkout
+                declared.append(f"agent_kit[{','.join(wanted)}]" if wanted else "agent_kit")
+    have = _closure(declared, ours["optional-dependencies"])
+    later = commands[commands.index(installs[-1]) + 1 :]
+    needed = set()
+    for command in later:
+        words = shlex.split(command)
+        if words[0] == "pytest":
+            needed.add("pytest")
+        elif words[0] == "agent-kit":
+            needed.add("agent_kit")
+            extra = COMMAND_EXTRAS.get(words[1])
+            if extra is not None:
+                needed |= _closure(ours["optional-dependencies"][extra], {})
+    assert "uv" in needed  # the README does package the agent
+    missing = {canonicalize_name(n) for n in needed} - have
+    assert not missing, f"used by the README's steps but not installed by them: {missing}"
 
 
 def test_generated_project_is_lint_clean(tmp_path: Path) -> None:
