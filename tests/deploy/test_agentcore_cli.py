@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,7 +29,15 @@ import pytest
 
 import agent_kit
 from agent_kit.cli import main
+from agent_kit.deploy.agentcore_cli import (
+    PROJECT_NAME_PATTERN,
+    PYTHON_RUNTIMES,
+    python_runtime,
+    runtime_entry,
+    write_project,
+)
 from agent_kit.deploy.code_zip import _find_uv
+from agent_kit.deploy.preflight import RUNTIME_NAME_PATTERN
 from agent_kit.deploy.staging import runtime_modules
 from agent_kit.scaffold import project as scaffold
 from agent_kit.store import RunStore
@@ -110,6 +119,37 @@ def wordle_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     code = main(["package", str(WORDLE / "agent.py"), "--target", "agentcore", "--out", str(out)])
     assert code == 0
     return out
+
+
+def cli_types() -> dict[str, dict[str, str]]:
+    """The CLI's TypeScript types of agentcore.json (the text ``agentcore create`` writes to
+    ``agentcore/.llm-context/agentcore.ts``, read from the installed CLI): interface name →
+    field (``?`` marks optional ones) → the rest of its line."""
+    bundle = (_cli_dir() / "node_modules/@aws/agentcore/dist/cli/index.mjs").read_text()
+    types: dict[str, dict[str, str]] = {}
+    for name in ("AgentCoreProjectSpec", "AgentEnvSpec"):
+        body = re.search(rf"\ninterface {name} {{\n(.*?)\n}}\n", bundle, re.S)
+        assert body, name
+        fields = re.findall(r"^  (\$?\w+\??): (.*)$", body.group(1), re.M)
+        types[name] = dict(fields)
+    return types
+
+
+def test_written_fields_follow_the_cli_types(tmp_path: Path) -> None:
+    """Every field agent_kit writes is one the CLI's types declare, every required field is
+    written, and the name rules and Python runtimes are the types' own."""
+    types = cli_types()
+    spec = json.loads(write_project(tmp_path, runtime_entry("my_agent", "agent.py")).read_text())
+    for name, written in (("AgentCoreProjectSpec", spec), ("AgentEnvSpec", spec["runtimes"][0])):
+        declared = {field.rstrip("?") for field in types[name]}
+        required = {field for field in types[name] if not field.endswith("?")}
+        assert set(written) <= declared, (name, set(written) - declared)
+        assert required <= set(written), (name, required - set(written))
+    assert f"@regex {PROJECT_NAME_PATTERN.pattern}" in types["AgentCoreProjectSpec"]["name"]
+    assert f"@regex {RUNTIME_NAME_PATTERN.pattern}" in types["AgentEnvSpec"]["name"]
+    bundle = (_cli_dir() / "node_modules/@aws/agentcore/dist/cli/index.mjs").read_text()
+    offered = " | ".join(f"'{python_runtime(v)}'" for v in PYTHON_RUNTIMES)
+    assert f"type PythonRuntime = {offered};" in bundle
 
 
 def test_generated_project_passes_agentcore_package(
