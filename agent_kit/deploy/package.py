@@ -10,11 +10,16 @@ Three targets, all written under one output directory (default ``build/NAME``)::
       Dockerfile                               (target container)
       dist/deployment.zip                      (target zip: sources + Linux ARM64 wheels)
       dist/forwarder.zip, lambda_function.py   (target lambda-forwarder)
+      pyproject.toml, agentcore/agentcore.json (target agentcore: a project of the npm AgentCore
+                                                CLI; ``agentcore package`` builds the zip)
 
 Every target first runs :func:`preflight` (AST checks, runtime name) and, after staging the
 sources, imports the staged entrypoint in a subprocess; any problem is a :class:`DeployError`
-or :class:`UsageError` with a readable message. ``agentcore deploy`` works on the output
-directory unchanged (it reads ``.bedrock_agentcore.yaml``; ``dist/`` is in its ignore list).
+or :class:`UsageError` with a readable message. The deprecated starter toolkit's ``agentcore
+deploy`` works on the output directory unchanged (it reads ``.bedrock_agentcore.yaml``; ``dist/``
+is in its ignore list), and the current npm CLI can ``agentcore import`` it; target agentcore
+makes the directory a project of the current CLI (:mod:`agent_kit.deploy.agentcore_cli`), whose
+``agentcore/`` folder (deployment targets, deployed state) survives repackaging.
 
 Why agent_kit is copied as source: it is not on PyPI, so a requirements line cannot fetch it.
 Only the runtime-half modules are copied (:func:`~agent_kit.deploy.staging.runtime_modules`): a
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from agent_kit.deploy.agentcore_cli import CONFIG_DIR, pyproject_text, runtime_entry, write_project
 from agent_kit.deploy.code_zip import MAX_UNZIPPED_BYTES, MAX_ZIP_BYTES, PYTHON_VERSION, build_zip
 from agent_kit.deploy.preflight import (
     RUNTIME_NAME_PATTERN,
@@ -64,6 +70,7 @@ __all__ = [
     "RUNTIME_NAME_PATTERN",
     "RUNTIME_REQUIREMENTS",
     "RUNTIME_ROOTS",
+    "TARGETS",
     "PackageResult",
     "Target",
     "agentcore_config",
@@ -77,7 +84,8 @@ __all__ = [
     "runtime_modules",
 ]
 
-Target = Literal["zip", "container", "lambda-forwarder"]
+Target = Literal["zip", "container", "lambda-forwarder", "agentcore"]
+TARGETS: Final = ("zip", "container", "lambda-forwarder", "agentcore")
 
 DOCKERIGNORE: Final = """\
 # written by agent-kit package
@@ -273,6 +281,27 @@ def _package_forwarder(name: str, out_dir: Path) -> PackageResult:
     )
 
 
+# --------------------------------------------------------------------------- AgentCore CLI
+
+
+def _write_cli_project(out: Path, name: str, entry_file: str, requirements: Sequence[str]) -> Path:
+    """Make ``out`` a project of the npm AgentCore CLI: ``pyproject.toml`` (the PyPI
+    requirements; agent_kit ships as source in ./agent_kit) and the runtime's entry in
+    ``agentcore/agentcore.json`` (written, or updated in place); return the json's path."""
+    (out / "pyproject.toml").write_text(
+        pyproject_text(
+            name,
+            requirements,
+            python=PYTHON_VERSION,
+            comment="written by agent-kit package (target agentcore): `agentcore package` "
+            "installs these\ndependencies; agent_kit's runtime half ships as source in ./agent_kit",
+        ),
+        encoding="utf-8",
+    )
+    entry = runtime_entry(name, entry_file, code_location="./", python=PYTHON_VERSION)
+    return write_project(out, entry)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -300,10 +329,10 @@ def package(
     """
     entry = Path(entrypoint).resolve()
     runtime_name = name or default_name(entry)
-    if target not in ("zip", "container", "lambda-forwarder"):
-        raise UsageError(f"unknown target {target!r}: choose zip, container or lambda-forwarder")
+    if target not in TARGETS:
+        raise UsageError(f"unknown target {target!r}: choose {', '.join(TARGETS)}")
     out = Path(out_dir or Path("build") / runtime_name).resolve()
-    prepare_out(out, entry.parent)
+    prepare_out(out, entry.parent, keep=(CONFIG_DIR,) if target == "agentcore" else ())
     if target == "lambda-forwarder":
         if not RUNTIME_NAME_PATTERN.match(runtime_name):
             raise UsageError(f"invalid name {runtime_name!r}")
@@ -329,16 +358,19 @@ def package(
     notes: list[str] = []
     artifact: Path | None = None
     zip_bytes = unzipped = 0
+    deployment_type: Literal["container", "direct_code_deploy"] = "direct_code_deploy"
     if target == "container":
         (out / "Dockerfile").write_text(dockerfile_text(module, region), encoding="utf-8")
         artifact = out / "Dockerfile"
-        deployment_type: Literal["container", "direct_code_deploy"] = "container"
+        deployment_type = "container"
+    elif target == "agentcore":
+        artifact = _write_cli_project(out, runtime_name, entry.name, reqs)
+        notes.append(f"`agentcore package -d {out}` builds the zip; `agentcore deploy` deploys it")
     else:
         artifact, zip_bytes, unzipped, platform = build_zip(
             out, files, req_file, cache_dir=uv_cache_dir, log=log
         )
         notes.append(f"dependencies resolved for {platform}, CPython {PYTHON_VERSION}")
-        deployment_type = "direct_code_deploy"
     _write_yaml(
         out / ".bedrock_agentcore.yaml",
         agentcore_config(

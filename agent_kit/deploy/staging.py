@@ -93,7 +93,10 @@ _SKIP_DIRS: Final = frozenset(
 _SKIP_FILES: Final = frozenset(
     {".env", ".bedrock_agentcore.yaml", ".dockerignore", "Dockerfile", ".DS_Store", ".gitignore"}
 )
-_SKIP_SUFFIXES: Final = (".pyc", ".pyo", ".so", ".log", ".swp", ".zip", ".egg-info")
+_SKIP_SUFFIXES: Final = (".pyc", ".pyo", ".so", ".log", ".swp", ".zip", ".whl", ".egg-info")
+#: An AgentCore CLI project's config folder at the root of the sources: never staged (the
+#: output directory gets its own).
+_CLI_CONFIG_DIR: Final = "agentcore"
 _AGENT_KIT_NAMES: Final = frozenset({"agent_kit", "agent-kit"})
 #: Marks an output directory as ours: only such a directory is ever emptied and rewritten.
 _MARKER: Final = ".agent-kit-package"
@@ -107,12 +110,19 @@ def _skip(path: Path) -> bool:
 
 
 def copy_sources(src_dir: Path, out_dir: Path, exclude: Path) -> list[str]:
-    """Copy the entrypoint's directory (code + data files) into ``out_dir``; return rel paths."""
+    """Copy the entrypoint's directory (code + data files) into ``out_dir``; return rel paths.
+
+    Skipped: caches, virtualenvs, tests, build output, secrets (``.env``), archives and wheels,
+    and an AgentCore CLI project's ``agentcore/`` folder at the root."""
     copied: list[str] = []
     for root, dirs, files in os.walk(src_dir):
         root_path = Path(root)
         dirs[:] = sorted(
-            d for d in dirs if not _skip(root_path / d) and (root_path / d).resolve() != exclude
+            d
+            for d in dirs
+            if not _skip(root_path / d)
+            and (root_path / d).resolve() != exclude
+            and not (root_path == src_dir and d == _CLI_CONFIG_DIR)
         )
         for fname in sorted(files):
             path = root_path / fname
@@ -227,9 +237,11 @@ def merge_requirements(base: Sequence[str], extra: Sequence[str]) -> list[str]:
     return [*base, *(line for line in extra if key(line) not in seen)]
 
 
-def prepare_out(out: Path, source_dir: Path) -> None:
+def prepare_out(out: Path, source_dir: Path, keep: Sequence[str] = ()) -> None:
     """Empty (or create) the output directory and mark it as ours; refuse a directory that
-    holds the sources, is not a directory, or is non-empty without the marker."""
+    holds the sources, is not a directory, or is non-empty without the marker. Entries named
+    in ``keep`` survive the emptying (an AgentCore CLI project's ``agentcore/`` folder, which
+    holds its deployment targets and deployed state)."""
     if out == source_dir or source_dir.is_relative_to(out):
         raise UsageError(f"--out {out} would overwrite the entrypoint's own directory")
     if out.exists():
@@ -238,6 +250,12 @@ def prepare_out(out: Path, source_dir: Path) -> None:
         ours = (out / _MARKER).is_file()
         if any(out.iterdir()) and not ours:
             raise UsageError(f"--out {out} is not empty and was not written by agent-kit package")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+        for child in out.iterdir():
+            if child.name in keep:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    out.mkdir(parents=True, exist_ok=True)
     (out / _MARKER).write_text("written by agent-kit package; safe to delete\n", encoding="utf-8")

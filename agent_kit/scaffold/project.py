@@ -72,6 +72,9 @@ DEFAULT_TEMPLATE = "agent"
 """The template ``agent-kit new`` uses unless told otherwise."""
 
 _MANIFEST = "cookiecutter.json"
+#: A template's ``cookiecutter.json`` key naming the project folder that receives agent_kit's
+#: runtime half as a wheel (``_agent_kit_version`` is then set to the running version).
+_RUNTIME_WHEEL_KEY = "_runtime_wheel_dir"
 _VALIDATOR_HOOK = Path("hooks") / "pre_gen_project.py"
 
 Validator = Callable[[Mapping[str, object]], list[str]]
@@ -213,6 +216,11 @@ def create_project(
     answers = _resolve_answers(info, overrides, no_input=no_input)
     context = {key: value for key, value in answers.items() if not key.startswith("_")}
     validate_context(info, context)
+    wheel_dir = answers.get(_RUNTIME_WHEEL_KEY)
+    if wheel_dir is not None:
+        from agent_kit import __version__
+
+        answers["_agent_kit_version"] = __version__
 
     slug = str(context.get("project_slug") or "")
     if not slug or Path(slug).name != slug or slug in {".", ".."}:
@@ -230,7 +238,7 @@ def create_project(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TemplateError(f"cannot create output directory {out}: {exc}") from None
-    _render_staged(info, answers, out, target)
+    _render_staged(info, answers, out, target, wheel_dir=str(wheel_dir) if wheel_dir else None)
     return NewProject(
         path=target, context=context, template=info, next_steps=_next_steps(info, context, target)
     )
@@ -329,7 +337,14 @@ def _literal_source(env: Any, value: str) -> str:
     return f"{env.variable_start_string} '{escaped}' {env.variable_end_string}"
 
 
-def _render_staged(info: TemplateInfo, answers: Mapping[str, Any], out: Path, target: Path) -> None:
+def _render_staged(
+    info: TemplateInfo,
+    answers: Mapping[str, Any],
+    out: Path,
+    target: Path,
+    *,
+    wheel_dir: str | None = None,
+) -> None:
     from cookiecutter.exceptions import CookiecutterException, FailedHookException
     from cookiecutter.generate import generate_files
     from jinja2 import TemplateError as JinjaTemplateError
@@ -365,6 +380,8 @@ def _render_staged(info: TemplateInfo, answers: Mapping[str, Any], out: Path, ta
             raise TemplateError(
                 f"template {info.name!r} rendered {rendered.name!r}, expected {target.name!r}"
             )
+        if wheel_dir is not None:
+            _write_runtime_wheel(info, rendered, wheel_dir)
         if target.exists():
             shutil.copytree(rendered, target, dirs_exist_ok=True)
         else:
@@ -373,6 +390,22 @@ def _render_staged(info: TemplateInfo, answers: Mapping[str, Any], out: Path, ta
         raise TemplateError(f"cannot write {target}: {exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_runtime_wheel(info: TemplateInfo, rendered: Path, wheel_dir: str) -> None:
+    """Write agent_kit's runtime half as a wheel into ``rendered/wheel_dir`` (the template
+    asks for it with ``_runtime_wheel_dir``): the AgentCore CLI's packaging installs it from
+    there, since agent_kit is not on PyPI."""
+    from agent_kit.deploy.agentcore_cli import build_runtime_wheel
+    from agent_kit.errors import AgentKitError
+
+    dest = (rendered / wheel_dir).resolve()
+    if not dest.is_relative_to(rendered.resolve()):
+        raise TemplateError(f"template {info.name!r}: {_RUNTIME_WHEEL_KEY} leaves the project")
+    try:
+        build_runtime_wheel(dest)
+    except AgentKitError as exc:
+        raise TemplateError(f"cannot write agent_kit's runtime wheel: {exc}") from None
 
 
 def _next_steps(info: TemplateInfo, context: Mapping[str, Any], target: Path) -> list[str]:

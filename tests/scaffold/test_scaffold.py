@@ -35,6 +35,9 @@ EXPECTED_FILES = {
     ".python-version",
     "README.md",
     "agent.py",
+    "agentcore/.gitignore",
+    "agentcore/agentcore.json",
+    "agentcore/aws-targets.json",
     "data/holdout.jsonl",
     "data/train.jsonl",
     "policies.py",
@@ -45,6 +48,7 @@ EXPECTED_FILES = {
     "tests/test_replay.py",
     "tests/test_reward.py",
     "tests/test_smoke.py",
+    f"vendor/agent_kit-{agent_kit.__version__}-py3-none-any.whl",
 }
 
 
@@ -141,8 +145,24 @@ def test_defaults_render_a_complete_project(tmp_path: Path) -> None:
     assert "# TODO:" in agent_src
     assert "TODO" in files["policies.py"].decode()
     pyproject = files["pyproject.toml"].decode()  # (installing it in the e2e test parses it)
-    for line in ('name = "my_agent"', '  "agent_kit>=0.1",', 'requires-python = ">=3.10"'):
+    for line in ('name = "my_agent"', '  "agent_kit>=0.4",', 'requires-python = ">=3.10"'):
         assert any(text.startswith(line) for text in pyproject.splitlines()), line
+    wheel = f"vendor/agent_kit-{agent_kit.__version__}-py3-none-any.whl"
+    assert tomllib.loads(pyproject)["tool"]["uv"]["sources"]["agent_kit"] == {"path": wheel}
+    spec = json.loads(files["agentcore/agentcore.json"])
+    assert spec["name"] == "myagent"
+    assert spec["runtimes"] == [
+        {
+            "name": "my_agent",
+            "build": "CodeZip",
+            "entrypoint": "agent.py",
+            "codeLocation": "./",
+            "runtimeVersion": "PYTHON_3_11",
+            "networkMode": "PUBLIC",
+            "protocol": "HTTP",
+        }
+    ]
+    assert json.loads(files["agentcore/aws-targets.json"]) == []
     for split in ("train", "holdout"):
         lines = files[f"data/{split}.jsonl"].decode().splitlines()
         assert len(lines) >= 8
@@ -287,7 +307,18 @@ def test_plain_cookiecutter_renders_the_same_tree(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     plain = tmp_path / "plain" / "my_agent"
     assert sorted(p.name for p in (tmp_path / "plain").iterdir()) == ["my_agent"]
-    assert tree(plain) == tree(ours.path)
+    wheel = f"vendor/agent_kit-{agent_kit.__version__}-py3-none-any.whl"
+    ours_tree = tree(ours.path)
+    assert ours_tree.pop(wheel)  # only agent-kit new writes the runtime wheel
+    assert tree(plain) == ours_tree
+
+
+def test_template_names_the_running_agent_kit_wheel() -> None:
+    """The template's default ``_agent_kit_version`` is agent_kit's version, so a project that
+    plain cookiecutter renders names the wheel ``agent-kit new`` would write."""
+    manifest = json.loads((TEMPLATE_DIR / "cookiecutter.json").read_text())
+    assert manifest["_agent_kit_version"] == agent_kit.__version__
+    assert manifest["_runtime_wheel_dir"] == "vendor"
 
 
 def test_variables_reach_every_file(tmp_path: Path) -> None:
@@ -307,7 +338,7 @@ def test_variables_reach_every_file(tmp_path: Path) -> None:
     )
     assert project.path.name == "number_hunter"
     assert project.context["runtime_name"] == "hunter_rt"
-    files = {k: v.decode() for k, v in tree(project.path).items()}
+    files = {k: v.decode() for k, v in tree(project.path).items() if not k.endswith(".whl")}
     module = ast.parse(files["agent.py"])
     env_class = next(n for n in module.body if isinstance(n, ast.ClassDef))
     assert env_class.name == "HuntEnv"
@@ -318,6 +349,8 @@ def test_variables_reach_every_file(tmp_path: Path) -> None:
     assert "--name hunter_rt --region eu-central-1" in files["README.md"]
     assert "--group-size 8" in files["README.md"]
     assert files[".python-version"].strip() == "3.12"
+    (runtime,) = json.loads(files["agentcore/agentcore.json"])["runtimes"]
+    assert (runtime["name"], runtime["runtimeVersion"]) == ("hunter_rt", "PYTHON_3_12")
     for name in ("agent.py", "policies.py", "tests/test_golden.py", "tests/test_reward.py"):
         assert not re.search(r"\bguess\b", files[name]), name  # the default tool name is gone
 

@@ -1,0 +1,2 @@
+// Empty stand-in for @aws/agent-inspector (see package.json).
+module.exports = {};
