@@ -473,8 +473,9 @@ def test_interrupted_run_counts_the_planned_slots(tmp_path: Path) -> None:
     assert "8 / 256 rewarded · 0 failed (no reward) · 248 pending" in text, out
     assert "248 slots not played or cut short; --resume plays them" in text, out
     resume = [line.split() for line in out.splitlines() if "run --resume" in line]
-    assert resume == [["agent-kit", "run", "--resume", "runs/big"]], out
-    assert (tmp_path / resume[0][3] / "run.sqlite").is_file()
+    # started as `python -m agent_kit.cli`, so the printed command is that one (runs as pasted)
+    assert resume == [[sys.executable, "-m", "agent_kit.cli", "run", "--resume", "runs/big"]], out
+    assert (tmp_path / resume[0][-1] / "run.sqlite").is_file()
     counts = json.loads((run_dir / "summary.json").read_text())["counts"]
     assert (counts["slots"], counts["rewarded"], counts["lost"], counts["pending"]) == (
         256,

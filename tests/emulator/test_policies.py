@@ -443,7 +443,7 @@ def test_load_policy_parses_random_specs_and_rejects_bad_ones() -> None:
     with pytest.raises(UsageError, match="random\\[:INTEGER\\]"):
         load_policy("random:abc")
     with pytest.raises(
-        UsageError, match="known schemes: local:, openai:, random:, replay:, scripted:"
+        UsageError, match="known schemes: hf:, local:, openai:, random:, replay:, scripted:"
     ):
         load_policy("bogus:thing")
 
