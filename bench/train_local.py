@@ -27,13 +27,14 @@ from agent_kit.train import TrainConfig, play_train  # noqa: E402
 def main() -> int:
     """Train, evaluate, print (and optionally record) the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--eval-samples", type=int, default=2)
+    parser.add_argument("--learning-rate", type=float, default=2e-4)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--max-tokens", type=int, default=24)
+    parser.add_argument("--eval-samples", type=int, default=4)
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     example = ROOT / "examples" / "echo"
@@ -48,6 +49,7 @@ def main() -> int:
             group_size=args.group_size,
             batch_size=args.batch_size,
             learning_rate=args.learning_rate,
+            temperature=args.temperature,
             max_tokens=args.max_tokens,
             eval_samples=args.eval_samples,
             lora_r=16,

@@ -132,6 +132,9 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     torch, transformers = torch_modules()
     where = pick_device(device)
     extra: dict[str, Any] = {"gguf_file": spec.gguf_file} if spec.gguf_file else {}
+    # transformers' progress bars (GGUF de-quantising, weight loading) would interleave with the
+    # run's own display on stderr; the load takes seconds
+    transformers.utils.logging.disable_progress_bar()
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(spec.path), **extra)
         model = transformers.AutoModelForCausalLM.from_pretrained(
