@@ -4,7 +4,8 @@ table).
 Each bench script calls :func:`record` with its rows; the rows are kept per script in
 ``bench/results.json`` and the markdown table is rebuilt from all of them, with the date and
 machine class of each script's run. ``python bench/results.py --docs`` (or its older name
-``--readme``) copies the table into docs/benchmarks.md between the ``bench-results`` markers;
+``--readme``) copies the table into docs/benchmarks.md between the ``bench-results`` markers and
+the training headline (:func:`headline`) into the README between the ``bench-train`` markers;
 ``make bench`` does both. A test checks that the page's table is the file's, so no figure in the
 docs lacks a script behind it.
 """
@@ -26,6 +27,9 @@ TABLE = HERE / "results.md"
 #: The page that shows the table (the README links to it).
 PAGE = HERE.parent / "docs" / "benchmarks.md"
 START, END = "<!-- bench-results:start -->", "<!-- bench-results:end -->"
+#: The README's one benchmark line: what `agent-kit train` did on the learnable task.
+README = HERE.parent / "README.md"
+HEAD_START, HEAD_END = "<!-- bench-train:start -->", "<!-- bench-train:end -->"
 COLUMNS = ("benchmark (script)", "agent_kit", "reference, same run", "ratio", "budget")
 #: Order of the scripts in the table.
 ORDER = ("emulator_overhead", "rollout_throughput", "replay_speed", "whole_run", "train_local")
@@ -87,15 +91,34 @@ def page_table(text: str) -> str:
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
+def headline(data: dict[str, Any]) -> str:
+    """The README's line: the train_local row as a sentence ('' when it was never recorded)."""
+    runs = data.get("train_local")
+    if not runs:
+        return ""
+    row = runs["rows"][0]
+    return (
+        f"Measured ({runs['date']}, {runs['machine']}): {row['benchmark (script)']} took "
+        f"SmolLM2-135M's holdout reward from {row['reference, same run']} to "
+        f"{row['agent_kit']} ({row['ratio']} peak RSS).\n"
+    )
+
+
+def _between(path: Path, start: str, end: str, body: str) -> None:
+    text = path.read_text()
+    if start not in text or end not in text:
+        sys.exit(f"{path} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    path.write_text(f"{head}{start}\n{body}{end}{tail}")
+
+
 def copy_to_page() -> None:
-    """Put results.md's table into docs/benchmarks.md between the markers."""
+    """Put results.md's table into docs/benchmarks.md and the training headline into the README,
+    each between its markers."""
     data = json.loads(DATA.read_text())
-    text = PAGE.read_text()
-    if START not in text:
-        sys.exit(f"{PAGE} has no {START} marker")
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    PAGE.write_text(f"{head}{START}\n{table(data)}{END}{tail}")
+    _between(PAGE, START, END, table(data))
+    _between(README, HEAD_START, HEAD_END, headline(data))
 
 
 if __name__ == "__main__":

@@ -80,7 +80,11 @@ def main() -> int:
             "train_local",
             [
                 {
-                    "benchmark (script)": f"train, echo, {args.steps} steps (train_local)",
+                    "benchmark (script)": (
+                        f"`agent-kit train`, examples/echo, {args.steps} steps, "
+                        f"{args.batch_size}×{args.group_size} rollouts a step "
+                        "(`bench/train_local.py`)"
+                    ),
                     "agent_kit": after,
                     "reference, same run": before,
                     "ratio": cost,

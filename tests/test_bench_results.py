@@ -37,10 +37,22 @@ def test_docs_table_is_the_results_file_table() -> None:
     assert table in (ROOT / "bench" / "results.md").read_text()
 
 
+def test_readme_training_line_is_the_recorded_bench_row() -> None:
+    """The README's one benchmark line (what `agent-kit train` did on examples/echo) is the
+    sentence bench/results.json's train_local row renders, verbatim."""
+    results = _results_module()
+    data = json.loads((ROOT / "bench" / "results.json").read_text())
+    line = results.headline(data)
+    assert "holdout reward from base" in line
+    readme = (ROOT / "README.md").read_text()
+    between = readme.split(results.HEAD_START, 1)[1].split(results.HEAD_END, 1)[0]
+    assert between == "\n" + line
+
+
 def test_every_bench_script_has_recorded_rows() -> None:
     """Each benchmark script that writes results has rows with a date and a machine."""
     data = json.loads((ROOT / "bench" / "results.json").read_text())
-    for script in ("emulator_overhead", "rollout_throughput", "replay_speed"):
+    for script in ("emulator_overhead", "rollout_throughput", "replay_speed", "train_local"):
         entry = data[script]
         assert entry["rows"]
         assert entry["date"]
@@ -56,6 +68,7 @@ def test_docs_flag_copies_the_table_into_the_page(tmp_path: Path) -> None:
         (tmp_path / folder).mkdir()
     for name in ("results.py", "results.json"):
         shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     results = _results_module()
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     stale = page.replace(results.page_table(page), "| stale |\n")

@@ -31,6 +31,7 @@ from agent_kit.reporting.plan import (
 from agent_kit.reporting.pricing import default_pricing, load_pricing
 from agent_kit.reporting.summary import resolve_job
 from agent_kit.reporting.summary_schema import flat_config
+from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, load_rollouts, resolve_path
 
 __all__ = ["plan_cmd"]
@@ -82,10 +83,12 @@ def _shape_table(plan: JobPlan) -> Table:
     table.add_row("hyperparameters", hyper)
     table.add_row(
         "dataset",
-        "unknown" if rows is None else f"{rows:,} rows, {shape['steps_per_epoch']} steps/epoch",
+        "unknown"
+        if rows is None
+        else f"{plural(rows, 'row')}, {plural(shape['steps_per_epoch'], 'step')} an epoch",
     )
     epochs = "" if shape["epochs"] is None else f", {shape['epochs']:.2f} epochs"
-    table.add_row("steps", f"{shape['steps']} (ended by {shape['ends_by']}{epochs})")
+    table.add_row("steps", f"{shape['steps']:,} (ended by {shape['ends_by']}{epochs})")
     table.add_row(
         "rollouts",
         f"{shape['rollouts']:,} = {shape['steps']} × {shape['prompts_per_step']} prompts × "
