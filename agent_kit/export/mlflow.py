@@ -6,8 +6,12 @@ experiment (default ``agent-kit``) of a tracking store (default
 
 - params: the job config, nested keys joined with ``.`` (``job.group_size``, ``entrypoint``);
 - metrics: every step's ``rollout/*``, ``eval/reward/*`` and ``timing_s/*`` under the service's
-  names, with ``step`` and the step's end time (:mod:`agent_kit.export.steps`);
-- artifacts: ``summary.json`` and ``report.html`` (written first when the run has none);
+  names, with ``step`` and the step's end time (:mod:`agent_kit.export.steps`); a training run
+  (``agent-kit train``) adds every step's ``train/*`` (loss, grad norm, KL, entropy, learning
+  rate, trained tokens …) and its holdout evaluations (``holdout/base/*``,
+  ``holdout/adapter/*``, ``holdout/difference``; params ``holdout.*``);
+- artifacts: ``summary.json`` and ``report.html`` (written first when the run has none), and a
+  training run's ``train.json`` and ``train.html``;
 - one trace per trajectory (:mod:`agent_kit.export.spans`), linked to the run, with the store's
   timestamps (``start_span_no_context(start_time_ns=…)`` / ``span.end(end_time_ns=…)``);
 - tags ``agent_kit.job_arn``, ``agent_kit.export_key`` (ARN + the job's creation time, which
@@ -41,11 +45,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent_kit.errors import UsageError
 from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
-from agent_kit.export.steps import StepMetrics, step_metrics
+from agent_kit.export.steps import StepMetrics, holdout_metrics, step_metrics, with_train_metrics
 from agent_kit.reporting.breakdown import RunData, load_run_data
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
+from agent_kit.reporting.train_view import load_train_figures
 from agent_kit.store import RunStore, resolve_path
 
 if TYPE_CHECKING:
@@ -86,6 +91,8 @@ _RUN_STATUS: Final = {
 _PARAM_CHARS: Final = 6000
 _BATCH: Final = 1000
 _SPAN_TYPES: Final = {"agent": "AGENT", "chat": "CHAT_MODEL", "tool": "TOOL"}
+#: A training run's own summary files, logged as artifacts beside the report when present.
+_TRAIN_FILES: Final = ("train.json", "train.html")
 
 
 @dataclass(frozen=True)
@@ -383,13 +390,28 @@ def export_run(
             "agent_kit.export_key": key,
         }
         traces = rollout_traces(store, data, tags=tags)
-        steps = step_metrics(data, summary, store)
+        trained = load_train_figures(store)
+        steps = with_train_metrics(step_metrics(data, summary, store), trained)
+        holdout, holdout_params = holdout_metrics(steps, trained)
         artifacts = _artifacts(folder, summary, store)
-    params = _flat_params(data.job.config)
+    artifacts += [
+        folder / n for n in _TRAIN_FILES if trained is not None and (folder / n).is_file()
+    ]
+    params = {**_flat_params(data.job.config), **holdout_params}
     name = experiment or DEFAULT_EXPERIMENT
     try:
         run_id, experiment_id, points, replaced = _write_run(
-            mlflow, uri, name, data, key, tags, folder, params, steps, artifacts, traces
+            mlflow,
+            uri,
+            name,
+            data,
+            key,
+            tags,
+            folder,
+            params,
+            [*steps, *holdout],
+            artifacts,
+            traces,
         )
     except mlflow.exceptions.MlflowException as exc:
         raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc

@@ -10,19 +10,27 @@ store's times: ``timing_s/step`` (first trajectory created → last state change
 ``timing_s/rollout_mean`` and ``timing_s/rollout_max`` (trajectory durations) and
 ``timing_s/policy_call_mean`` (mean recorded latency of the step's policy calls). Undefined
 statistics (None) are left out: MLflow metrics are numbers.
+
+A training run (``agent-kit train``) adds what its store holds of the trainer
+(:func:`~agent_kit.reporting.train_view.load_train_figures`): :func:`with_train_metrics` puts
+every step's ``train/*`` metrics (loss, grad norm, KL, entropy, learning rate, trained tokens,
+dropped turns …) and ``timing_s/train_step`` beside its ``rollout/*``, and
+:func:`holdout_metrics` gives the holdout evaluations as ``holdout/<label>/*`` (``base`` at the
+first step, ``adapter`` and ``holdout/difference`` at the last) and as params.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent_kit.reporting.breakdown import RunData
 from agent_kit.reporting.metrics import eval_metrics, training_metrics
 from agent_kit.reporting.summary_schema import Summary
+from agent_kit.reporting.train_view import EVAL_LABELS, TrainFigures, eval_comparison
 from agent_kit.store import RunStore
 
-__all__ = ["StepMetrics", "step_metrics"]
+__all__ = ["StepMetrics", "holdout_metrics", "step_metrics", "with_train_metrics"]
 
 
 @dataclass(frozen=True)
@@ -73,3 +81,57 @@ def step_metrics(
             )
         )
     return out
+
+
+def with_train_metrics(steps: list[StepMetrics], figures: TrainFigures | None) -> list[StepMetrics]:
+    """``steps`` with each step's recorded train metrics added to its values (unchanged
+    without ``figures``)."""
+    if figures is None:
+        return steps
+    return [replace(s, values={**s.values, **figures.steps.get(s.step, {})}) for s in steps]
+
+
+def _holdout_values(label: str, figures: dict[str, object]) -> dict[str, float]:
+    names = {"mean": "reward_mean", "se": "reward_se", "prompts": "prompts", "rollouts": "rollouts"}
+    values: dict[str, float] = {}
+    for key, value in figures.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value):
+            continue
+        name = names.get(key) or (
+            key.removeprefix("eval/reward/") if key.startswith("eval/") else ""
+        )
+        if name:
+            values[f"holdout/{label}/{name}"] = float(value)
+    return values
+
+
+def holdout_metrics(
+    steps: list[StepMetrics], figures: TrainFigures | None
+) -> tuple[list[StepMetrics], dict[str, str]]:
+    """The holdout evaluations of a training run as metrics and params: ``base`` at the first
+    step (the model before training), ``adapter`` and the difference at the last (after);
+    params ``holdout.<label>.status`` and ``holdout.beats_base_by_2se``. Nothing without
+    figures, evaluations or steps."""
+    if figures is None or not figures.evals or not steps:
+        return [], {}
+    first, last = steps[0], steps[-1]
+    points: list[StepMetrics] = []
+    params: dict[str, str] = {}
+    for label in (*EVAL_LABELS, *sorted(set(figures.evals) - set(EVAL_LABELS))):
+        evaluation = figures.evals.get(label)
+        if evaluation is None:
+            continue
+        at = first if label == "base" else last
+        points.append(replace(at, values=_holdout_values(label, evaluation)))
+        params[f"holdout.{label}.status"] = str(evaluation.get("status", ""))
+    comparison = eval_comparison(figures.evals)
+    if comparison is not None:
+        values = {
+            "holdout/difference": float(comparison["difference"]),
+            "holdout/difference_se": float(comparison["se"]),
+        }
+        points.append(replace(last, values=values))
+        params["holdout.beats_base_by_2se"] = str(comparison["beats_base_by_2se"])
+    return points, params

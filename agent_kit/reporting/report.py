@@ -49,6 +49,7 @@ from agent_kit.reporting.reward_view import breakdown_section, plots_section, pr
 from agent_kit.reporting.summary import SUMMARY_FILE
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import num, render_json, render_terminal
+from agent_kit.reporting.train_view import load_train_figures, train_section
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
 from agent_kit.store import Rollout, RunStore
 
@@ -187,7 +188,8 @@ def render_html(
 ) -> str:
     """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
 
-    Sections, in order: the cost banner; hints; failures (agent-side, floor and non-finite
+    Sections, in order: the cost banner; hints; training (a run of ``agent-kit train`` only:
+    :mod:`~agent_kit.reporting.train_view`); failures (agent-side, floor and non-finite
     rewards, job failures, failed rollouts); chaos (a ``--chaos`` run only); reward breakdown;
     per-prompt table (sortable); plots (distributions for one step, curves for several);
     metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
@@ -228,7 +230,10 @@ def render_html(
             )
         else:
             card_html.append(f'<div class="card">{esc(label)}<b>{esc(key)}</b></div>')
+    trained = load_train_figures(store) if store is not None else None
     shown = [(a, t) for a, t in _NAV if a != "chaos" or summary.chaos is not None]
+    if trained is not None:
+        shown.insert(0, ("training", "Training"))
     nav = "".join(f'<a href="#{a}">{esc(t)}</a>' for a, t in shown)
     parts = [
         f"<h1>agent_kit run report: {esc(job.name)}</h1>",
@@ -242,6 +247,7 @@ def render_html(
         "</div>",
         cost_banner(summary),
         hints_html(summary),
+        *([train_section(trained, summary)] if trained is not None else []),
         failures_section(summary, data),
         chaos_section(summary),
         breakdown_section(data),

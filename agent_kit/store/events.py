@@ -24,6 +24,7 @@ __all__ = [
     "RESUMED_REASON",
     "ROLLOUT_DONE_EVENT",
     "STOPPED_REASON",
+    "TRAIN_EVAL_EVENT",
     "TRAIN_STEP_EVENT",
     "TRAIN_TOKENS_EVENT",
     "TURN_LIMIT_EVENT",
@@ -53,6 +54,9 @@ TURN_LIMIT_EVENT: Final = "turn_limit"
 TRAIN_TOKENS_EVENT: Final = "train_tokens"
 #: One training step's update (``agent-kit train``; detail: step, the trainer's metrics).
 TRAIN_STEP_EVENT: Final = "train_step"
+#: One holdout evaluation of a training run (``agent-kit train --eval``; detail: label ``base``
+#: or ``adapter``, mean, se, prompts, rollouts, status and the ``eval/reward/*`` figures).
+TRAIN_EVAL_EVENT: Final = "train_eval"
 
 #: An agent completed a rollout with ``Status: failed`` (docs/contract.md §1).
 FAILED_REASON: Final = "The agent signaled that the trajectory failed"

@@ -7,27 +7,37 @@ the trainer's ``train/*`` metrics (loss, grad norm, KL when ``beta`` > 0, entrop
 tokens) and the adapter saved; the evaluations (base and
 adapter: mean ± standard error, pass@k) and their difference; seconds per step and the trainer
 process's peak RSS. ``train.html`` plots the training reward per step against the two holdout
-means, and lists the steps.
+means, and lists the steps. :func:`record_evals` stores the evaluations in the run itself
+(event ``train_eval``) and writes its summary.json and report.html again, whose Training
+section (:mod:`~agent_kit.reporting.train_view`) and the MLflow export read them from there.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import resource
 import sys
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.job import JobResult
+from agent_kit.driver.local import write_run_outputs
 from agent_kit.reporting.metrics import build_groups, training_metrics
 from agent_kit.reporting.page import document, esc, section, table
 from agent_kit.reporting.svg import lines
+from agent_kit.reporting.train_view import eval_comparison
 from agent_kit.store import RunStore, load_rollouts
-from agent_kit.store.events import TRAIN_STEP_EVENT
+from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 from agent_kit.train.config import TrainConfig
 
-__all__ = ["TRAIN_HTML", "TRAIN_JSON", "TRAIN_SCHEMA", "peak_rss_mb", "write_train_outputs"]
+__all__ = [
+    "TRAIN_HTML",
+    "TRAIN_JSON",
+    "TRAIN_SCHEMA",
+    "peak_rss_mb",
+    "record_evals",
+    "write_train_outputs",
+]
 
 TRAIN_JSON: Final = "train.json"
 TRAIN_HTML: Final = "train.html"
@@ -71,19 +81,34 @@ def _steps(run_dir: Path, job_arn: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _compare(evals: dict[str, Any]) -> dict[str, Any] | None:
-    base, adapter = evals.get("base") or {}, evals.get("adapter") or {}
-    if base.get("mean") is None or adapter.get("mean") is None:
-        return None
-    diff = adapter["mean"] - base["mean"]
-    se = math.hypot(base.get("se") or 0.0, adapter.get("se") or 0.0)
-    return {"difference": diff, "se": se, "beats_base_by_2se": bool(se > 0 and diff > 2 * se)}
+def record_evals(run_dir: Path, job_arn: str, evals: dict[str, Any]) -> bool:
+    """Store each evaluation not stored yet with these figures (event ``train_eval``), then,
+    when one was, write the run's summary.json and report.html again so the report shows it;
+    return whether anything was stored."""
+    store = RunStore.open(run_dir)
+    try:
+        stored = {
+            str(e.detail.get("label")): e.detail for e in store.list_events(kind=TRAIN_EVAL_EVENT)
+        }
+        added = False
+        for label, figures in evals.items():
+            detail = json.loads(json.dumps({"label": label, **figures}, default=str))
+            if figures and stored.get(label) != detail:
+                store.add_event(TRAIN_EVAL_EVENT, detail)
+                added = True
+        if added:
+            write_run_outputs(store, job_arn, run_dir)
+    finally:
+        store.close()
+    return added
 
 
 def write_train_outputs(
     run_dir: Path, config: TrainConfig, job: JobResult, evals: dict[str, Any]
 ) -> dict[str, Any]:
-    """Write ``train.json`` and ``train.html`` into the run directory; return the document."""
+    """Store the evaluations (:func:`record_evals`), write ``train.json`` and ``train.html``
+    into the run directory; return the document."""
+    record_evals(run_dir, job.job_arn, evals)
     steps = _steps(run_dir, job.job_arn)
     timed = [s["timing_s/train_step"] for s in steps if "timing_s/train_step" in s]
     adapters = [s["adapter"] for s in steps if "adapter" in s]
@@ -94,7 +119,7 @@ def write_train_outputs(
         "settings": config.to_dict(),
         "steps": steps,
         "eval": evals,
-        "comparison": _compare(evals),
+        "comparison": eval_comparison(evals),
         "adapter": str(run_dir / adapters[-1]) if adapters else None,
         "seconds_per_step": sum(timed) / len(timed) if timed else None,
         "peak_rss_mb": peak_rss_mb(),

@@ -15,7 +15,10 @@ SIGINT/SIGTERM (as ``agent-kit run``):
    adapter is saved as ``adapters/step-NNNN`` and the step's train metrics are stored (event
    ``train_step``); the next step starts only then;
 4. with ``eval``, the holdout is played again with the trained adapter (``eval/adapter``);
-5. ``train.json`` and ``train.html`` (:mod:`~agent_kit.train.outputs`) sum it up.
+5. the evaluations are stored in the run (event ``train_eval``) and its summary.json and
+   report.html written again, so the report's Training section shows them
+   (:mod:`~agent_kit.reporting.train_view`); ``train.json`` and ``train.html``
+   (:mod:`~agent_kit.train.outputs`) sum it up.
 
 ``resume`` continues a run directory: the job driver plays the slots left, and the trainer
 starts from the last saved adapter (steps already trained are not trained again).

@@ -25,6 +25,7 @@ from agent_kit.reporting.page import SCRIPT
 from agent_kit.reporting.report import render_html, render_json, render_terminal, write_reports
 from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize
 from agent_kit.store import RunStore, TrajectoryRow, TurnRow
+from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/report-test"
 HOSTILE = (
@@ -228,6 +229,33 @@ def test_html_without_store_still_renders(run_dir: Path) -> None:
     audit.feed(render_html(s))
     assert audit.tags.count("svg") == 3  # reward, zero_frac and turns per step
     assert "details" not in audit.tags
+
+
+def test_training_section_is_the_only_difference_a_training_run_makes(run_dir: Path) -> None:
+    """With train_step/train_eval records the page gains the Training section and its nav link,
+    escaped; removing both gives back the page of the same run without them, byte for byte."""
+    with RunStore.open(run_dir, readonly=True) as store:
+        plain = render_html(summarize(store), store)
+    assert 'id="training"' not in plain
+    with RunStore.open(run_dir) as store:
+        for step, loss in ((0, 0.5), (1, 0.25)):
+            detail = {"step": step, "train/loss": loss, "train/tokens": 12.0}
+            store.add_event(TRAIN_STEP_EVENT, {**detail, "adapter": f"adapters/{HOSTILE}"})
+        for label, mean in (("base", 0.125), ("adapter", 0.875)):
+            figures = {"mean": mean, "se": 0.0625, "eval/reward/pass_at_k": 1.0}
+            store.add_event(TRAIN_EVAL_EVENT, {"label": label, **figures, "status": "completed"})
+        page = render_html(summarize(store), store)
+    link = '<a href="#training">Training</a>'
+    start = page.index('<section id="training">')
+    end = page.index("</section>", start) + len("</section>")
+    section = page[start:end]
+    assert page.replace(link, "", 1).replace(section + "\n", "", 1) == plain
+    assert '<td>adapter</td><td class="n" data-v="0.875">' in section
+    assert '<td>base</td><td class="n" data-v="0.125">' in section
+    assert "adapter − base: <b>+0.750</b> ± 0.088" in section
+    assert "beats the base model" in section
+    assert "Loss per step (train/loss)" in section
+    assert "<script>alert(1)</script>" not in section
 
 
 def test_terminal_and_json(run_dir: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from safetensors.torch import load_file
 
 from agent_kit.emulator.policies.hf import TurnTokens
 from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
+from agent_kit.export.mlflow import export_run
 from agent_kit.store import RunStore, load_rollouts
-from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
+from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.train import TrainConfig, TrainResult, train
 from agent_kit.train.samples import step_batch
 
@@ -33,11 +35,14 @@ class Trained:
 
 @pytest.fixture(scope="module")
 def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    """Three steps: stopped after the second update, then resumed for the third."""
+    """Three steps: stopped after the second update, then resumed for the third; a holdout of
+    two prompts, two samples each, played by the base model first and by the adapter last."""
     folder = tmp_path_factory.mktemp("train")
     data = folder / "data.jsonl"
     rows = [json.dumps({"prompt": json.dumps({"target": i})}) for i in range(4)]
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    holdout = folder / "holdout.jsonl"
+    holdout.write_text("\n".join(rows[:2]) + "\n", encoding="utf-8")
     config = TrainConfig(
         entrypoint=str(AGENT),
         dataset=data,
@@ -52,6 +57,8 @@ def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Train
         name="tiny",
         workers=1,
         concurrency=4,
+        eval=holdout,
+        eval_samples=2,
     )
 
     async def first_play() -> TrainResult:
@@ -137,3 +144,65 @@ def test_recorded_tokens_are_exactly_what_the_model_sampled(trained: Trained) ->
         )
         if model_ids:
             assert any(model_ids[: len(s)] == s for s in sampled)
+
+
+def test_report_of_the_training_run_shows_the_training_and_train_vs_eval(trained: Trained) -> None:
+    """report.html has the Training section: reward over steps vs the holdout, loss, both means."""
+    run = trained.first.run_dir
+    evals = trained.resumed.document["eval"]
+    assert set(evals) == {"base", "adapter"}
+    store = RunStore.open(run, readonly=True)
+    try:
+        labels = [e.detail["label"] for e in store.list_events(kind=TRAIN_EVAL_EVENT)]
+    finally:
+        store.close()
+    assert labels == ["base", "adapter"]  # the resume did not store the base again
+    page = (run / "report.html").read_text(encoding="utf-8")
+    assert '<a href="#training">Training</a>' in page
+    start = page.index('<section id="training">')
+    training = page[start : page.index("</section>", start)]
+    assert "Reward per step: train vs holdout" in training
+    assert "holdout base" in training
+    assert "holdout adapter" in training
+    assert "Loss per step (train/loss)" in training
+    assert "Tokens per step (prefill, sample, train)" in training
+    for label in ("base", "adapter"):
+        mean, se = evals[label]["mean"], evals[label]["se"]
+        assert f'<td>{label}</td><td class="n" data-v="{mean!r}">' in training
+        assert f'data-v="{se!r}"' in training
+    assert 'id="train-verdict"' in training
+    for step in range(3):
+        assert f"adapters/step-{step:04d}" in training
+
+
+def test_mlflow_export_of_the_training_run_logs_train_metrics_and_the_holdout(
+    trained: Trained, tmp_path: Path
+) -> None:
+    """export mlflow of the run logs train/* at steps 0-2 and both holdout means as metrics."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = export_run(trained.first.run_dir, tracking_uri=uri, experiment="train")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
+        from mlflow import MlflowClient
+
+        client = MlflowClient(uri)
+        steps = trained.resumed.document["steps"]
+        for name in ("train/loss", "train/grad_norm", "train/tokens", "rollout/reward/mean"):
+            history = sorted(client.get_metric_history(result.run_id, name), key=lambda m: m.step)
+            assert [m.step for m in history] == [0, 1, 2], name
+            assert [m.value for m in history] == pytest.approx([s[name] for s in steps]), name
+        evals = trained.resumed.document["eval"]
+        for label, step in (("base", 0), ("adapter", 2)):
+            (point,) = client.get_metric_history(result.run_id, f"holdout/{label}/reward_mean")
+            assert (point.step, point.value) == (step, pytest.approx(evals[label]["mean"]))
+            (point,) = client.get_metric_history(result.run_id, f"holdout/{label}/reward_se")
+            assert point.value == pytest.approx(evals[label]["se"])
+            assert client.get_metric_history(result.run_id, f"holdout/{label}/pass_at_k")
+        (diff,) = client.get_metric_history(result.run_id, "holdout/difference")
+        assert diff.value == pytest.approx(evals["adapter"]["mean"] - evals["base"]["mean"])
+        params = client.get_run(result.run_id).data.params
+        artifacts = {a.path for a in client.list_artifacts(result.run_id)}
+    for label in ("base", "adapter"):
+        assert params[f"holdout.{label}.status"] == evals[label]["status"]
+    assert params["holdout.beats_base_by_2se"] in {"True", "False"}
+    assert {"train.json", "train.html", "report.html", "summary.json"} <= artifacts
