@@ -96,7 +96,7 @@ def record_evals(run_dir: Path, job_arn: str, evals: dict[str, Any]) -> bool:
             if figures and stored.get(label) != detail:
                 store.add_event(TRAIN_EVAL_EVENT, detail)
                 added = True
-        if added:
+        if added:  # a training job is local: no route token to scrub from the outputs
             write_run_outputs(store, job_arn, run_dir)
     finally:
         store.close()
