@@ -385,6 +385,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _interrupt_when(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], late: str
+) -> tuple[str, str]:
+    """SIGINT ``proc`` once ``ready()`` holds (polled with a 60 s deadline); its output. The
+    process is killed if anything goes wrong on the way."""
+    try:
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert proc.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, f"{late} in time"
+            time.sleep(0.05)  # polling the store of another process, with a deadline
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
 def test_ctrl_c_real_process_exits_130(tmp_path: Path) -> None:
     """SIGINT to a real `agent-kit run` mid-job: exit 130, the interrupted run's summary
     written, the agent process gone."""
@@ -400,18 +419,8 @@ def test_ctrl_c_real_process_exits_130(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while _sampled(run_dir) < 2:  # both rollouts are now hanging in the agent
-            assert proc.poll() is None, "the run ended before it could be interrupted"
-            assert time.monotonic() < deadline, "the rollouts did not start in time"
-            time.sleep(0.05)  # polling the store of another process, with a deadline
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+    # both rollouts are now hanging in the agent
+    _, err = _interrupt_when(proc, lambda: _sampled(run_dir) >= 2, "the rollouts did not start")
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "interrupted"
     assert "Traceback" not in err
@@ -456,18 +465,10 @@ def test_interrupted_run_counts_the_planned_slots(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while _rewarded(run_dir) < 8:  # the two playable prompts' slots; the rest hold
-            assert proc.poll() is None, "the run ended before it could be interrupted"
-            assert time.monotonic() < deadline, "the rollouts were not rewarded in time"
-            time.sleep(0.05)  # polling the store of another process, with a deadline
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+    # the two playable prompts' slots are rewarded; the rest hold
+    out, err = _interrupt_when(
+        proc, lambda: _rewarded(run_dir) >= 8, "the rollouts were not rewarded"
+    )
     assert proc.returncode == 130, err
     text = " ".join(out.split())
     assert "8 / 256 rewarded · 0 failed (no reward) · 248 pending" in text, out
