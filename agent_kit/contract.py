@@ -183,6 +183,34 @@ class TrajectoryState(str, Enum):
     TIMED_OUT = "TIMED_OUT"
     REWARDED = "REWARDED"
 
+    @classmethod
+    def finished(cls) -> frozenset[TrajectoryState]:
+        """The terminal states: REWARDED, FAILED, TIMED_OUT (nothing moves a rollout on)."""
+        return _FINISHED
+
+    @classmethod
+    def unrewarded(cls) -> frozenset[TrajectoryState]:
+        """The terminal states without a reward: FAILED, TIMED_OUT."""
+        return _UNREWARDED
+
+    @classmethod
+    def settled(cls) -> frozenset[TrajectoryState]:
+        """The terminal states the agent itself reached: REWARDED or FAILED (``Status:
+        failed``); a slot with one is done and never played again (TIMED_OUT is retried)."""
+        return _SETTLED
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether this state is terminal (see :meth:`finished`)."""
+        return self in _FINISHED
+
+
+#: The state sets of :class:`TrajectoryState` (members compare equal to their string values,
+#: so a stored state string tests against them too).
+_UNREWARDED: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
+_FINISHED: Final = _UNREWARDED | {TrajectoryState.REWARDED}
+_SETTLED: Final = frozenset({TrajectoryState.REWARDED, TrajectoryState.FAILED})
+
 
 class CompleteRolloutBody(_Model):
     """Body of ``POST /complete-rollout``."""

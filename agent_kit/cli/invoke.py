@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, invoke_once
 from agent_kit.emulator.policies.registry import POLICY_HELP
@@ -195,7 +196,7 @@ def _outcome_error(outcome: InvokeOutcome, n_turns: int) -> AgentKitError | None
         why = body.get("report_error") or "the agent's report failed"
         return ReportingError(f"rollout {tid} was not reported: {why}")
     answered = result is not None and result.ok and n_turns > 0
-    if outcome.state not in ("REWARDED", "FAILED") and (
+    if outcome.state not in TrajectoryState.settled() and (
         answered or outcome.reason == NO_REWARD_REASON
     ):
         return ReportingError(f"rollout {tid} was not reported: {outcome.reason}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.doctor.findings import Finding, count_by_severity
 from agent_kit.doctor.invariants import EpisodeView, check_orderings, load_orderings
 from agent_kit.doctor.rescore import Rescored, rescore_run
@@ -55,7 +56,7 @@ TARGET_NO_GRADIENT: Final = 0.10
 _MAX_GROUP: Final = 64
 _SHOWN: Final = 5
 #: States (as reports read them) of an attempt that ended without a reward.
-_ENDED_WITHOUT_REWARD: Final = frozenset({"FAILED", "TIMED_OUT", INTERRUPTED_STATE})
+_ENDED_WITHOUT_REWARD: Final = TrajectoryState.unrewarded() | {INTERRUPTED_STATE}
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,14 @@ from agent_kit.emulator.policies import PolicyBackend, check_policy
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, RunStoreError, UsageError
 from agent_kit.store import RunStore
-from agent_kit.store.events import FAILED_REASON
+from agent_kit.store.events import (
+    AGENTS_READY_EVENT,
+    DRIVER_ERROR_EVENT,
+    FAILED_REASON,
+    JOB_INTERRUPT_EVENT,
+    JOB_RESUMED_EVENT,
+)
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import RunFigures
 
 if TYPE_CHECKING:
@@ -432,7 +439,7 @@ async def _run_opened(
             # A fault of agent_kit itself (a store conflict, a bug) is not the job's failure:
             # the run stays resumable and the error surfaces as a tool error.
             outcome.status, outcome.failure = "stopped", f"agent-kit error: {type(exc).__name__}"
-            run.store.add_event("driver_error", {"error": f"{type(exc).__name__}: {exc}"})
+            run.store.add_event(DRIVER_ERROR_EVENT, {"error": f"{type(exc).__name__}: {exc}"})
             raise
     loop = outcome.loop
     if loop is None or outcome.figures is None:  # _play returned, so both are set
@@ -483,7 +490,7 @@ async def _play(
         detail: dict[str, Any] = {"stale_trajectories": expire_stale(emu, store, job_arn)}
         if run.advertise_url is not None:
             detail["advertise_url"] = run.advertise_url
-        store.add_event("job_resumed", detail)
+        store.add_event(JOB_RESUMED_EVENT, detail)
     plan, total, counts = plan_slots(store, job_arn, run.job_name, config, len(run.data))
     invoker = settings.invoker
     if invoker is None:
@@ -494,7 +501,7 @@ async def _play(
             run.entrypoint,
             env=env,
             workers=settings.workers,
-            log_dir=run.run_dir / "logs",
+            log_dir=RunLayout(run.run_dir).logs,
             concurrency=config.concurrency,
             rate=settings.rate,
             endpoint_url=settings.endpoint_url,
@@ -536,7 +543,7 @@ async def _play(
         await invoker.start()
     finally:
         await warm
-    store.add_event("agents_ready", {"workers": settings.workers})  # the cold start ends here
+    store.add_event(AGENTS_READY_EVENT, {"workers": settings.workers})  # the cold start ends here
     outcome.playing = True
     loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
     try:
@@ -573,7 +580,9 @@ async def _play_until_stopped(
         await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if not play.done():
             loop.drain()
-            store.add_event("job_interrupt", {"grace_s": grace, "in_flight": loop.stats.in_flight})
+            store.add_event(
+                JOB_INTERRUPT_EVENT, {"grace_s": grace, "in_flight": loop.stats.in_flight}
+            )
             try:
                 await asyncio.wait_for(asyncio.shield(play), grace)
             except asyncio.TimeoutError:

@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.driver.rollouts import RESUMED_REASON, JobConfig, default_job_name
 from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
+from agent_kit.store.events import ROLLOUT_DONE_EVENT
 from agent_kit.store.run_figures import run_figures_of
 from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
@@ -58,7 +60,7 @@ def plan_slots(
         existing.setdefault((row.step, row.prompt_index, row.sample_index), []).append(row)
     done_events = {
         (int(e.detail["step"]), int(e.detail["prompt_index"]), int(e.detail["sample_index"])): e
-        for e in store.list_events(kind="rollout_done")
+        for e in store.list_events(kind=ROLLOUT_DONE_EVENT)
         if e.trajectory_id is not None and e.trajectory_id.startswith(f"{job_name}-")
     }
     plan: Plan = []
@@ -71,7 +73,7 @@ def plan_slots(
                 counts["total"] += 1
                 rows = sorted(existing.get(slot, []), key=lambda r: r.attempt)
                 states = {r.state for r in rows}
-                if slot in done_events or states & {"REWARDED", "FAILED"}:
+                if slot in done_events or states & TrajectoryState.settled():
                     counts["done"] += 1
                     if "REWARDED" in states:
                         counts["succeeded"] += 1

@@ -22,6 +22,7 @@ from agent_kit.driver.job_setup import OpenedRun, plan_slots
 from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
 from agent_kit.driver.tunnel import redact
 from agent_kit.store import TrajectoryRow, load_rollouts
+from agent_kit.store.events import JOB_FAILURE_EVENT
 from agent_kit.store.run_figures import ROLLOUTS_FAILED, JobFailureNote, RunFigures
 
 __all__ = [
@@ -59,7 +60,7 @@ def driver_stats(
     totals = store.reward_totals(job_arn)
     rewards = [totals[row.id] for row in rows if row.id in totals]  # in creation order
     failures = [
-        JobFailureNote.model_validate(e.detail) for e in store.list_events(kind="job_failure")
+        JobFailureNote.model_validate(e.detail) for e in store.list_events(kind=JOB_FAILURE_EVENT)
     ]
     stats = job.stats if job is not None else None
     return RunFigures(

@@ -16,6 +16,7 @@ from agent_kit.driver.rollouts import JobConfig, RolloutLoop, trajectory_id_for
 from agent_kit.emulator.local_service import local_service
 from agent_kit.errors import UsageError
 from agent_kit.store import RUN_FILE, RunStore
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["InvokeOutcome", "invoke_once"]
 
@@ -84,7 +85,7 @@ async def invoke_once(
             invoker = make_invoker(
                 entrypoint,
                 env=agent_env(endpoint, config.region, credentials=svc.keys.agent_env()),
-                log_dir=run / "logs",
+                log_dir=RunLayout(run).logs,
                 concurrency=1,
                 endpoint_url=endpoint_url,
                 on_event=lambda kind, detail: store.add_event(kind, detail),

@@ -38,11 +38,14 @@ from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow
 from agent_kit.store.events import (
     FAILED_REASON,
+    JOB_FAILURE_EVENT,
     LIMIT_REASON,
     NO_REWARD_REASON,
     NO_SAMPLE_REASON,
     REFUSED_REASON,
     RESUMED_REASON,
+    RETRY_EVENT,
+    ROLLOUT_DONE_EVENT,
     STOPPED_REASON,
 )
 
@@ -74,9 +77,6 @@ MAX_BATCH_SIZE: Final = 128
 MAX_CONCURRENCY: Final = 1024
 MAX_STEPS: Final = 100_000
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_TERMINAL_WAIT: Final = frozenset(
-    {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
-)
 #: The job failure of an agent that does not answer the rl-toolkit contract's first answer.
 NOT_PROCESSING_REASON: Final = (
     'The agent did not answer {"status": "processing", "result_key": ...} '
@@ -358,7 +358,7 @@ class RolloutLoop:
             "prompt_index": slot[1],
             "sample_index": slot[2],
         }
-        self.store.add_event("job_failure", detail, trajectory_id=trajectory_id)
+        self.store.add_event(JOB_FAILURE_EVENT, detail, trajectory_id=trajectory_id)
         self.stats.job_failures.append(detail)
         if self.config.fail_fast and self.stop_reason is None:
             self.stop_reason = reason
@@ -367,7 +367,7 @@ class RolloutLoop:
         self, slot: tuple[int, int, int], trajectory_id: str, outcome: str, reason: str | None
     ) -> None:
         self.store.add_event(
-            "rollout_done",
+            ROLLOUT_DONE_EVENT,
             {
                 "step": slot[0],
                 "prompt_index": slot[1],
@@ -446,7 +446,7 @@ class RolloutLoop:
             self.stats.in_flight -= 1
         if outcome.kind == "retry":
             self.store.add_event(
-                "rollout_retry",
+                RETRY_EVENT,
                 {"reason": outcome.reason, "attempt": attempt, "invoke_status": result.status},
                 trajectory_id=tid,
             )
@@ -463,7 +463,7 @@ class RolloutLoop:
         if final is not None:
             return final
         grace = max(0.0, min(deadline - loop.time(), self.config.report_grace))
-        state = await emu.wait_state(tid, _TERMINAL_WAIT, grace)
+        state = await emu.wait_state(tid, TrajectoryState.finished(), grace)
         if state is TrajectoryState.REWARDED:
             return self._rewarded(tid, result)
         if state is TrajectoryState.FAILED:
@@ -548,7 +548,7 @@ class RolloutLoop:
             grace = max(
                 0.0, min(deadline - asyncio.get_running_loop().time(), self.config.report_grace)
             )
-            state = await self.emu.wait_state(tid, _TERMINAL_WAIT, grace)
+            state = await self.emu.wait_state(tid, TrajectoryState.finished(), grace)
         if state is TrajectoryState.REWARDED:
             return self._rewarded(tid, result)
         return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {result.limit}")

@@ -66,6 +66,9 @@ from agent_kit.store.events import (
     CHAOS_EVENT,
     CONNECTION_EVENT,
     FAILED_REASON,
+    LENIENT_OPEN_EVENT,
+    POLICY_ERROR_EVENT,
+    TURN_DISCARDED_EVENT,
     TURN_LIMIT_EVENT,
 )
 
@@ -81,7 +84,6 @@ __all__ = [
 ]
 
 DEFAULT_ACCOUNT: Final = "123456789012"
-_TERMINAL: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
 
 
 class _UsageLike(Protocol):
@@ -352,7 +354,7 @@ class Emulator:
                 traj = self._table.get(trajectory_id)
                 if traj is None:
                     self.open_trajectory(job_arn, "", trajectory_id=trajectory_id)
-                    events.append(_event("lenient_open", {"job_arn": job_arn}))
+                    events.append(_event(LENIENT_OPEN_EVENT, {"job_arn": job_arn}))
                     traj = self._table.get(trajectory_id)
         if traj is None or traj.job_arn != job_arn:
             raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
@@ -469,11 +471,15 @@ class Emulator:
                 raise TypeError("policy returned something that is not a chat.completion")
         except JobRuntimeError as exc:
             detail = {"error": exc.error_type, "message": exc.message}
-            events.append(_event("policy_error", {**detail, "turn": request.turn, "route": route}))
+            events.append(
+                _event(POLICY_ERROR_EVENT, {**detail, "turn": request.turn, "route": route})
+            )
             raise
         except Exception as exc:  # noqa: BLE001 - any backend failure becomes a recorded 5xx
             detail = {"error": type(exc).__name__, "message": str(exc)[:2000]}
-            events.append(_event("policy_error", {**detail, "turn": request.turn, "route": route}))
+            events.append(
+                _event(POLICY_ERROR_EVENT, {**detail, "turn": request.turn, "route": route})
+            )
             raise InternalServiceError(
                 f"The policy {self.policy.name!r} failed: {type(exc).__name__}: {str(exc)[:500]}"
             ) from None
@@ -505,7 +511,7 @@ class Emulator:
             # and the turn is not recorded.
             if traj.state is not TrajectoryState.OPEN:
                 detail = {"state": traj.state.value, "turn": turn, "route": route}
-                events.append(_event("turn_discarded", detail))
+                events.append(_event(TURN_DISCARDED_EVENT, detail))
                 raise _not_sampling(trajectory_id, traj.state)
             idx = traj.turns
             row = TurnRow(

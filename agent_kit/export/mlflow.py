@@ -52,6 +52,7 @@ from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.train_view import load_train_figures
 from agent_kit.store import RunStore, resolve_path
+from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -92,7 +93,7 @@ _PARAM_CHARS: Final = 6000
 _BATCH: Final = 1000
 _SPAN_TYPES: Final = {"agent": "AGENT", "chat": "CHAT_MODEL", "tool": "TOOL"}
 #: A training run's own summary files, logged as artifacts beside the report when present.
-_TRAIN_FILES: Final = ("train.json", "train.html")
+_TRAIN_FILES: Final = (TRAIN_JSON, TRAIN_HTML)
 
 
 @dataclass(frozen=True)

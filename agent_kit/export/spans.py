@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.reporting.breakdown import RunData, breakdown_of
 from agent_kit.reporting.transcripts import last_tool_results, stop_reason
 from agent_kit.store import Rollout, RunStore, TurnRow
@@ -57,7 +58,6 @@ AttributeValue = str | bool | int | float | list[str]
 SpanKind = Literal["agent", "chat", "tool"]
 #: Longest text kept in one attribute (prompts, arguments, tool results); longer is cut.
 MAX_TEXT_CHARS: Final = 8000
-_FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
 _NS: Final = 1_000_000_000
 
 
@@ -327,7 +327,7 @@ def _trace(
     if record.agent_failure:
         attributes["agent_kit.agent_failure"] = record.agent_failure
     attributes.update(_reward_attributes(record, body))
-    error = why if record.state in _FAILED_STATES else None
+    error = why if record.state in TrajectoryState.unrewarded() else None
     root = SpanData(
         name=f"invoke_agent {agent_name}",
         kind="agent",

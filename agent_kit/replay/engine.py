@@ -73,6 +73,7 @@ from agent_kit.replay.verdicts import (
 )
 from agent_kit.store import INVOCATION_EVENT, RUN_FILE, Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
+from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -96,11 +97,8 @@ logger = logging.getLogger("agent_kit.replay")
 
 #: Event kind recorded in the replay run for each divergence.
 #: Report file written into the replay's run directory.
-REPORT_FILE: Final = "replay_report.json"
+REPORT_FILE: Final = REPLAY_REPORT_FILE
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")
-_TERMINAL: Final = frozenset(
-    {TrajectoryState.REWARDED, TrajectoryState.FAILED, TrajectoryState.TIMED_OUT}
-)
 _DEFAULT_PARAMS: Final = {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096}
 
 
@@ -377,7 +375,7 @@ async def _play_episodes(
         plan.target,
         env=agent_env(url, plan.region, credentials=credentials),
         workers=plan.workers,
-        log_dir=plan.run_dir / "logs",
+        log_dir=RunLayout(plan.run_dir).logs,
         concurrency=plan.concurrency,
         on_event=lambda kind, detail: emu.store.add_event(kind, detail),
     )
@@ -439,9 +437,11 @@ async def _replay_episode(
         },
         tid,
     )
-    state = await emu.wait_state(tid, _TERMINAL, plan.report_grace if result.ok else 0.0)
+    state = await emu.wait_state(
+        tid, TrajectoryState.finished(), plan.report_grace if result.ok else 0.0
+    )
     error: str | None = None
-    if state not in _TERMINAL:
+    if state not in TrajectoryState.finished():
         error = result.error or f"the agent left the rollout {state.value} (no reward reported)"
         emu.expire(tid, f"replay: {error}")
     elif state is not TrajectoryState.REWARDED and episode.trajectory.state == "REWARDED":

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
 from agent_kit.store import Rollout, RunStore, load_rollouts, resolve_path
 
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 #: Rollout states that are replayable (a finished rollout, rewarded or failed).
-REPLAYABLE_STATES: Final = ("REWARDED", "FAILED")
+REPLAYABLE_STATES: Final = TrajectoryState.settled()
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.reporting.metrics import GroupResult, build_groups
 from agent_kit.reporting.summary import resolve_job
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
+from agent_kit.store.events import JOB_FAILURE_EVENT
 from agent_kit.store.records import breakdown_of
 
 __all__ = [
@@ -60,7 +62,7 @@ Outcome = Literal["succeeded", "unsolved", "floor", "failed", "pending"]
 #: Every outcome, in the order the report lists them.
 OUTCOMES: Final[tuple[Outcome, ...]] = ("succeeded", "unsolved", "floor", "failed", "pending")
 #: Trajectory states of a rollout that got no reward (the job's "failed").
-FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
+FAILED_STATES: Final = TrajectoryState.unrewarded()
 #: Name of the row holding ``reward − Σ contributions`` when the breakdown does not add up.
 RESIDUAL: Final = "(not in breakdown)"
 _LIST_LIMIT: Final = 10
@@ -115,7 +117,7 @@ def load_run_data(
     job = resolve_job(store, job_arn)
     records = list(load_rollouts(store, job.arn) if records is None else records)
     ids = {r.id for r in records}
-    job_failures = tuple(e.detail for e in store.list_events(kind="job_failure"))
+    job_failures = tuple(e.detail for e in store.list_events(kind=JOB_FAILURE_EVENT))
     return RunData(
         job=job,
         records=tuple(records),

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.chaos import FAULTS
 from agent_kit.store import Rollout, RunStore
 from agent_kit.store.events import CHAOS_EVENT
@@ -65,7 +66,7 @@ class ChaosReport:
 def _outcome(record: Rollout, retries: dict[str, list[Rollout]]) -> str:
     if record.state == "REWARDED":
         return "floor" if record.floor_reward else "recovered"
-    if record.state in ("FAILED", "TIMED_OUT"):
+    if record.state in TrajectoryState.unrewarded():
         todo, seen = list(retries.get(record.id, ())), set()
         while todo:
             retry = todo.pop()

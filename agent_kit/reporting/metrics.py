@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final, Literal
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
 from agent_kit.store.records import REWARDED, Rollout
 
@@ -54,7 +55,6 @@ AdvantageKind = Literal["group_based", "rloo"]
 ADVANTAGE_KINDS: Final[tuple[str, ...]] = ("group_based", "rloo")
 #: Added to the group standard deviation in ``group_based`` advantages.
 ADVANTAGE_EPS: Final = 1e-6
-_TERMINAL_UNREWARDED: Final = frozenset({"FAILED", "TIMED_OUT"})
 
 
 def is_degenerate(rewards: Sequence[float]) -> bool:
@@ -169,7 +169,7 @@ def build_groups(
             rewarded = [r for r in attempts if r.rewarded]
             if rewarded:
                 chosen.append(rewarded[-1])
-            elif attempts[-1].state in _TERMINAL_UNREWARDED:
+            elif attempts[-1].state in TrajectoryState.unrewarded():
                 lost += 1
             else:
                 pending += 1

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from agent_kit.reporting.transcripts import fmt, value_attr
+from agent_kit.store.layout import REPORT_FILE
 
 __all__ = [
     "CSS",
@@ -30,9 +31,6 @@ __all__ = [
     "value_attr",
     "wide",
 ]
-
-#: The report's file name in a run directory.
-REPORT_FILE: Final = "report.html"
 
 #: The pages' stylesheet (inline).
 CSS: Final = """

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
 from agent_kit.store.records import Rollout
 
@@ -93,7 +94,7 @@ def read_recorded(
     rollouts: Sequence[Rollout], turn_latency_s: float | None = None, agent_scale: float = 1.0
 ) -> RecordedRun:
     """The finished rollouts as prompt groups of slots (:class:`UsageError` without a reward)."""
-    finished = [r for r in rollouts if r.state in ("REWARDED", "FAILED", "TIMED_OUT")]
+    finished = [r for r in rollouts if r.state in TrajectoryState.finished()]
     if not any(r.rewarded for r in finished):
         raise UsageError("the run has no rewarded rollout to plan from")
     by_slot: dict[tuple[int, int, int], list[Rollout]] = defaultdict(list)

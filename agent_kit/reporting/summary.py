@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
 from agent_kit.reporting.chaos import chaos_report
 from agent_kit.reporting.hints import connection_hint
@@ -59,6 +60,7 @@ from agent_kit.reporting.summary_schema import (
     read_summary,
 )
 from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
+from agent_kit.store.layout import SUMMARY_FILE
 from agent_kit.store.records import INTERRUPTED_STATE, agent_failure_of
 from agent_kit.store.run_figures import run_figures_of
 
@@ -90,11 +92,8 @@ __all__ = [
 
 #: Steps of the projection when the caller gives none: the published reference run's 100.
 #: The summary's file name in a run directory.
-SUMMARY_FILE: Final = "summary.json"
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
-_FAILED_STATES: Final = frozenset({"FAILED", "TIMED_OUT"})
-_FINISHED_STATES: Final = frozenset({"REWARDED", "FAILED", "TIMED_OUT"})
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -307,7 +306,9 @@ def _lowest(records: Sequence[Rollout]) -> list[Rollout]:
 
 def _failures(records: Sequence[Rollout]) -> list[Failure]:
     """Failure reasons (the state when none was recorded), most frequent first."""
-    reasons = Counter(r.reason or r.state for r in records if r.state in _FAILED_STATES)
+    reasons = Counter(
+        r.reason or r.state for r in records if r.state in TrajectoryState.unrewarded()
+    )
     return [Failure(reason=k, count=v) for k, v in reasons.most_common()]
 
 
@@ -329,7 +330,7 @@ def _timing(records: Sequence[Rollout]) -> Timing:
     started = min((r.started_at for r in records), default=None)
     ended = max((r.ended_at for r in records), default=None)
     wall = (ended - started) if started is not None and ended is not None else 0.0
-    finished = sum(1 for r in records if r.state in _FINISHED_STATES)
+    finished = sum(1 for r in records if r.state in TrajectoryState.finished())
     return Timing(
         started_at=started,
         ended_at=ended,
@@ -385,7 +386,7 @@ def summarize_records(
             estimated=usage.estimated,
             dataset_rows=_config_int(flat, "dataset_rows", "dataset_size"),
         )
-    failed = [r for r in records if r.state in _FAILED_STATES]
+    failed = [r for r in records if r.state in TrajectoryState.unrewarded()]
     return Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),

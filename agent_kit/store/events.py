@@ -9,24 +9,35 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "AGENTS_READY_EVENT",
+    "AGENT_BROKEN_EVENT",
+    "AGENT_EXIT_EVENT",
+    "AGENT_START_EVENT",
     "CHAOS_EVENT",
     "CONNECTION_EVENT",
     "DIVERGENCE_EVENT",
+    "DRIVER_ERROR_EVENT",
     "FAILED_REASON",
     "INVOCATION_EVENT",
     "JOB_FAILURE_EVENT",
+    "JOB_INTERRUPT_EVENT",
+    "JOB_RESUMED_EVENT",
+    "LENIENT_OPEN_EVENT",
     "LIMIT_REASON",
     "MEMORY_LIMIT_EVENT",
     "NO_REWARD_REASON",
     "NO_SAMPLE_REASON",
+    "POLICY_ERROR_EVENT",
     "REFUSED_REASON",
     "REPORT_ERROR_EVENT",
     "RESUMED_REASON",
+    "RETRY_EVENT",
     "ROLLOUT_DONE_EVENT",
     "STOPPED_REASON",
     "TRAIN_EVAL_EVENT",
     "TRAIN_STEP_EVENT",
     "TRAIN_TOKENS_EVENT",
+    "TURN_DISCARDED_EVENT",
     "TURN_LIMIT_EVENT",
 ]
 
@@ -48,6 +59,29 @@ MEMORY_LIMIT_EVENT: Final = "agent_memory"
 DIVERGENCE_EVENT: Final = "replay_divergence"
 #: The emulator refused a policy call because the trajectory reached its turn cap (first time).
 TURN_LIMIT_EVENT: Final = "turn_limit"
+
+#: A rollout attempt that will be retried (detail: reason, attempt, invoke status).
+RETRY_EVENT: Final = "rollout_retry"
+#: A fault of agent_kit itself stopped the job (detail: error); the run stays resumable.
+DRIVER_ERROR_EVENT: Final = "driver_error"
+#: A run was resumed (detail: stale trajectories expired, advertise URL).
+JOB_RESUMED_EVENT: Final = "job_resumed"
+#: A graceful stop began (detail: grace seconds, rollouts in flight).
+JOB_INTERRUPT_EVENT: Final = "job_interrupt"
+#: Every agent worker answered its health check: the cold start ends here (detail: workers).
+AGENTS_READY_EVENT: Final = "agents_ready"
+#: An agent worker process started (detail: worker, pid, start count).
+AGENT_START_EVENT: Final = "agent_start"
+#: An agent worker process exited unexpectedly (detail: worker, return code, log tail).
+AGENT_EXIT_EVENT: Final = "agent_exit"
+#: An agent worker could not be restarted (detail: worker, error).
+AGENT_BROKEN_EVENT: Final = "agent_broken"
+#: The emulator opened a trajectory it did not know under ``--lenient`` (detail: job ARN).
+LENIENT_OPEN_EVENT: Final = "lenient_open"
+#: A policy call the backend could not answer (detail: error, turn, route).
+POLICY_ERROR_EVENT: Final = "policy_error"
+#: A turn answered but not kept: the trajectory was sealed meanwhile.
+TURN_DISCARDED_EVENT: Final = "turn_discarded"
 
 #: The tokens one policy turn of a training run sampled (``agent-kit train``; detail: turn,
 #: prompt_ids, completion_ids, logprobs).

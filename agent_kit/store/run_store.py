@@ -59,6 +59,7 @@ from typing import Any, Final, NamedTuple
 
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store.events import INVOCATION_EVENT
+from agent_kit.store.layout import RUN_FILE
 from agent_kit.store.rows import (
     EventRow,
     JobRow,
@@ -93,7 +94,6 @@ __all__ = [
 ]
 
 #: File name of the store inside a run directory.
-RUN_FILE: Final = "run.sqlite"
 _FILE_SUFFIXES: Final = (".sqlite", ".sqlite3", ".db")
 
 logger = logging.getLogger("agent_kit.store")

@@ -25,13 +25,13 @@ from typing import Any, Final
 
 from agent_kit.emulator.policies.hf_model import TRAIN_HINT, LoadedModel
 from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.store.layout import ADAPTERS_DIR
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
 
 __all__ = ["ADAPTERS_DIR", "GRPOSession", "StepUpdate", "adapter_dir", "last_adapter"]
 
 #: Where a run keeps its adapters, one folder per trained step.
-ADAPTERS_DIR: Final = "adapters"
 _LORA_TARGETS: Final = ["q_proj", "k_proj", "v_proj", "o_proj"]
 #: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
 _KEPT: Final = {

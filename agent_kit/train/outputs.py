@@ -28,6 +28,7 @@ from agent_kit.reporting.svg import lines
 from agent_kit.reporting.train_view import eval_comparison
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
+from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
 from agent_kit.train.config import TrainConfig
 
 __all__ = [
@@ -39,8 +40,6 @@ __all__ = [
     "write_train_outputs",
 ]
 
-TRAIN_JSON: Final = "train.json"
-TRAIN_HTML: Final = "train.html"
 TRAIN_SCHEMA: Final = "agent_kit.train/1"
 _ROLLOUT_KEYS: Final = (
     "rollout/reward/mean",

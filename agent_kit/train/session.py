@@ -44,6 +44,7 @@ from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_
 from agent_kit.errors import UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
+from agent_kit.store.layout import TRAIN_CONFIG_FILE
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
@@ -52,8 +53,7 @@ from agent_kit.train.samples import step_batch
 
 __all__ = ["CONFIG_FILE", "TRAIN_JSON", "TrainResult", "play_train", "train"]
 
-#: The run's training settings, written when it starts and read back by ``--resume``.
-CONFIG_FILE: Final = "train_config.json"
+CONFIG_FILE: Final = TRAIN_CONFIG_FILE
 
 Echo = Callable[[str], None]
 

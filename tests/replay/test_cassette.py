@@ -278,4 +278,4 @@ def test_recording_types_are_the_same_objects_from_both_modules() -> None:
     assert cassette.Recording is recording.Recording
     assert cassette.Rollout is recording.Rollout is Rollout  # episodes are the store's record
     assert cassette.TurnRow is TurnRow
-    assert cassette.REPLAYABLE_STATES == recording.REPLAYABLE_STATES == ("REWARDED", "FAILED")
+    assert cassette.REPLAYABLE_STATES == recording.REPLAYABLE_STATES == {"REWARDED", "FAILED"}

@@ -28,7 +28,12 @@ from agent_kit.driver.invokers.process_tree import (
     wait_exit,
 )
 from agent_kit.errors import InvokerError, UsageError
-from agent_kit.store.events import MEMORY_LIMIT_EVENT
+from agent_kit.store.events import (
+    AGENT_BROKEN_EVENT,
+    AGENT_EXIT_EVENT,
+    AGENT_START_EVENT,
+    MEMORY_LIMIT_EVENT,
+)
 
 __all__ = [
     "DEFAULT_MAX_LOG_BYTES",
@@ -256,7 +261,7 @@ class _Worker:
                 self._watch_memory(self.proc, self.starts, owner.max_memory)
             )
         owner.emit(
-            "agent_start", {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
+            AGENT_START_EVENT, {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
 
     async def _watch_memory(self, proc: asyncio.subprocess.Process, start: int, cap: int) -> None:
@@ -344,7 +349,7 @@ class _Worker:
                 return
             owner.restarts += 1
             owner.emit(
-                "agent_exit",
+                AGENT_EXIT_EVENT,
                 {"worker": self.index, "returncode": code, "log_tail": self.tail()[-500:]},
             )
             while not owner.closing:
@@ -358,7 +363,7 @@ class _Worker:
                     failures += 1
                     if failures >= owner.max_restarts:
                         self.broken = str(exc)
-                        owner.emit("agent_broken", {"worker": self.index, "error": str(exc)})
+                        owner.emit(AGENT_BROKEN_EVENT, {"worker": self.index, "error": str(exc)})
                         self.ready.set()  # wake waiters; they see `broken`
                         return
                     await asyncio.sleep(min(2.0, 0.2 * failures))

@@ -1,0 +1,96 @@
+"""The run directory's layout: every file and folder name a run directory holds, in one place.
+
+A run directory (``runs/<job name>/``) is written by the driver (the store and the agents'
+logs), the reporting half (summary and report), replay (its report) and ``agent-kit train``
+(its settings, summary and adapters); everyone finds those files through :class:`RunLayout`,
+so a name is spelled once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "ADAPTERS_DIR",
+    "LOGS_DIR",
+    "REPLAY_REPORT_FILE",
+    "REPORT_FILE",
+    "RUN_FILE",
+    "SUMMARY_FILE",
+    "TRAIN_CONFIG_FILE",
+    "TRAIN_HTML",
+    "TRAIN_JSON",
+    "RunLayout",
+]
+
+#: The run store (SQLite, WAL).
+RUN_FILE: Final = "run.sqlite"
+#: The agent processes' logs, one file per worker.
+LOGS_DIR: Final = "logs"
+#: The run's summary document (:mod:`agent_kit.reporting.summary_schema`).
+SUMMARY_FILE: Final = "summary.json"
+#: The self-contained HTML report.
+REPORT_FILE: Final = "report.html"
+#: A replay run's verdicts (``agent-kit replay``).
+REPLAY_REPORT_FILE: Final = "replay_report.json"
+#: A training run's settings, written when it starts and read back by ``--resume``.
+TRAIN_CONFIG_FILE: Final = "train_config.json"
+#: A training run's summary document and its page (``agent-kit train``).
+TRAIN_JSON: Final = "train.json"
+TRAIN_HTML: Final = "train.html"
+#: A training run's LoRA adapters, one folder per saved step (``adapters/step-NNNN``).
+ADAPTERS_DIR: Final = "adapters"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The paths of one run directory (nothing is created or checked)."""
+
+    root: Path
+
+    @property
+    def store(self) -> Path:
+        """``run.sqlite``."""
+        return self.root / RUN_FILE
+
+    @property
+    def logs(self) -> Path:
+        """``logs/``."""
+        return self.root / LOGS_DIR
+
+    @property
+    def summary(self) -> Path:
+        """``summary.json``."""
+        return self.root / SUMMARY_FILE
+
+    @property
+    def report(self) -> Path:
+        """``report.html``."""
+        return self.root / REPORT_FILE
+
+    @property
+    def replay_report(self) -> Path:
+        """``replay_report.json``."""
+        return self.root / REPLAY_REPORT_FILE
+
+    @property
+    def train_config(self) -> Path:
+        """``train_config.json``."""
+        return self.root / TRAIN_CONFIG_FILE
+
+    @property
+    def train_json(self) -> Path:
+        """``train.json``."""
+        return self.root / TRAIN_JSON
+
+    @property
+    def train_html(self) -> Path:
+        """``train.html``."""
+        return self.root / TRAIN_HTML
+
+    @property
+    def adapters(self) -> Path:
+        """``adapters/``."""
+        return self.root / ADAPTERS_DIR
