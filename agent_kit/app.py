@@ -43,7 +43,7 @@ from agent_kit.episode_loop import (
     ModelFactory,
     ModelHandle,
     RewardFunction,
-    run_episode,
+    play_episode,
 )
 from agent_kit.errors import ContractError
 from agent_kit.policy_client import PolicyConfig, TokenProvider, build_model
@@ -200,7 +200,7 @@ class RolloutApp(BedrockAgentCoreApp):
 
     async def play(self, payload: RolloutPayload) -> dict[str, Any]:
         """Run and report one rollout; return the JSON body. Raises only ContractError."""
-        outcome = await run_episode(
+        outcome = await play_episode(
             payload,
             environment=self.environment,
             reward=self.reward_fn,
@@ -239,7 +239,7 @@ class RolloutApp(BedrockAgentCoreApp):
             handle: ModelHandle = build_model(rollout, config)
             return handle
 
-        outcome = await run_episode(
+        outcome = await play_episode(
             payload.rollout,
             environment=self.environment,
             reward=self.reward_fn,

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final
 
@@ -85,6 +86,12 @@ class InferenceParams(_Model):
         serialization_alias="maxTokens",
     )
 
+    @classmethod
+    def service_defaults(cls) -> InferenceParams:
+        """What the service samples with when a job sets nothing: temperature 1, topP 1,
+        maxTokens 4096 (the defaults of a local job and of a payload the emulator builds)."""
+        return cls(temperature=1.0, top_p=1.0, max_tokens=4096)
+
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI chat-completions parameters (``temperature``, ``top_p``, ``max_tokens``)."""
         out: dict[str, Any] = {}
@@ -111,6 +118,14 @@ class RolloutMetadata(_Model):
     )
     endpoint: str | None = None
     region: str | None = None
+    #: A bearer for this rollout alone (``agent-kit emulate``'s minted rollout token); never
+    #: shown in a repr.
+    api_key: str | None = Field(
+        default=None,
+        repr=False,
+        validation_alias=AliasChoices("apiKey", "api_key"),
+        serialization_alias="apiKey",
+    )
 
     @field_validator("job_arn")
     @classmethod
@@ -149,6 +164,37 @@ class RolloutPayload(_Model):
         validation_alias=AliasChoices("inferenceParams", "inference_params"),
         serialization_alias="inferenceParams",
     )
+
+    @classmethod
+    def for_rollout(
+        cls,
+        prompt: str,
+        *,
+        job_arn: str,
+        trajectory_id: str,
+        endpoint: str,
+        region: str,
+        inference_params: InferenceParams | Mapping[str, Any] | None = None,
+        api_key: str | None = None,
+    ) -> RolloutPayload:
+        """The payload of one rollout, the one builder every sender uses (the job driver,
+        replay, the emulator's example payloads): ``inference_params`` as a model or in either
+        spelling, :meth:`InferenceParams.service_defaults` when None; ``endpoint`` without a
+        trailing slash."""
+        if inference_params is None:
+            params = InferenceParams.service_defaults()
+        elif isinstance(inference_params, InferenceParams):
+            params = inference_params
+        else:
+            params = InferenceParams.model_validate(dict(inference_params))
+        metadata = RolloutMetadata(
+            job_arn=job_arn,
+            rollout_id=trajectory_id,
+            endpoint=endpoint.rstrip("/"),
+            region=region,
+            api_key=api_key,
+        )
+        return cls(prompt=prompt, metadata=metadata, inference_params=params)
 
     def wire(self) -> dict[str, Any]:
         """The payload as the service sends it: the contract's names (``metadata.jobArn``,

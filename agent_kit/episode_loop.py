@@ -53,7 +53,7 @@ __all__ = [
     "ModelFactory",
     "ModelHandle",
     "RewardFunction",
-    "run_episode",
+    "play_episode",
 ]
 
 logger = logging.getLogger("agent_kit.episode")
@@ -470,7 +470,7 @@ def _message_text(message: Any) -> str:
     return "".join(parts)
 
 
-async def run_episode(
+async def play_episode(
     payload: RolloutPayload,
     *,
     environment: Callable[[], Environment],

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_kit.driver.job import JobConfig, Progress, default_workers
+from agent_kit.driver.job import JobConfig, JobHooks, Progress, RunConfig, default_workers
 from agent_kit.driver.local import run_local
 
 GUESSES = 6
@@ -280,12 +280,14 @@ async def full_pipeline(
     stop, peak = asyncio.Event(), [0]
     sampler = asyncio.create_task(_sample_rss(stop, peak)) if rss else None
     result = await run_local(
-        str(work / "bench_agent.py"),
-        data,
-        config,
-        out_dir=work / "runs",
-        workers=workers,
-        progress=hook,
+        RunConfig(
+            entrypoint=str(work / "bench_agent.py"),
+            dataset=data,
+            job=config,
+            out=work / "runs",
+            workers=workers,
+        ),
+        JobHooks(progress=hook),
     )
     stop.set()
     if sampler is not None:

@@ -14,6 +14,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -21,7 +22,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from agent_kit.driver.config import RunConfig  # noqa: E402
 from agent_kit.train import TrainConfig, play_train  # noqa: E402
+from agent_kit.train.config import TRAIN_JOB  # noqa: E402
 
 
 def main() -> int:
@@ -40,25 +43,32 @@ def main() -> int:
     example = ROOT / "examples" / "echo"
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
-        config = TrainConfig(
-            entrypoint=str(example / "agent.py"),
-            dataset=example / "train.jsonl",
-            eval=example / "holdout.jsonl",
-            model=args.model,
+        job = replace(
+            TRAIN_JOB,
+            name="echo-bench",
             steps=args.steps,
             group_size=args.group_size,
             batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
             temperature=args.temperature,
             max_tokens=args.max_tokens,
+            seed=0,
+            concurrency=4,
+        )
+        run = RunConfig(
+            entrypoint=str(example / "agent.py"),
+            dataset=example / "train.jsonl",
+            job=job,
+            out=Path(out),
+            workers=1,
+        )
+        config = TrainConfig(
+            run=run,
+            eval=example / "holdout.jsonl",
+            model=args.model,
+            learning_rate=args.learning_rate,
             eval_samples=args.eval_samples,
             lora_r=16,
             device="cpu",
-            seed=0,
-            out=Path(out),
-            name="echo-bench",
-            workers=1,
-            concurrency=4,
         )
         result = play_train(config, echo=lambda line: print(line, flush=True))
     doc = result.document

@@ -18,9 +18,7 @@ or more than ``--max-floor-rate``, default 0.5, got the floor reward) exits 6 af
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
-from typing import Final, NoReturn
 
 import typer
 from rich.console import Console, RenderableType
@@ -64,20 +62,18 @@ from agent_kit.cli.run_options import (
     TemperatureOption,
     TopPOption,
     WorkersOption,
+    settings_of,
 )
+from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
 from agent_kit.driver.config import RunConfig
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, ROLLOUTS_FAILED, JobConfig, JobResult
 from agent_kit.driver.local import LocalRun, play_local
-from agent_kit.driver.stop import Aborted
 from agent_kit.errors import RewardError, UsageError
 from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
 from agent_kit.reporting.words import plural
 
 __all__ = ["register"]
-
-#: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
-_SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def _memory(text: str) -> int:
@@ -134,25 +130,11 @@ def _check_rollouts(result: JobResult) -> None:
         raise RewardError(result.failure or "the job's rollouts failed")
 
 
-def _exit_interrupted(signum: signal.Signals | None, err: Console) -> NoReturn:
-    """Exit 130 (SIGINT) or 143 (SIGTERM) after a signal stopped the run."""
-    code = _SIGNAL_EXIT[signum] if signum is not None else _SIGNAL_EXIT[signal.SIGINT]
-    if code != _SIGNAL_EXIT[signal.SIGINT]:  # the root command says "interrupted" for a 130
-        err.print("interrupted", markup=False)
-    raise typer.Exit(code)
-
-
 def _play(config: RunConfig, console: Console, err: Console, *, live: bool) -> LocalRun:
     """Play the run to its end (or its graceful stop), with the live display when ``live``;
     the first signal is announced on stderr. Raises :class:`Aborted` after a second one."""
 
-    def stopping(signum: signal.Signals) -> None:
-        err.print(
-            f"{signum.name}: stopping — no new rollouts, {config.grace:g}s "
-            "for the ones in flight (Ctrl-C again to abort now)",
-            markup=False,
-        )
-
+    stopping = announcer(err, config.grace)
     if not live:
         return play_local(config, on_stop=stopping)
     display = LiveProgress(console)
@@ -202,39 +184,12 @@ def run(
     seconds, writes the summary (status interrupted) and exits 130 (143 for SIGTERM); a second
     one aborts at once. ``--resume RUN_DIR`` then plays the remaining slots.
     """
-    job = JobConfig(
-        name=name,
-        policy=policy,
-        group_size=group_size,
-        batch_size=batch_size,
-        steps=steps,
-        concurrency=concurrency,
-        rollout_timeout=rollout_timeout,
-        max_retries=max_retries,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        success_threshold=success_threshold,
-        fail_fast=fail_fast,
-        seed=seed,
-        report_grace=report_grace,
-        chaos=chaos,
-        contract=contract,
-    )
-    config = RunConfig(  # refuses a negative --grace
-        entrypoint=entrypoint,
-        dataset=dataset,
+    options = locals()
+    job = settings_of(JobConfig, options)
+    config = settings_of(  # refuses a negative --grace
+        RunConfig,
+        options,
         job=job if resume is None else None,  # a resumed run plays with its recorded settings
-        out=out,
-        resume=resume,
-        workers=workers,
-        rate=rate,
-        endpoint_url=endpoint_url,
-        advertise_url=advertise_url,
-        emulator_port=emulator_port,
-        grace=grace,
-        max_floor_rate=max_floor_rate,
-        lenient_auth=lenient_auth,
         agent_memory=None if agent_memory is None else _memory(agent_memory),
     )
     for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
@@ -242,16 +197,18 @@ def run(
             raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     config.check()  # after the settings' own checks: nothing is created for a bad setting
+    _play_and_exit(config, as_json=as_json, mlflow=export_to)
+
+
+def _play_and_exit(config: RunConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
+    """Play the run, print its outcome and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    try:
+    with aborts_exit(err):
         played = _play(config, console, err, live=console.is_terminal and not as_json)
-    except Aborted as exc:
-        err.print("aborted: the run directory can be resumed with --resume", markup=False)
-        _exit_interrupted(exc.signum, err)
-    _print_result(played.result, console, err, as_json=as_json, mlflow=export_to)
+    _print_result(played.result, console, err, as_json=as_json, mlflow=mlflow)
     if played.result.status == "interrupted":
-        _exit_interrupted(played.stopped_by, err)
+        exit_interrupted(played.stopped_by, err)
     _check_rollouts(played.result)
 
 

@@ -7,8 +7,10 @@ named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -49,7 +51,20 @@ __all__ = [
     "TemperatureOption",
     "TopPOption",
     "WorkersOption",
+    "settings_of",
 ]
+
+_Settings = TypeVar("_Settings")
+
+
+def settings_of(cls: type[_Settings], options: Mapping[str, Any], **given: Any) -> _Settings:
+    """A settings record (a dataclass such as :class:`~agent_kit.driver.config.JobConfig`)
+    from a command's parameters: every field whose name is a parameter takes its value (the
+    options are named like the fields), ``given`` overrides; the rest keep their defaults."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    values = {k: v for k, v in options.items() if k in names}
+    return cls(**{**values, **given})
+
 
 EntrypointArgument = Annotated[
     str | None,
@@ -67,7 +82,8 @@ DatasetOption = Annotated[
 PolicyOption = Annotated[str, typer.Option(help=POLICY_HELP)]
 GroupSizeOption = Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")]
 BatchSizeOption = Annotated[
-    int | None, typer.Option(help="Prompts per step (default: all, at most 128).")
+    int | None,
+    typer.Option(help="Prompts per step (global_batch_size; run: all by default, at most 128)."),
 ]
 StepsOption = Annotated[int, typer.Option(help="Training steps to play.")]
 ConcurrencyOption = Annotated[int, typer.Option(help="Rollouts in flight at most.")]

@@ -11,9 +11,8 @@ as the last line of stdout. Ctrl-C as for ``run``: the first stops after the rol
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,8 +20,12 @@ from rich.console import Console
 from agent_kit.cli.export import MlflowTarget
 from agent_kit.cli.run_options import (
     AsJsonOption,
+    BatchSizeOption,
+    ConcurrencyOption,
     DatasetOption,
     EntrypointArgument,
+    GroupSizeOption,
+    MaxTokensOption,
     MlflowExperimentOption,
     MlflowOption,
     MlflowUriOption,
@@ -30,15 +33,18 @@ from agent_kit.cli.run_options import (
     OutOption,
     ResumeOption,
     SeedOption,
+    StepsOption,
+    TemperatureOption,
     WorkersOption,
+    settings_of,
 )
-from agent_kit.driver.stop import Aborted
+from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.errors import UsageError
 from agent_kit.train import TrainConfig, TrainResult, play_train
+from agent_kit.train.config import TRAIN_JOB
 
 __all__ = ["register"]
-
-_SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 ModelOption = Annotated[
     str,
@@ -80,20 +86,18 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         console.print(f"play it: --policy 'hf:{model}+{doc['adapter']}'", markup=False)
 
 
-def train(
+def train_cmd(
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
     model: ModelOption = "smollm2-135m",
-    steps: Annotated[int, typer.Option(help="Training steps (max_steps).")] = 10,
-    group_size: Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")] = 8,
-    batch_size: Annotated[int, typer.Option(help="Prompts per step (global_batch_size).")] = 4,
+    steps: StepsOption = TRAIN_JOB.steps,
+    group_size: GroupSizeOption = TRAIN_JOB.group_size,
+    batch_size: BatchSizeOption = TRAIN_JOB.batch_size,
     lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
     learning_rate: Annotated[float, typer.Option(help="Learning rate (constant).")] = 5e-5,
     beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference pass).")] = 0.0,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    max_tokens: Annotated[
-        int, typer.Option(help="Tokens per turn at most (sampling_max_tokens).")
-    ] = 128,
+    temperature: TemperatureOption = TRAIN_JOB.temperature,
+    max_tokens: MaxTokensOption = TRAIN_JOB.max_tokens,
     micro_batch: Annotated[
         int | None, typer.Option(help="Rollouts per forward/backward pass (default ≤ 4).")
     ] = None,
@@ -103,7 +107,7 @@ def train(
     ] = None,
     eval_samples: Annotated[int, typer.Option(help="Samples per holdout prompt (k).")] = 4,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at most.")] = 8,
+    concurrency: ConcurrencyOption = TRAIN_JOB.concurrency,
     seed: SeedOption = 0,
     out: OutOption = Path("runs"),
     name: NameOption = None,
@@ -117,53 +121,35 @@ def train(
     """Train a LoRA adapter with GRPO against the agent's unchanged entrypoint, locally."""
     if resume is None and (entrypoint is None or dataset is None):
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
-    config = TrainConfig(
-        entrypoint=entrypoint or "",
-        dataset=dataset or Path(),
-        model=model,
-        steps=steps,
-        group_size=group_size,
-        batch_size=batch_size,
-        lora_r=lora_r,
-        learning_rate=learning_rate,
-        beta=beta,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        micro_batch=micro_batch,
-        eval=eval_file,
-        eval_samples=eval_samples,
-        device=device,
-        concurrency=concurrency,
-        seed=seed,
-        out=out,
-        name=name,
-        resume=resume,
-        workers=workers,
+    options = locals()
+    job = settings_of(JobConfig, options)
+    config = settings_of(
+        TrainConfig, options, run=settings_of(RunConfig, options, job=job), eval=eval_file
     )
     if resume is None:
         config.check()
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
+    _train_and_exit(config, as_json=as_json, mlflow=export_to)
+
+
+def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
+    """Train, print the outcome and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def stopping(signum: signal.Signals) -> None:
-        err.print(f"{signum.name}: stopping after the rollouts in flight", markup=False)
-
-    try:
+    with aborts_exit(err):
         result = play_train(
-            config, on_stop=stopping, echo=lambda line: err.print(line, markup=False)
+            config,
+            on_stop=announcer(err, config.run.grace),
+            echo=lambda line: err.print(line, markup=False),
         )
-    except Aborted as exc:
-        err.print("aborted: the run directory can be resumed with --resume", markup=False)
-        raise typer.Exit(_SIGNAL_EXIT.get(exc.signum, 130)) from None
     _print(result, result.document["settings"]["model"], console, as_json=as_json)
-    if export_to is not None:
-        export_to.export(result.job, console, err, as_json=as_json)
+    if mlflow is not None:
+        mlflow.export(result.job, console, err, as_json=as_json)
     if result.job.status == "interrupted":
-        raise typer.Exit(_SIGNAL_EXIT.get(result.stopped_by, 130))
+        exit_interrupted(result.stopped_by, err)
     result.job.raise_for_status()
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command to the ``agent-kit`` Typer app."""
-    app.command("train")(train)
+    app.command("train")(train_cmd)

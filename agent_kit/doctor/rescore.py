@@ -68,7 +68,7 @@ def rescore_run(
 async def _rescore(app: Any, episodes: Sequence[Rollout], concurrency: int) -> dict[str, Rescored]:
     from agent_kit.contract import parse_payload
     from agent_kit.driver.inprocess import scripted_model_factory
-    from agent_kit.episode_loop import run_episode
+    from agent_kit.episode_loop import play_episode
 
     sem = asyncio.Semaphore(concurrency)
 
@@ -85,7 +85,7 @@ async def _rescore(app: Any, episodes: Sequence[Rollout], concurrency: int) -> d
         )
         async with sem:
             try:
-                outcome = await run_episode(
+                outcome = await play_episode(
                     payload,
                     environment=environment,
                     reward=app.reward_fn,

@@ -28,10 +28,10 @@ from agent_kit.emulator.loader import load_entrypoint
 from agent_kit.emulator.serving import PromptExitServer
 from agent_kit.errors import UsageError
 
-__all__ = ["load_app", "main"]
+__all__ = ["import_app", "main"]
 
 
-def load_app(file: str | Path) -> Any:
+def import_app(file: str | Path) -> Any:
     """Import ``file`` under its stem as module name and return its module-level ``app``.
 
     Raises ``SystemExit(2)`` with a one-line message on stderr when that is impossible (the
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         _watch_parent(args.parent_pid)
-    app = load_app(args.file)
+    app = import_app(args.file)
     config = uvicorn.Config(
         app,
         host=args.host,

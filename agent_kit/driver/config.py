@@ -1,23 +1,154 @@
-"""One local run, as a value: :class:`RunConfig` (what ``agent-kit run`` parses its options into).
+"""The settings of a local job, as values: :class:`JobConfig` (the service's hyper-parameters)
+and :class:`RunConfig` (one run: the job's settings plus where it plays).
 
-A run is the job's settings (:class:`~agent_kit.driver.rollouts.JobConfig`, the service's
-hyper-parameters) plus where it plays: the agent, the dataset, the run directory (new or
-resumed), how the agent is reached and how long a graceful stop waits. The job's settings are
-composed, not copied: a resumed run has none (it plays with the ones it recorded).
-:func:`agent_kit.driver.local.play_local` plays a :class:`RunConfig`.
+A run is the job's settings plus where it plays: the agent, the dataset, the run directory (new
+or resumed), how the agent is reached and how long a graceful stop waits. The job's settings are
+composed, not copied: a resumed run has none (it plays with the ones it recorded), and
+``agent-kit train``'s :class:`~agent_kit.train.config.TrainConfig` holds a :class:`RunConfig`.
+:func:`agent_kit.driver.job.run_job` plays a :class:`RunConfig` (with the
+:class:`~agent_kit.driver.hooks.JobHooks` of its caller).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+import time
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any, Final
 
-from agent_kit.driver.job import DEFAULT_STOP_GRACE_S
-from agent_kit.driver.rollouts import JobConfig
+from agent_kit.driver.trainer_side import CONTRACTS
+from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.errors import UsageError
 
-__all__ = ["RunConfig"]
+__all__ = [
+    "DEFAULT_MAX_FLOOR_RATE",
+    "DEFAULT_STOP_GRACE_S",
+    "MAX_BATCH_SIZE",
+    "MAX_CONCURRENCY",
+    "MAX_STEPS",
+    "JobConfig",
+    "RunConfig",
+    "default_job_name",
+]
+
+#: The service's largest global batch; the default batch (all prompts) is capped here.
+MAX_BATCH_SIZE: Final = 128
+#: Upper bounds of a local job (the service allows at most 96 rollouts in flight).
+MAX_CONCURRENCY: Final = 1024
+MAX_STEPS: Final = 100_000
+#: Seconds in-flight rollouts get to finish after a graceful stop (``agent-kit run --grace``).
+DEFAULT_STOP_GRACE_S: Final = 5.0
+#: The largest share of finished rollouts that may get the agent's floor reward before the
+#: job's status is ``rollouts_failed`` (``agent-kit run --max-floor-rate``).
+DEFAULT_MAX_FLOOR_RATE: Final = 0.5
+_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Job settings, named like the service's hyper-parameters; :meth:`validated` checks them.
+
+    ``batch_size`` None means "every prompt" (capped at :data:`MAX_BATCH_SIZE`); ``report_grace``
+    is how long, after the agent's answer, the driver waits for CompleteRollout/UpdateReward
+    (bounded by what is left of ``rollout_timeout``).
+    """
+
+    name: str | None = None
+    policy: str = "random"
+    group_size: int = 8
+    batch_size: int | None = None
+    steps: int = 1
+    concurrency: int = 32
+    rollout_timeout: float = 600.0
+    max_retries: int = 3
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    success_threshold: float = 1.0
+    fail_fast: bool = True
+    seed: int = 0
+    report_grace: float = 30.0
+    region: str = "us-west-2"
+    #: ``--chaos SPEC``: faults the emulator injects (agent_kit.emulator.chaos); None for none.
+    chaos: str | None = None
+    #: ``--contract``: ``mtrl`` (the service's payload) or ``rl-toolkit`` (agentcore-rl-toolkit's
+    #: ``_rollout`` payload, result objects in S3; see agent_kit.driver.trainer_side).
+    contract: str = "mtrl"
+
+    def validated(self, n_prompts: int) -> JobConfig:
+        """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
+        ``agent-kit run`` flag."""
+        checks: list[tuple[bool, str]] = [
+            (2 <= self.group_size <= 32, f"--group-size must be 2..32, got {self.group_size}"),
+            (1 <= self.steps <= MAX_STEPS, f"--steps must be 1..{MAX_STEPS}, got {self.steps}"),
+            (
+                1 <= self.concurrency <= MAX_CONCURRENCY,
+                f"--concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}",
+            ),
+            (
+                0 < self.rollout_timeout <= 86_400,
+                f"--rollout-timeout must be > 0 and ≤ 86400 seconds, got {self.rollout_timeout}",
+            ),
+            (0 <= self.max_retries <= 10, f"--max-retries must be 0..10, got {self.max_retries}"),
+            (0 <= self.temperature <= 2, f"--temperature must be 0..2, got {self.temperature}"),
+            (0 < self.top_p <= 1, f"--top-p must be in (0, 1], got {self.top_p}"),
+            (self.max_tokens >= 1, f"--max-tokens must be ≥ 1, got {self.max_tokens}"),
+            (
+                0 <= self.report_grace <= 3600,
+                f"--report-grace must be 0..3600 seconds, got {self.report_grace}",
+            ),
+            (n_prompts >= 1, "the dataset has no prompts"),
+            (
+                self.contract in CONTRACTS,
+                f"--contract must be one of {', '.join(CONTRACTS)}, got {self.contract!r}",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+        if self.chaos is not None:
+            parse_chaos(self.chaos, seed=self.seed)  # UsageError naming the bad item
+        if self.name is not None and not _NAME_RE.match(self.name):
+            raise UsageError(
+                f"job name {self.name!r} is not valid: 1..63 letters, digits and hyphens, "
+                "starting and ending with a letter or digit"
+            )
+        batch = self.batch_size
+        if batch is None:
+            batch = min(n_prompts, MAX_BATCH_SIZE)
+        elif not 1 <= batch <= 1024:
+            raise UsageError(f"--batch-size must be 1..1024, got {batch}")
+        return replace(self, batch_size=batch)
+
+    def inference_params(self) -> dict[str, Any]:
+        """``payload.inferenceParams`` (docs/contract.md §2 names)."""
+        return {"temperature": self.temperature, "topP": self.top_p, "maxTokens": self.max_tokens}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored in the job row)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobConfig:
+        """The inverse of :meth:`to_dict`; unknown keys are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def default_job_name(entrypoint: str) -> str:
+    """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows.
+
+    A generic file name (``agent.py``, ``main.py``, ``app.py``) takes its directory's name, so
+    ``examples/wordle/agent.py`` runs as ``wordle-…``.
+    """
+    path = Path(entrypoint)
+    stem = path.stem if entrypoint.endswith(".py") else "agent"
+    if entrypoint.endswith(".py") and stem in ("agent", "main", "app") and path.parent.name:
+        stem = path.resolve().parent.name
+    stem = re.sub(r"[^a-zA-Z0-9]+", "-", stem).strip("-")[:40] or "agent"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
 
 @dataclass(frozen=True)
@@ -32,7 +163,7 @@ class RunConfig:
     agent (see :mod:`agent_kit.driver.tunnel`); ``grace`` the seconds in-flight rollouts get
     after a graceful stop; ``max_floor_rate`` the largest share of finished rollouts that may
     get the agent's floor reward before the job's status is ``rollouts_failed`` (None: the
-    driver's default, :data:`~agent_kit.driver.job.DEFAULT_MAX_FLOOR_RATE`). Constructing one
+    driver's default, :data:`DEFAULT_MAX_FLOOR_RATE`). Constructing one
     with a negative ``grace`` or a ``max_floor_rate`` outside 0..1 raises
     :class:`~agent_kit.errors.UsageError`. ``lenient_auth`` stops the emulator from verifying
     the signatures of the agents the run starts (only their shape is checked).

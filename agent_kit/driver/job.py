@@ -1,7 +1,8 @@
 """The job driver: play a dataset against an agent the way the MTRL service does (docs/contract.md
 §1).
 
-:func:`run_job` runs a whole local job in the current event loop:
+:func:`run_job` runs a whole local job, one :class:`~agent_kit.driver.config.RunConfig` with the
+caller's :class:`~agent_kit.driver.hooks.JobHooks`, in the current event loop:
 
 1. the run directory ``OUT/<job-name>/`` gets its store (``run.sqlite``) and ``logs/``;
 2. the emulator is served by :func:`~agent_kit.emulator.local_service.local_service`
@@ -13,9 +14,10 @@
 4. each of ``steps`` steps plays ``batch_size`` prompts × ``group_size`` rollouts, at most
    ``concurrency`` at once. A rollout is one trajectory id
    (``{job}-s{step}-p{prompt}-g{sample}-a{attempt}``, so runs are reproducible) and the full
-   payload of docs/contract.md §2;
+   payload of docs/contract.md §2, played through :mod:`~agent_kit.driver.attempt` (the one
+   attempt path, shared with replay);
 5. the driver stores its own figures (:class:`~agent_kit.store.run_figures.RunFigures`) with
-   the job and calls ``finish`` (if given), which writes the run's outputs and returns the
+   the job and calls ``hooks.finish`` (if given), which writes the run's outputs and returns the
    :class:`~agent_kit.reporting.summary_schema.Summary`: :func:`agent_kit.driver.local.run_local`
    passes the writer of ``summary.json`` and ``report.html``. The driver itself never imports
    the reporting half at run time (only the summary's type, for the type checker).
@@ -53,11 +55,13 @@ event ``job_failure`` in the store; every finished rollout slot an event ``rollo
 TIMED_OUT with reason "resumed", and the remaining slots are played under the same job ARN.
 
 This module is the job's lifecycle (serve, play, stop, finalize: one ``AsyncExitStack``); its
-neighbours hold the rest: :mod:`~agent_kit.driver.job_setup` opens a new or resumed run
-directory and plans the slots left, :mod:`~agent_kit.driver.rollouts` plays one rollout
-attempt and classifies it, :mod:`~agent_kit.driver.job_stats` counts the figures from the
-store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit invoke``'s single rollout.
-The public names of all of them that callers use are re-exported here.
+neighbours hold the rest: :mod:`~agent_kit.driver.config` the settings,
+:mod:`~agent_kit.driver.hooks` the caller's hooks, :mod:`~agent_kit.driver.job_setup` opens a
+new or resumed run directory and plans the slots left, :mod:`~agent_kit.driver.rollouts` plays
+the slots and :mod:`~agent_kit.driver.attempt` one attempt, :mod:`~agent_kit.driver.job_stats`
+counts the figures from the store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit
+invoke``'s single rollout. The public names of all of them that callers use are re-exported
+here.
 """
 
 from __future__ import annotations
@@ -68,11 +72,26 @@ import logging
 import secrets
 import shutil
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
+from agent_kit.driver.attempt import session_id_for, trajectory_id_for
+from agent_kit.driver.config import (
+    DEFAULT_MAX_FLOOR_RATE,
+    DEFAULT_STOP_GRACE_S,
+    MAX_BATCH_SIZE,
+    JobConfig,
+    RunConfig,
+)
+from agent_kit.driver.hooks import (
+    JobHooks,
+    Progress,
+    ProgressHook,
+    RunFinisher,
+    StepBoundary,
+    TrainHook,
+)
 from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
 from agent_kit.driver.job_setup import (
     OpenedRun,
@@ -85,24 +104,13 @@ from agent_kit.driver.job_setup import (
     plan_slots,
 )
 from agent_kit.driver.job_stats import (
-    DEFAULT_MAX_FLOOR_RATE,
     ROLLOUTS_FAILED,
     driver_stats,
     redact_summary,
     rollouts_verdict,
 )
 from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
-from agent_kit.driver.rollouts import (
-    MAX_BATCH_SIZE,
-    NO_REWARD_REASON,
-    NO_SAMPLE_REASON,
-    JobConfig,
-    Progress,
-    ProgressHook,
-    RolloutLoop,
-    session_id_for,
-    trajectory_id_for,
-)
+from agent_kit.driver.rollouts import RolloutLoop
 from agent_kit.driver.trainer_side import LocalS3, TrainerSide
 from agent_kit.driver.tunnel import (
     advertised_endpoint,
@@ -122,6 +130,8 @@ from agent_kit.store.events import (
     FAILED_REASON,
     JOB_INTERRUPT_EVENT,
     JOB_RESUMED_EVENT,
+    NO_REWARD_REASON,
+    NO_SAMPLE_REASON,
 )
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import RunFigures
@@ -130,9 +140,6 @@ if TYPE_CHECKING:
     from agent_kit.reporting.summary_schema import Summary
 
 logger = logging.getLogger("agent_kit.driver.job")
-
-#: Seconds in-flight rollouts get to finish after a graceful stop (``agent-kit run --grace``).
-DEFAULT_STOP_GRACE_S: Final = 5.0
 
 __all__ = [
     "DEFAULT_MAX_FLOOR_RATE",
@@ -144,9 +151,11 @@ __all__ = [
     "ROLLOUTS_FAILED",
     "InvokeOutcome",
     "JobConfig",
+    "JobHooks",
     "JobResult",
     "Progress",
     "ProgressHook",
+    "RunConfig",
     "RunFinisher",
     "StepBoundary",
     "TrainHook",
@@ -182,34 +191,10 @@ class JobResult:
 
     def written_summary(self) -> Summary:
         """The summary the run's finisher wrote; :class:`AgentKitError` when the job ran
-        without a finisher (:func:`run_job` without ``finish``)."""
+        without a finisher (no ``hooks.finish``)."""
         if self.summary is None:
             raise AgentKitError(f"job {self.job_arn} ran without writing a summary")
         return self.summary
-
-
-RunFinisher = Callable[[RunStore, str, Path, "str | None"], "Summary"]
-"""Called once as a job ends, before its store closes: ``(store, job_arn, run_dir, token) ->
-summary``. The driver has stored its own figures (the ``run`` section) with the job first; the
-finisher writes the run's outputs (summary.json, report.html) and returns the summary. The
-route ``token``, if any, must not appear in what it writes (:func:`redact_summary`)."""
-
-
-@dataclass(frozen=True)
-class StepBoundary:
-    """A step boundary of a job (see :data:`~agent_kit.driver.rollouts.StepHook`): ``step`` is
-    the step about to start, or ``steps`` once the last one is over."""
-
-    store: RunStore
-    job_arn: str
-    run_dir: Path
-    step: int
-    steps: int
-
-
-TrainHook = Callable[[StepBoundary], Awaitable[None]]
-"""``run_job(on_step=)``: awaited at every step boundary, in the job's event loop (a trainer
-updates the policy there, off the loop, before the next step samples it)."""
 
 
 @dataclass
@@ -226,202 +211,170 @@ class _Outcome:
     closing: asyncio.Task[None] | None = None
 
 
-@dataclass(frozen=True)
-class _PlaySettings:
-    """How one invocation of :func:`run_job` plays its opened run (its keyword arguments)."""
-
-    resumed: bool
-    invoker: Invoker | None
-    workers: int
-    progress: ProgressHook | None
-    rate: float | None
-    endpoint_url: str | None
-    finish: RunFinisher | None
-    stop: asyncio.Event | None
-    stop_grace: float
-    max_floor_rate: float | None
-    lenient_auth: bool = False
-    policy: PolicyBackend | None = None
-    on_step: TrainHook | None = None
-    agent_memory: int | None = None
-
-
 async def run_job(
-    entrypoint: str | None,
-    dataset: str | Path | None,
-    config: JobConfig | None = None,
+    config: RunConfig,
+    hooks: JobHooks | None = None,
     *,
-    out_dir: str | Path = "runs",
-    resume: str | Path | None = None,
-    workers: int | None = None,
-    progress: ProgressHook | None = None,
     invoker: Invoker | None = None,
-    endpoint_url: str | None = None,
-    rate: float | None = None,
-    advertise_url: str | None = None,
-    emulator_port: int | None = None,
-    finish: RunFinisher | None = None,
-    stop: asyncio.Event | None = None,
-    stop_grace: float = DEFAULT_STOP_GRACE_S,
-    max_floor_rate: float | None = None,
-    lenient_auth: bool = False,
     policy: PolicyBackend | None = None,
-    on_step: TrainHook | None = None,
-    agent_memory: int | None = None,
 ) -> JobResult:
-    """Run (or, with ``resume``, continue) a local job; see the module docstring.
+    """Run (or, with ``config.resume``, continue) a local job; see the module docstring.
 
-    ``entrypoint`` is an invoker target (``.py`` file, URL, AgentCore or Lambda ARN); with
-    ``resume`` it, the dataset, the config, ``advertise_url`` and ``emulator_port`` default to
-    what the run recorded. ``advertise_url`` is the public URL of a tunnel to this machine's
-    emulator (token-guarded, see the module docstring); ``emulator_port`` its fixed loopback
-    port (default: ephemeral). ``workers`` is the number of agent processes for a ``.py``
-    entrypoint (None: :func:`default_workers`). ``finish`` writes the run's outputs as the job
-    ends (see :data:`RunFinisher`; :func:`agent_kit.driver.local.run_local` passes the summary
-    and report writer); without it the result has the driver's figures and no summary. Setting
-    ``stop`` stops the job gracefully (see :func:`_play_until_stopped`; ``stop_grace`` seconds
-    for in-flight rollouts) and the result has status ``interrupted``. A job that plays every
-    slot but whose rollouts all failed, or where more than ``max_floor_rate`` (None:
-    :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward, has status
-    :data:`ROLLOUTS_FAILED` (see :func:`~agent_kit.driver.job_stats.rollouts_verdict`).
-    ``agent_memory`` caps the memory of each local agent process (bytes, all it started
-    included; past it the process is killed and its rollouts end as a ``limit``). Raises
-    :class:`UsageError` for bad settings, :class:`PolicyError` when the policy cannot answer
-    at all (checked before anything is recorded, see
-    :func:`~agent_kit.emulator.policies.check_policy`) and :class:`InvokerError` when the agent
-    cannot be started; a failing *job* is not an exception: see :attr:`JobResult.status` and
-    :meth:`JobResult.raise_for_status`. Agent processes the driver starts (a ``.py``
-    entrypoint) get the run's own AWS keys and must sign with them (a bad signature is 403);
-    ``lenient_auth`` checks only the shape of credentials instead. ``policy`` is a backend object
-    to serve instead of loading the config's spec (its owner closes it; the spec is still what
-    the job records); ``on_step`` is awaited at every step boundary (see :class:`StepBoundary`).
+    ``config.entrypoint`` is an invoker target (``.py`` file, URL, AgentCore or Lambda ARN);
+    with ``resume`` it, the dataset, the job's settings, ``advertise_url`` and ``emulator_port``
+    default to what the run recorded. ``advertise_url`` is the public URL of a tunnel to this
+    machine's emulator (token-guarded, see the module docstring). ``hooks`` (see
+    :class:`~agent_kit.driver.hooks.JobHooks`): ``finish`` writes the run's outputs as the job
+    ends (without it the result has the driver's figures and no summary); setting ``stop``
+    stops the job gracefully (``config.grace`` seconds for in-flight rollouts) and the result
+    has status ``interrupted``; ``on_step`` is awaited at every step boundary. A job that plays
+    every slot but whose rollouts all failed, or where more than ``config.max_floor_rate`` of
+    them got the floor reward, has status :data:`ROLLOUTS_FAILED`. ``invoker`` reaches the
+    agent instead of the one the entrypoint names; ``policy`` is a backend object to serve
+    instead of loading the job's spec (its owner closes it; the spec is still what the job
+    records). Raises :class:`UsageError` for bad settings, :class:`PolicyError` when the policy
+    cannot answer at all (checked before anything is recorded) and :class:`InvokerError` when
+    the agent cannot be started; a failing *job* is not an exception: see
+    :attr:`JobResult.status` and :meth:`JobResult.raise_for_status`. Agent processes the driver
+    starts (a ``.py`` entrypoint) get the run's own AWS keys and must sign with them (a bad
+    signature is 403); ``config.lenient_auth`` checks only the shape of credentials instead.
     """
     started = time.monotonic()
-    if advertise_url is not None:
-        advertise_url = validate_advertise_url(advertise_url)
-    if emulator_port is not None and not 0 <= emulator_port <= 65535:
-        raise UsageError(f"emulator port must be 0..65535, got {emulator_port}")
-    if resume is not None:
-        run = open_resume(Path(resume), entrypoint, dataset)
-        run.advertise_url = advertise_url or run.advertise_url
-        run.emulator_port = emulator_port if emulator_port is not None else run.emulator_port
-    else:
-        run = open_new(entrypoint, dataset, config, Path(out_dir))
-        run.advertise_url, run.emulator_port = advertise_url, emulator_port
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    settings = _PlaySettings(
-        resumed=resume is not None,
-        invoker=invoker,
-        workers=default_workers(run.config.concurrency) if workers is None else workers,
-        progress=progress,
-        rate=rate,
-        endpoint_url=endpoint_url,
-        finish=finish,
-        stop=stop,
-        stop_grace=stop_grace,
-        max_floor_rate=max_floor_rate,
-        lenient_auth=lenient_auth,
-        policy=policy,
-        on_step=on_step,
-        agent_memory=agent_memory,
-    )
-    outcome = _Outcome()
+    run = _open(config)
+    job = _Job(config, hooks or JobHooks(), invoker, policy, run, started)
     try:
-        return await _run_opened(run, outcome, started, settings)
+        return await job.run()
     except BaseException:
-        if run.created and not outcome.playing:
+        if run.created and not job.outcome.playing:
             # It failed before it started (bad policy, agent that cannot start, …): a new run
             # leaves no directory behind; the error itself says why.
             shutil.rmtree(run.run_dir, ignore_errors=True)
         raise
 
 
-async def _run_opened(
-    run: OpenedRun, outcome: _Outcome, started: float, settings: _PlaySettings
-) -> JobResult:
-    """Serve, play and finalize an opened run (see :func:`run_job`)."""
-    async with contextlib.AsyncExitStack() as stack:
-        stack.callback(run.lock.release)  # the very last thing to go
-        stack.callback(run.store.close)
-        chaos = run.config.chaos
-        token = new_route_token() if run.advertise_url is not None else None
-        trainer_key = None
-        s3: LocalS3 | None = None
-        if run.config.contract == "rl-toolkit":
-            if run.advertise_url is not None:
-                raise UsageError(
-                    "--contract rl-toolkit keeps its S3 on loopback: --advertise-url cannot "
-                    "be combined with it"
-                )
-            s3 = await asyncio.to_thread(LocalS3().start)
-            stack.callback(s3.stop)
-            trainer_key = secrets.token_urlsafe(24)
-        # Bound now, served once _play starts it; on exit it stops, then the policy closes.
-        svc = await stack.enter_async_context(
-            local_service(
-                run.store,
-                settings.policy if settings.policy is not None else run.config.policy,
-                seed=run.config.seed,
-                base_dir=Path.cwd(),
-                path_prefix=token,
-                trainer_key=trainer_key,
-                port=run.emulator_port or 0,
-                gate=True,
-                start=False,
-                verify_auth=_verifies(run, settings),
-                region=run.config.region,
-                chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
-                own_policy=settings.policy is None,
-            )
-        )
-        emu, gate = svc.emulator, svc.gate
-        # An unreachable upstream or an unloadable model fails here, before the job is recorded
-        # (a new run then leaves no directory, a resumed one is unchanged).
-        await check_policy(emu.policy)
-        stack.push_async_callback(_agents_closed, outcome)  # after the outputs are written
-        job_arn = emu.create_job(run.job_name, job_config(run, settings.workers)).arn
-        run.store.update_job(job_arn, status="running")
+def _open(config: RunConfig) -> OpenedRun:
+    """The run directory to play: a new one, or the resumed one with the tunnel settings
+    given now (else the recorded ones)."""
+    advertise_url = config.advertise_url
+    if advertise_url is not None:
+        advertise_url = validate_advertise_url(advertise_url)
+    port = config.emulator_port
+    if port is not None and not 0 <= port <= 65535:
+        raise UsageError(f"emulator port must be 0..65535, got {port}")
+    if config.resume is not None:
+        run = open_resume(Path(config.resume), config.entrypoint, config.dataset)
+        run.advertise_url = advertise_url or run.advertise_url
+        run.emulator_port = port if port is not None else run.emulator_port
+    else:
+        run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out))
+        run.advertise_url, run.emulator_port = advertise_url, port
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    return run
 
-        async def finalize() -> None:
-            if gate is not None:
-                await gate.close()  # no turn lands while the figures are taken
-            # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
-            # _play) go on beside them in this loop; an interrupt waits for the writes.
-            stopping = asyncio.create_task(svc.stop())
-            writing = asyncio.ensure_future(asyncio.to_thread(write_outputs))
-            try:
-                await asyncio.shield(writing)
-            except asyncio.CancelledError:
-                await asyncio.wait({writing})
-                raise
-            finally:
-                await stopping
 
-        def write_outputs() -> None:
-            run.store.check_file()  # a deleted or replaced run directory: RunStoreError
-            elapsed = time.monotonic() - started
-            failure = outcome.failure
-            stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
-            if outcome.status == "completed":
-                failure = rollouts_verdict(run, job_arn, stats, settings.max_floor_rate)
-                if failure is not None:
-                    outcome.status = ROLLOUTS_FAILED
-                    update = {"status": ROLLOUTS_FAILED, "failure_reason": failure}
-                    stats = stats.model_copy(update=update)
-            outcome.figures = redact_summary(stats, token)
-            run.store.update_job(
-                job_arn, status=outcome.status, summary={"run": outcome.figures.stored()}
-            )
-            outcome.failure = None if failure is None else redact(failure, token)
-            if settings.finish is not None:
-                outcome.summary = settings.finish(run.store, job_arn, run.run_dir, token)
+class _Job:
+    """One invocation of :func:`run_job` on its opened run: serve, play, finalize."""
 
-        stack.push_async_callback(finalize)  # the first exit step, whatever ends the job
-        try:
+    def __init__(
+        self,
+        config: RunConfig,
+        hooks: JobHooks,
+        invoker: Invoker | None,
+        policy: PolicyBackend | None,
+        run: OpenedRun,
+        started: float,
+    ) -> None:
+        self.config, self.hooks, self.invoker, self.policy = config, hooks, invoker, policy
+        self.run_, self.started = run, started
+        workers = config.workers
+        self.workers = default_workers(run.config.concurrency) if workers is None else workers
+        self.outcome = _Outcome()
+        self.token = new_route_token() if run.advertise_url is not None else None
+        self.job_arn = ""
+
+    async def run(self) -> JobResult:
+        """Serve, play and finalize the opened run."""
+        run, outcome = self.run_, self.outcome
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(run.lock.release)  # the very last thing to go
+            stack.callback(run.store.close)
+            trainer_key, s3 = await self._trainer_s3(stack)
+            # Bound now, served once _play starts it; on exit it stops, then the policy closes.
+            svc = await stack.enter_async_context(self._service(trainer_key))
+            # An unreachable upstream or an unloadable model fails here, before the job is
+            # recorded (a new run then leaves no directory, a resumed one is unchanged).
+            await check_policy(svc.emulator.policy)
+            stack.push_async_callback(self._agents_closed)  # after the outputs are written
+            self.job_arn = svc.emulator.create_job(run.job_name, job_config(run, self.workers)).arn
+            run.store.update_job(self.job_arn, status="running")
+            stack.push_async_callback(self._finalize, svc)  # the first exit step, always
             trainer = None
             if s3 is not None and trainer_key is not None:
                 trainer = TrainerSide(s3, trainer_key, svc.endpoint)
-            outcome.loop = await _play(run, svc, job_arn, token, settings, outcome, trainer)
+            await self._play_recording_the_ending(svc, trainer)
+        loop = outcome.loop
+        if loop is None or outcome.figures is None:  # _play returned, so both are set
+            raise AgentKitError(f"job {self.job_arn} ended without a result")
+        return JobResult(
+            job_arn=self.job_arn,
+            run_dir=run.run_dir,
+            status=outcome.status,
+            failure=outcome.failure,
+            summary=outcome.summary,
+            total=loop.stats.total,
+            succeeded=loop.stats.succeeded,
+            failed=loop.stats.failed,
+            figures=outcome.figures,
+        )
+
+    async def _trainer_s3(
+        self, stack: contextlib.AsyncExitStack
+    ) -> tuple[str | None, LocalS3 | None]:
+        """``--contract rl-toolkit``: the local S3 (stopped with the job) and the trainer key."""
+        if self.run_.config.contract != "rl-toolkit":
+            return None, None
+        if self.run_.advertise_url is not None:
+            raise UsageError(
+                "--contract rl-toolkit keeps its S3 on loopback: --advertise-url cannot "
+                "be combined with it"
+            )
+        s3 = await asyncio.to_thread(LocalS3().start)
+        stack.callback(s3.stop)
+        return secrets.token_urlsafe(24), s3
+
+    def _service(self, trainer_key: str | None) -> contextlib.AbstractAsyncContextManager[Any]:
+        run = self.run_
+        chaos = run.config.chaos
+        return local_service(
+            run.store,
+            self.policy if self.policy is not None else run.config.policy,
+            seed=run.config.seed,
+            base_dir=Path.cwd(),
+            path_prefix=self.token,
+            trainer_key=trainer_key,
+            port=run.emulator_port or 0,
+            gate=True,
+            start=False,
+            verify_auth=self._verifies(),
+            region=run.config.region,
+            chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
+            own_policy=self.policy is None,
+        )
+
+    def _verifies(self) -> bool:
+        """Whether the emulator verifies signatures: only for agent processes this driver
+        starts (it hands them the run's keys), never with ``lenient_auth``."""
+        run = self.run_
+        local = self.invoker is None and run.entrypoint.endswith(".py")
+        return local and run.advertise_url is None and not self.config.lenient_auth
+
+    async def _play_recording_the_ending(
+        self, svc: LocalService, trainer: TrainerSide | None
+    ) -> None:
+        """Play; whatever ends the job sets the outcome's status and failure."""
+        run, outcome = self.run_, self.outcome
+        try:
+            outcome.loop = await self._play(svc, trainer)
             if run.store.write_failure is not None:  # something the run did was not recorded
                 raise RunStoreError(str(run.store.write_failure))
         except (asyncio.CancelledError, KeyboardInterrupt):
@@ -441,124 +394,147 @@ async def _run_opened(
             outcome.status, outcome.failure = "stopped", f"agent-kit error: {type(exc).__name__}"
             run.store.add_event(DRIVER_ERROR_EVENT, {"error": f"{type(exc).__name__}: {exc}"})
             raise
-    loop = outcome.loop
-    if loop is None or outcome.figures is None:  # _play returned, so both are set
-        raise AgentKitError(f"job {job_arn} ended without a result")
-    return JobResult(
-        job_arn=job_arn,
-        run_dir=run.run_dir,
-        status=outcome.status,
-        failure=outcome.failure,
-        summary=outcome.summary,
-        total=loop.stats.total,
-        succeeded=loop.stats.succeeded,
-        failed=loop.stats.failed,
-        figures=outcome.figures,
-    )
 
+    async def _finalize(self, svc: LocalService) -> None:
+        """Close the gate, then write the outputs in a thread while the service stops."""
+        if svc.gate is not None:
+            await svc.gate.close()  # no turn lands while the figures are taken
+        # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
+        # _play) go on beside them in this loop; an interrupt waits for the writes.
+        stopping = asyncio.create_task(svc.stop())
+        writing = asyncio.ensure_future(asyncio.to_thread(self._write_outputs))
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait({writing})
+            raise
+        finally:
+            await stopping
 
-def _verifies(run: OpenedRun, settings: _PlaySettings) -> bool:
-    """Whether the emulator verifies signatures: only for agent processes this driver starts
-    (it hands them the run's keys), never with ``lenient_auth``."""
-    local = settings.invoker is None and run.entrypoint.endswith(".py")
-    return local and run.advertise_url is None and not settings.lenient_auth
+    def _write_outputs(self) -> None:
+        """Store the driver's figures with the job, then call the finisher (if any)."""
+        run, outcome, token, job_arn = self.run_, self.outcome, self.token, self.job_arn
+        run.store.check_file()  # a deleted or replaced run directory: RunStoreError
+        elapsed = time.monotonic() - self.started
+        failure = outcome.failure
+        stats = driver_stats(run, job_arn, outcome.status, failure, outcome.loop, elapsed)
+        if outcome.status == "completed":
+            failure = rollouts_verdict(run, job_arn, stats, self.config.max_floor_rate)
+            if failure is not None:
+                outcome.status = ROLLOUTS_FAILED
+                update = {"status": ROLLOUTS_FAILED, "failure_reason": failure}
+                stats = stats.model_copy(update=update)
+        outcome.figures = redact_summary(stats, token)
+        run.store.update_job(
+            job_arn, status=outcome.status, summary={"run": outcome.figures.stored()}
+        )
+        outcome.failure = None if failure is None else redact(failure, token)
+        if self.hooks.finish is not None:
+            outcome.summary = self.hooks.finish(run.store, job_arn, run.run_dir, token)
 
+    async def _agents_closed(self) -> None:
+        """Wait for the agents' shutdown that :meth:`_play` started (if it got that far)."""
+        if self.outcome.closing is not None:
+            await self.outcome.closing
 
-async def _agents_closed(outcome: _Outcome) -> None:
-    """Wait for the agents' shutdown that :func:`_play` started (if it got that far)."""
-    if outcome.closing is not None:
-        await outcome.closing
+    async def _play(self, svc: LocalService, trainer: TrainerSide | None) -> RolloutLoop:
+        """Serve the emulator, start the agent, play every remaining slot; sets the outcome.
+        With ``trainer`` the rollouts speak agentcore-rl-toolkit's contract (its S3 reaches the
+        agent processes through ``AWS_ENDPOINT_URL_S3``)."""
+        run, outcome, store = self.run_, self.outcome, self.run_.store
+        endpoint = local_endpoint = await svc.start()  # with the route token, if any
+        if self.token is not None and run.advertise_url is not None:
+            endpoint = advertised_endpoint(run.advertise_url, self.token)
+        if self.config.resume is not None:
+            detail: dict[str, Any] = {
+                "stale_trajectories": expire_stale(svc.emulator, store, self.job_arn)
+            }
+            if run.advertise_url is not None:
+                detail["advertise_url"] = run.advertise_url
+            store.add_event(JOB_RESUMED_EVENT, detail)
+        plan, total, counts = plan_slots(
+            store, self.job_arn, run.job_name, run.config, len(run.data)
+        )
+        invoker = self.invoker or self._make_invoker(svc, local_endpoint, trainer)
+        loop = self._loop(svc, invoker, endpoint, trainer)
+        outcome.loop = loop
+        loop.stats.total, loop.stats.done = total, counts["done"]
+        loop.stats.succeeded, loop.stats.failed = counts["succeeded"], counts["failed"]
+        await self._start_agents(invoker)
+        outcome.playing = True
+        loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
+        try:
+            loop.emit()
+            await _play_until_stopped(loop, plan, self.hooks.stop, self.config.grace, store)
+        finally:
+            # The agents stop while the outputs are written; run() awaits it.
+            outcome.closing = asyncio.create_task(invoker.aclose())
+        if loop.draining:
+            outcome.status, outcome.failure = "interrupted", "interrupted"
+        elif loop.stop_reason is not None:
+            outcome.status, outcome.failure = "failed", loop.stop_reason
+        else:
+            outcome.status = "completed"
+        return loop
 
-
-async def _play(
-    run: OpenedRun,
-    svc: LocalService,
-    job_arn: str,
-    token: str | None,
-    settings: _PlaySettings,
-    outcome: _Outcome,
-    trainer: TrainerSide | None = None,
-) -> RolloutLoop:
-    """Serve the emulator, start the agent, play every remaining slot; sets ``outcome``.
-    With ``trainer`` the rollouts speak agentcore-rl-toolkit's contract (its S3 reaches the
-    agent processes through ``AWS_ENDPOINT_URL_S3``)."""
-    store, config, emu = run.store, run.config, svc.emulator
-    endpoint = local_endpoint = await svc.start()  # with the route token, if any
-    if token is not None and run.advertise_url is not None:
-        endpoint = advertised_endpoint(run.advertise_url, token)
-    if settings.resumed:
-        detail: dict[str, Any] = {"stale_trajectories": expire_stale(emu, store, job_arn)}
-        if run.advertise_url is not None:
-            detail["advertise_url"] = run.advertise_url
-        store.add_event(JOB_RESUMED_EVENT, detail)
-    plan, total, counts = plan_slots(store, job_arn, run.job_name, config, len(run.data))
-    invoker = settings.invoker
-    if invoker is None:
-        env = agent_env(local_endpoint, config.region, credentials=svc.keys.agent_env())
+    def _make_invoker(
+        self, svc: LocalService, local_endpoint: str, trainer: TrainerSide | None
+    ) -> Invoker:
+        run = self.run_
+        env = agent_env(local_endpoint, run.config.region, credentials=svc.keys.agent_env())
         if trainer is not None:
             env["AWS_ENDPOINT_URL_S3"] = trainer.s3.url
-        invoker = make_invoker(
+        return make_invoker(
             run.entrypoint,
             env=env,
-            workers=settings.workers,
+            workers=self.workers,
             log_dir=RunLayout(run.run_dir).logs,
-            concurrency=config.concurrency,
-            rate=settings.rate,
-            endpoint_url=settings.endpoint_url,
-            on_event=store.add_event,
+            concurrency=run.config.concurrency,
+            rate=self.config.rate,
+            endpoint_url=self.config.endpoint_url,
+            on_event=run.store.add_event,
             stop_sessions=trainer is None,
-            agent_memory=settings.agent_memory,
+            agent_memory=self.config.agent_memory,
         )
-    loop = RolloutLoop(
-        emu=emu,
-        store=store,
-        invoker=invoker,
-        job_arn=job_arn,
-        job_name=run.job_name,
-        endpoint=endpoint,
-        dataset=run.data,
-        config=config,
-        progress=settings.progress,
-        trainer=trainer,
-    )
-    outcome.loop = loop
-    if settings.on_step is not None:
-        hook = settings.on_step
 
-        async def on_step(step: int) -> None:
-            await hook(StepBoundary(store, job_arn, run.run_dir, step, config.steps))
+    def _loop(
+        self, svc: LocalService, invoker: Invoker, endpoint: str, trainer: TrainerSide | None
+    ) -> RolloutLoop:
+        run = self.run_
+        loop = RolloutLoop(
+            emu=svc.emulator,
+            store=run.store,
+            invoker=invoker,
+            job_arn=self.job_arn,
+            job_name=run.job_name,
+            endpoint=endpoint,
+            dataset=run.data,
+            config=run.config,
+            progress=self.hooks.progress,
+            trainer=trainer,
+        )
+        hook = self.hooks.on_step
+        if hook is not None:
+            store, job_arn, run_dir, steps = run.store, self.job_arn, run.run_dir, run.config.steps
 
-        loop.on_step = on_step
-    loop.stats.total = total
-    loop.stats.done = counts["done"]
-    loop.stats.succeeded = counts["succeeded"]
-    loop.stats.failed = counts["failed"]
-    spawn = getattr(invoker, "spawn", None)  # local processes: start them before anything else
-    if spawn is not None:
-        await spawn()
-    # The token counter warms in a thread while the agents start, instead of blocking the
-    # emulator's loop on the first policy call.
-    warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
-    try:
-        await invoker.start()
-    finally:
-        await warm
-    store.add_event(AGENTS_READY_EVENT, {"workers": settings.workers})  # the cold start ends here
-    outcome.playing = True
-    loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
-    try:
-        loop.emit()
-        await _play_until_stopped(loop, plan, settings.stop, settings.stop_grace, store)
-    finally:
-        # The agents stop while the outputs are written; _run_opened awaits it.
-        outcome.closing = asyncio.create_task(invoker.aclose())
-    if loop.draining:
-        outcome.status, outcome.failure = "interrupted", "interrupted"
-    elif loop.stop_reason is not None:
-        outcome.status, outcome.failure = "failed", loop.stop_reason
-    else:
-        outcome.status = "completed"
-    return loop
+            async def on_step(step: int) -> None:
+                await hook(StepBoundary(store, job_arn, run_dir, step, steps))
+
+            loop.on_step = on_step
+        return loop
+
+    async def _start_agents(self, invoker: Invoker) -> None:
+        spawn = getattr(invoker, "spawn", None)  # local processes: start them first
+        if spawn is not None:
+            await spawn()
+        # The token counter warms in a thread while the agents start, instead of blocking the
+        # emulator's loop on the first policy call.
+        warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
+        try:
+            await invoker.start()
+        finally:
+            await warm
+        self.run_.store.add_event(AGENTS_READY_EVENT, {"workers": self.workers})  # cold start
 
 
 async def _play_until_stopped(
@@ -580,9 +556,8 @@ async def _play_until_stopped(
         await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
         if not play.done():
             loop.drain()
-            store.add_event(
-                JOB_INTERRUPT_EVENT, {"grace_s": grace, "in_flight": loop.stats.in_flight}
-            )
+            detail = {"grace_s": grace, "in_flight": loop.stats.in_flight}
+            store.add_event(JOB_INTERRUPT_EVENT, detail)
             try:
                 await asyncio.wait_for(asyncio.shield(play), grace)
             except asyncio.TimeoutError:

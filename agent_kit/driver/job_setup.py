@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from agent_kit.contract import TrajectoryState
+from agent_kit.driver.config import JobConfig, default_job_name
 from agent_kit.driver.dataset import Dataset, load_dataset
-from agent_kit.driver.rollouts import RESUMED_REASON, JobConfig, default_job_name
 from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
-from agent_kit.store.events import ROLLOUT_DONE_EVENT
+from agent_kit.store.events import RESUMED_REASON, ROLLOUT_DONE_EVENT
 from agent_kit.store.run_figures import run_figures_of
 from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
@@ -40,6 +40,7 @@ __all__ = [
     "open_new",
     "open_resume",
     "plan_slots",
+    "step_prompts",
 ]
 
 
@@ -66,8 +67,7 @@ def plan_slots(
     plan: Plan = []
     counts = {"total": 0, "done": 0, "succeeded": 0, "failed": 0}
     for step in range(config.steps):
-        for i in range(config.batch_size):
-            p_idx = (step * config.batch_size + i) % n_prompts
+        for p_idx in step_prompts(step, config.batch_size, n_prompts):
             for k in range(config.group_size):
                 slot = (step, p_idx, k)
                 counts["total"] += 1
@@ -82,6 +82,12 @@ def plan_slots(
                     continue
                 plan.append((slot, rows))
     return plan, counts["total"], counts
+
+
+def step_prompts(step: int, batch_size: int, n_prompts: int) -> list[int]:
+    """The dataset indices of a step's prompts, in plan order: the dataset read in a cycle,
+    ``batch_size`` prompts a step (the service's global batch)."""
+    return [(step * batch_size + i) % n_prompts for i in range(batch_size)]
 
 
 def expire_stale(emu: Emulator, store: RunStore, job_arn: str) -> int:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
+from agent_kit.driver.config import DEFAULT_MAX_FLOOR_RATE
 from agent_kit.driver.job_setup import OpenedRun, plan_slots
 from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
 from agent_kit.driver.tunnel import redact
@@ -34,10 +35,6 @@ __all__ = [
     "rollout_rate",
     "rollouts_verdict",
 ]
-
-#: The largest share of finished rollouts that may get the agent's floor reward before a
-#: completed job is :data:`ROLLOUTS_FAILED` (``agent-kit run --max-floor-rate``; 1 turns it off).
-DEFAULT_MAX_FLOOR_RATE: Final = 0.5
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

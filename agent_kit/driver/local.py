@@ -13,14 +13,16 @@ import asyncio
 import json
 import logging
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from agent_kit.driver.config import RunConfig
-from agent_kit.driver.job import JobResult, ProgressHook, redact_summary, run_job
-from agent_kit.driver.stop import GracefulStop, StopHook
+from agent_kit.driver.hooks import JobHooks, ProgressHook
+from agent_kit.driver.invokers import Invoker
+from agent_kit.driver.job import JobResult, redact_summary, run_job
+from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.driver.tunnel import redact
+from agent_kit.emulator.policies import PolicyBackend
 from agent_kit.errors import RunStoreError
 from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
 from agent_kit.reporting.summary import summarize
@@ -68,11 +70,16 @@ def write_run_outputs(
 
 
 async def run_local(
-    entrypoint: str | None, dataset: str | Path | None, *args: Any, **options: Any
+    config: RunConfig,
+    hooks: JobHooks | None = None,
+    *,
+    invoker: Invoker | None = None,
+    policy: PolicyBackend | None = None,
 ) -> JobResult:
     """:func:`~agent_kit.driver.job.run_job` (same arguments) with the run's outputs
     written as it ends (:func:`write_run_outputs`), interrupted or not."""
-    return await run_job(entrypoint, dataset, *args, finish=write_run_outputs, **options)
+    hooks = replace(hooks or JobHooks(), finish=write_run_outputs)
+    return await run_job(config, hooks, invoker=invoker, policy=policy)
 
 
 @dataclass(frozen=True)
@@ -99,27 +106,9 @@ def play_local(
     snapshot. Raises what :func:`run_local` raises for bad settings or an agent that cannot
     start. Call :meth:`RunConfig.check` first to refuse bad options before anything is created.
     """
-    stop = GracefulStop(on_stop)
 
     async def job(stopped: asyncio.Event) -> JobResult:
-        return await run_local(
-            config.entrypoint,
-            config.dataset,
-            config.job,
-            out_dir=config.out,
-            resume=config.resume,
-            workers=config.workers,
-            progress=progress,
-            rate=config.rate,
-            endpoint_url=config.endpoint_url,
-            advertise_url=config.advertise_url,
-            emulator_port=config.emulator_port,
-            stop=stopped,
-            stop_grace=config.grace,
-            max_floor_rate=config.max_floor_rate,
-            lenient_auth=config.lenient_auth,
-            agent_memory=config.agent_memory,
-        )
+        return await run_local(config, JobHooks(progress=progress, stop=stopped))
 
-    result = asyncio.run(stop.guard(job))
-    return LocalRun(result=result, stopped_by=stop.first)
+    result, first = play_stoppable(job, on_stop)
+    return LocalRun(result=result, stopped_by=first)

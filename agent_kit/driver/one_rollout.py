@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_kit.driver.attempt import Attempt, trajectory_id_for
+from agent_kit.driver.config import JobConfig
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import InvokeResult, agent_env, make_invoker
-from agent_kit.driver.rollouts import JobConfig, RolloutLoop, trajectory_id_for
+from agent_kit.driver.rollouts import RolloutLoop
 from agent_kit.emulator.local_service import local_service
 from agent_kit.errors import UsageError
 from agent_kit.store import RUN_FILE, RunStore
@@ -106,19 +108,23 @@ async def invoke_once(
                 await job.play_slot((0, 0, 0), [])
             finally:
                 await invoker.aclose()
-        last = job.last
-        tid = last.trajectory_id if last else trajectory_id_for("invoke", 0, 0, 0, 0)
-        row = store.get_trajectory(tid)
-        reward = store.get_reward(tid)
         store.update_job(job_arn, status="completed")
-        return InvokeOutcome(
-            trajectory_id=tid,
-            job_arn=job_arn,
-            state=row.state if row else "UNKNOWN",
-            reason=row.reason if row else None,
-            reward=None if reward is None else reward.total,
-            result=last.result if last else None,
-            store_path=Path(store.path),
-        )
+        return _outcome(store, job_arn, job.last)
     finally:
         store.close()
+
+
+def _outcome(store: RunStore, job_arn: str, last: Attempt | None) -> InvokeOutcome:
+    """The debugging rollout's outcome, read back from its store."""
+    tid = last.trajectory_id if last else trajectory_id_for("invoke", 0, 0, 0, 0)
+    row = store.get_trajectory(tid)
+    reward = store.get_reward(tid)
+    return InvokeOutcome(
+        trajectory_id=tid,
+        job_arn=job_arn,
+        state=row.state if row else "UNKNOWN",
+        reason=row.reason if row else None,
+        reward=None if reward is None else reward.total,
+        result=last.result if last else None,
+        store_path=Path(store.path),
+    )

@@ -22,7 +22,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-__all__ = ["STOP_SIGNALS", "Aborted", "GracefulStop", "StopHook"]
+__all__ = ["STOP_SIGNALS", "Aborted", "GracefulStop", "StopHook", "play_stoppable"]
 
 #: The signals that stop a run.
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
@@ -101,3 +101,15 @@ class GracefulStop:
                 self._on_stop(signum)
         elif len(self.received) == 2 and self._task is not None:
             self._task.cancel()
+
+
+def play_stoppable(
+    job: Callable[[asyncio.Event], Awaitable[_T]], on_stop: StopHook | None = None
+) -> tuple[_T, signal.Signals | None]:
+    """Run ``job(stop_event)`` to its end in a new event loop under a :class:`GracefulStop`
+    (what ``agent-kit run`` and ``agent-kit train`` both do): the first SIGINT/SIGTERM sets the
+    event and calls ``on_stop``; a second raises :class:`Aborted`. Returns the job's result and
+    the signal that stopped it (None when none came)."""
+    stop = GracefulStop(on_stop)
+    result = asyncio.run(stop.guard(job))
+    return result, stop.first

@@ -47,9 +47,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from agent_kit.contract import TrajectoryState
+from agent_kit.contract import InferenceParams, TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import Recording, open_recording
@@ -71,9 +71,13 @@ from agent_kit.replay.verdicts import (
     describe,
     judge,
 )
-from agent_kit.store import INVOCATION_EVENT, RUN_FILE, Rollout
+from agent_kit.store import RUN_FILE, Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
+
+if TYPE_CHECKING:
+    from agent_kit.driver.attempt import Attempts
+    from agent_kit.emulator.core import Emulator
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
@@ -99,7 +103,6 @@ logger = logging.getLogger("agent_kit.replay")
 #: Report file written into the replay's run directory.
 REPORT_FILE: Final = REPLAY_REPORT_FILE
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")
-_DEFAULT_PARAMS: Final = {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096}
 
 
 # -- settings --------------------------------------------------------------------------------------
@@ -282,9 +285,6 @@ async def replay_run(
     InvokerError when the agent cannot be started; changed episodes are data, see
     :meth:`ReplayReport.raise_for_mismatch`.
     """
-    from agent_kit.emulator.local_service import local_service
-    from agent_kit.store import RunStore
-
     started = time.monotonic()
     _check_settings(fork_at, policy, concurrency, workers)
     mode = "fork" if fork_at is not None else "replay"
@@ -308,41 +308,51 @@ async def replay_run(
         report_grace=report_grace,
         region=region,
     )
+    return await _replay(plan, progress, started)
+
+
+async def _replay(
+    plan: _Plan, progress: Callable[[int, int], None] | None, started: float
+) -> ReplayReport:
+    """Serve the replay backend, play every episode, record and write the report."""
+    from agent_kit.emulator.local_service import local_service
+    from agent_kit.store import RunStore
+
     backend = _replay_backend(plan)
-    store = RunStore.open(run_dir)
+    store = RunStore.open(plan.run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
         service = local_service(
             store,
             backend,
             seed=plan.seed,
-            region=region,
+            region=plan.region,
             own_policy=False,
-            verify_auth=target.endswith(".py"),  # its agents sign with the run's keys
+            verify_auth=plan.target.endswith(".py"),  # its agents sign with the run's keys
         )
         async with service as svc:
-            job_arn = svc.emulator.create_job(job_name, _job_config(plan, backend.name)).arn
+            job_arn = svc.emulator.create_job(plan.job_name, _job_config(plan, backend.name)).arn
             creds = svc.keys.agent_env()
             reports = await _play_episodes(
                 svc.emulator, svc.endpoint, plan, job_arn, progress, creds
             )
         report = ReplayReport(
-            source=str(recording.source),
-            run_dir=str(run_dir),
-            entrypoint=target,
-            mode=mode,
+            source=str(plan.recording.source),
+            run_dir=str(plan.run_dir),
+            entrypoint=plan.target,
+            mode=plan.mode,
             episodes=tuple(reports),
-            fork_at=fork_at,
-            policy=policy,
+            fork_at=plan.fork_at,
+            policy=plan.policy,
             elapsed_s=time.monotonic() - started,
         )
         store.update_job(job_arn, status="completed", summary={"replay": report.to_dict()})
-        (run_dir / REPORT_FILE).write_text(
+        RunLayout(plan.run_dir).replay_report.write_text(
             json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         return report
     finally:
-        await _close_backend(backend, job_name)
+        await _close_backend(backend, plan.job_name)
         store.close()
 
 
@@ -355,7 +365,7 @@ async def _close_backend(backend: ReplayBackend, job_name: str) -> None:
 
 
 async def _play_episodes(
-    emu: Any,
+    emu: Emulator,
     url: str,
     plan: _Plan,
     job_arn: str,
@@ -365,8 +375,8 @@ async def _play_episodes(
     """Start the invoker on the emulator served at ``url`` (its agents signing with
     ``credentials``) and replay every episode through it, ``plan.concurrency`` at a time;
     reports in the recording's order."""
+    from agent_kit.driver.attempt import Attempts
     from agent_kit.driver.invokers import agent_env, make_invoker
-    from agent_kit.driver.job import session_id_for
 
     episodes = plan.recording.episodes
     ids = _new_ids(plan.job_name, episodes)
@@ -379,14 +389,24 @@ async def _play_episodes(
         concurrency=plan.concurrency,
         on_event=lambda kind, detail: emu.store.add_event(kind, detail),
     )
+    attempts = Attempts(
+        emu=emu,
+        store=emu.store,
+        invoker=invoker,
+        job_arn=job_arn,
+        job_name=plan.job_name,
+        endpoint=url,
+        region=plan.region,
+        rollout_timeout=plan.rollout_timeout,
+        report_grace=plan.report_grace,
+        grace_after_error=False,  # a failed answer is judged as it is, against the recording
+    )
     sem = asyncio.Semaphore(plan.concurrency)
 
     async def one(episode: Rollout, tid: str) -> EpisodeReport:
         nonlocal done
         async with sem:
-            report = await _replay_episode(
-                emu, invoker, plan, job_arn, url, episode, tid, session_id_for(tid)
-            )
+            report = await _replay_episode(emu, attempts, plan, episode, tid)
         done += 1
         if progress is not None:
             progress(done, len(episodes))
@@ -400,57 +420,35 @@ async def _play_episodes(
 
 
 async def _replay_episode(
-    emu: Any,
-    invoker: Any,
-    plan: _Plan,
-    job_arn: str,
-    url: str,
-    episode: Rollout,
-    tid: str,
-    session_id: str,
+    emu: Emulator, attempts: Attempts, plan: _Plan, episode: Rollout, tid: str
 ) -> EpisodeReport:
-    """Play one recorded episode again and judge it."""
-    store = emu.store
-    payload = {
-        "prompt": episode.prompt,
-        "metadata": {"jobArn": job_arn, "rolloutId": tid, "endpoint": url, "region": plan.region},
-        "inferenceParams": episode.inference_params or dict(_DEFAULT_PARAMS),
-    }
-    emu.open_trajectory(
-        job_arn,
-        episode.prompt,
+    """Play one recorded episode again through the attempt path and judge it: an attempt
+    that does not end where the recording did (rewarded, or failed by the agent) is an
+    error."""
+    from agent_kit.driver.attempt import AttemptSpec
+
+    params = episode.inference_params or InferenceParams.service_defaults()
+    spec = AttemptSpec(
+        trajectory_id=tid,
+        prompt=episode.prompt,
         step=episode.step,
         prompt_index=episode.prompt_index,
         sample_index=episode.sample_index,
+        inference_params=InferenceParams.model_validate(params),
         replay_of=episode.id,
-        trajectory_id=tid,
-        payload=payload,
     )
-    result = await invoker.invoke(payload, session_id, plan.rollout_timeout)
-    store.add_event(
-        INVOCATION_EVENT,
-        {
-            "status": result.status,
-            "http_status": result.http_status,
-            "body": result.body,
-            "error": result.error,
-        },
-        tid,
-    )
-    state = await emu.wait_state(
-        tid, TrajectoryState.finished(), plan.report_grace if result.ok else 0.0
-    )
+    attempt = await attempts.play(spec, attempts.open(spec))
+    state = emu.state(tid)
     error: str | None = None
-    if state not in TrajectoryState.finished():
-        error = result.error or f"the agent left the rollout {state.value} (no reward reported)"
-        emu.expire(tid, f"replay: {error}")
-    elif state is not TrajectoryState.REWARDED and episode.trajectory.state == "REWARDED":
-        row = store.get_trajectory(tid)
-        error = f"the rollout ended {state.value}: {getattr(row, 'reason', None)}"
-    reward = store.get_reward(tid)
-    body = result.body if isinstance(result.body, dict) else None
+    if attempt.kind != "rewarded" and not (
+        state is TrajectoryState.FAILED and episode.trajectory.state == "FAILED"
+    ):
+        error = attempt.reason or f"the rollout ended {getattr(state, 'value', state)}"
+    result = attempt.result
+    reward = emu.store.get_reward(tid)
+    body = result.body if result is not None and isinstance(result.body, dict) else None
     breakdown = body.get("reward_breakdown") if body is not None else None
-    backend: ReplayBackend = emu.policy
+    backend = cast(ReplayBackend, emu.policy)
     return judge(
         episode,
         tid,

@@ -78,7 +78,7 @@ def record(
     ``scripted:policies.py:Solver``). With ``cassette`` the episodes are also exported there.
     Raises :class:`~agent_kit.errors.JobFailed` when the job fails.
     """
-    from agent_kit.driver.job import JobConfig
+    from agent_kit.driver.config import JobConfig, RunConfig
     from agent_kit.driver.local import run_local
 
     out = Path(out_dir)
@@ -93,7 +93,8 @@ def record(
         rollout_timeout=120.0,
         max_retries=1,
     )
-    result = asyncio.run(run_local(str(entrypoint), data, config, out_dir=out))
+    run = RunConfig(entrypoint=str(entrypoint), dataset=data, job=config, out=out)
+    result = asyncio.run(run_local(run))
     result.raise_for_status()
     if cassette is not None:
         write_cassette(cassette, load_recording(result.run_dir))

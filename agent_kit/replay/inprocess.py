@@ -106,7 +106,7 @@ async def _play_in_process(
     """Play every episode through the app's episode runner in one event loop."""
     from agent_kit.contract import parse_payload
     from agent_kit.driver.inprocess import scripted_model_factory
-    from agent_kit.episode_loop import run_episode
+    from agent_kit.episode_loop import play_episode
 
     sem = asyncio.Semaphore(concurrency)
 
@@ -116,7 +116,7 @@ async def _play_in_process(
             {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
         )
         async with sem:
-            outcome = await run_episode(
+            outcome = await play_episode(
                 payload,
                 environment=app.environment,
                 reward=app.reward_fn,

@@ -14,11 +14,13 @@ from typing import Final
 
 __all__ = [
     "ADAPTERS_DIR",
+    "EVAL_DIR",
     "LOGS_DIR",
     "REPLAY_REPORT_FILE",
     "REPORT_FILE",
     "RUN_FILE",
     "SUMMARY_FILE",
+    "TRAINER_DIR",
     "TRAIN_CONFIG_FILE",
     "TRAIN_HTML",
     "TRAIN_JSON",
@@ -42,6 +44,10 @@ TRAIN_JSON: Final = "train.json"
 TRAIN_HTML: Final = "train.html"
 #: A training run's LoRA adapters, one folder per saved step (``adapters/step-NNNN``).
 ADAPTERS_DIR: Final = "adapters"
+#: A training run's holdout evaluations, one run directory each (``eval/base``, ``eval/adapter``).
+EVAL_DIR: Final = "eval"
+#: The trainer's own working folder (TRL's ``output_dir``).
+TRAINER_DIR: Final = "trainer"
 
 
 @dataclass(frozen=True)
@@ -94,3 +100,13 @@ class RunLayout:
     def adapters(self) -> Path:
         """``adapters/``."""
         return self.root / ADAPTERS_DIR
+
+    @property
+    def evals(self) -> Path:
+        """``eval/``."""
+        return self.root / EVAL_DIR
+
+    @property
+    def trainer(self) -> Path:
+        """``trainer/``."""
+        return self.root / TRAINER_DIR

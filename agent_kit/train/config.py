@@ -1,77 +1,99 @@
-"""The settings of one ``agent-kit train`` run, named and bounded like the service's
-hyper-parameters (``group_size`` 2–32, ``global_batch_size``, ``learning_rate``, ``max_steps``,
-``sampling_max_tokens``, LoRA rank)."""
+"""The settings of one ``agent-kit train`` run: the run it plays (a
+:class:`~agent_kit.driver.config.RunConfig`, whose :class:`~agent_kit.driver.config.JobConfig`
+holds the service's sampling hyper-parameters: ``group_size`` 2–32, ``batch_size`` as
+``global_batch_size``, ``steps`` as ``max_steps``, ``max_tokens`` as ``sampling_max_tokens``)
+plus what only training has: the model, the LoRA adapter, the optimiser and the holdout."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.errors import UsageError
 
-__all__ = ["TrainConfig"]
+__all__ = ["TRAIN_JOB", "TrainConfig"]
+
+#: The job settings ``agent-kit train`` starts from (a small step on a CPU): 10 steps of 4
+#: prompts × 8 rollouts, 128 tokens a turn, 8 rollouts in flight.
+TRAIN_JOB: Final = JobConfig(steps=10, group_size=8, batch_size=4, max_tokens=128, concurrency=8)
+
+#: The job fields a training run records in ``train_config.json`` (flat, beside its own).
+_JOB_FIELDS: Final = (
+    "name",
+    "steps",
+    "group_size",
+    "batch_size",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "concurrency",
+    "rollout_timeout",
+)
+#: The run fields it records.
+_RUN_FIELDS: Final = ("entrypoint", "dataset", "out", "resume", "workers")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run. ``batch_size`` is the service's ``global_batch_size`` (prompts per
-    step), ``steps`` its ``max_steps``, ``max_tokens`` its ``sampling_max_tokens``;
-    ``micro_batch`` is how many rollouts one forward/backward pass holds (gradients accumulate
-    over the step's ``batch_size × group_size`` rollouts; None: the largest divisor ≤ 4)."""
+    """One training run: ``run`` is the local run it plays (entrypoint, dataset, run directory,
+    workers, and the job's settings); the rest is training's own. ``micro_batch`` is how many
+    rollouts one forward/backward pass holds (gradients accumulate over the step's
+    ``batch_size × group_size`` rollouts; None: the largest divisor ≤ 4)."""
 
-    entrypoint: str
-    dataset: Path
+    run: RunConfig
     model: str = "smollm2-135m"
-    steps: int = 10
-    group_size: int = 8
-    batch_size: int = 4
     lora_r: int = 8
     lora_alpha: int | None = None
     learning_rate: float = 5e-5
     beta: float = 0.0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 128
     micro_batch: int | None = None
     gradient_checkpointing: bool = False
     eval: Path | None = None
     eval_samples: int = 4
     device: str = "auto"
-    seed: int = 0
-    concurrency: int = 8
-    rollout_timeout: float = 600.0
-    out: Path = Path("runs")
-    name: str | None = None
-    resume: Path | None = None
-    workers: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def job(self) -> JobConfig:
+        """The job's settings (:data:`TRAIN_JOB` where the run gives none)."""
+        return self.run.job or TRAIN_JOB
+
+    def with_job(self, **changes: Any) -> TrainConfig:
+        """A copy whose job settings have ``changes``."""
+        return replace(self, run=replace(self.run, job=replace(self.job, **changes)))
+
     def check(self) -> TrainConfig:
-        """Refuse out-of-range settings with a UsageError naming the flag; return self."""
+        """Refuse out-of-range settings with a UsageError naming the flag; return self. The
+        job's own bounds are :meth:`JobConfig.validated`'s; these are the ones a local
+        training step adds."""
+        job = self.job
+        job.validated(job.batch_size or 1)
         checks: list[tuple[bool, str]] = [
-            (1 <= self.steps <= 100_000, f"--steps must be 1..100000, got {self.steps}"),
-            (2 <= self.group_size <= 32, f"--group-size must be 2..32, got {self.group_size}"),
-            (1 <= self.batch_size <= 128, f"--batch-size must be 1..128, got {self.batch_size}"),
+            (
+                1 <= (job.batch_size or 1) <= 128,
+                f"--batch-size must be 1..128, got {job.batch_size}",
+            ),
             (1 <= self.lora_r <= 256, f"--lora-r must be 1..256, got {self.lora_r}"),
             (
                 0 < self.learning_rate <= 1e-2,
                 f"--learning-rate must be in (0, 0.01], got {self.learning_rate}",
             ),
             (0 <= self.beta <= 10, f"--beta must be 0..10, got {self.beta}"),
-            (0 < self.temperature <= 2, f"--temperature must be in (0, 2], got {self.temperature}"),
-            (0 < self.top_p <= 1, f"--top-p must be in (0, 1], got {self.top_p}"),
-            (1 <= self.max_tokens <= 8192, f"--max-tokens must be 1..8192, got {self.max_tokens}"),
+            (0 < job.temperature <= 2, f"--temperature must be in (0, 2], got {job.temperature}"),
+            (1 <= job.max_tokens <= 8192, f"--max-tokens must be 1..8192, got {job.max_tokens}"),
             (
                 1 <= self.eval_samples <= 32,
                 f"--eval-samples must be 1..32, got {self.eval_samples}",
             ),
-            (1 <= self.concurrency <= 256, f"--concurrency must be 1..256, got {self.concurrency}"),
+            (1 <= job.concurrency <= 256, f"--concurrency must be 1..256, got {job.concurrency}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
-        rollouts = self.batch_size * self.group_size
+        rollouts = self.rollouts_per_step
         if self.micro_batch is not None and not (
             1 <= self.micro_batch <= rollouts and rollouts % self.micro_batch == 0
         ):
@@ -85,7 +107,7 @@ class TrainConfig:
     @property
     def rollouts_per_step(self) -> int:
         """Rollouts of one step: ``batch_size × group_size``."""
-        return self.batch_size * self.group_size
+        return (self.job.batch_size or 1) * self.job.group_size
 
     def micro(self) -> int:
         """Rollouts per forward/backward pass (see the class docstring)."""
@@ -95,6 +117,37 @@ class TrainConfig:
         return max(d for d in range(1, min(4, n) + 1) if n % d == 0)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (written to train.json)."""
-        data = asdict(self)
+        """A flat JSON-ready dict (``train_config.json``, train.json's ``settings``): the run's
+        and the job's fields beside training's own."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "run"}
+        job = asdict(self.job)
+        data = {
+            **{k: getattr(self.run, k) for k in _RUN_FIELDS},
+            **{k: job[k] for k in _JOB_FIELDS},
+            **own,
+        }
         return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **run_changes: Any) -> TrainConfig:
+        """The inverse of :meth:`to_dict` (unknown keys ignored), with ``run_changes`` applied
+        to the run (e.g. ``resume``, ``workers`` given now)."""
+
+        def path(key: str) -> Path | None:
+            value = data.get(key)
+            return Path(value) if value else None
+
+        job = replace(TRAIN_JOB, **{k: data[k] for k in _JOB_FIELDS if k in data})
+        run = RunConfig(
+            entrypoint=data.get("entrypoint") or None,
+            dataset=path("dataset"),
+            job=job,
+            out=path("out") or Path("runs"),
+            workers=data.get("workers"),
+        )
+        own = {f.name for f in fields(cls)} - {"run", "eval"}
+        return cls(
+            run=replace(run, **run_changes),
+            eval=path("eval"),
+            **{k: v for k, v in data.items() if k in own},
+        )

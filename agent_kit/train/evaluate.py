@@ -14,20 +14,19 @@ from __future__ import annotations
 import math
 import shutil
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from agent_kit.driver.job import JobConfig, JobResult, run_job
-from agent_kit.driver.local import write_run_outputs
+from agent_kit.driver.job import JobResult
+from agent_kit.driver.local import run_local
 from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.reporting.metrics import build_groups, eval_metrics
 from agent_kit.store import RunStore, load_rollouts
+from agent_kit.store.layout import EVAL_DIR, RunLayout
 from agent_kit.train.config import TrainConfig
 
 __all__ = ["EVAL_DIR", "eval_figures", "mean_and_se", "run_eval"]
-
-#: Where a training run keeps its evaluation runs.
-EVAL_DIR: Final = "eval"
 
 
 def mean_and_se(groups: dict[int, list[float]]) -> tuple[float | None, float | None]:
@@ -74,7 +73,7 @@ async def run_eval(
     a finished evaluation of the same label is read back, an unfinished one played again."""
     if config.eval is None:
         return {}
-    out = run_dir / EVAL_DIR
+    out = RunLayout(run_dir).evals
     target = out / label
     if target.is_dir():
         try:
@@ -84,26 +83,14 @@ async def run_eval(
         if figures.get("status") == "completed":
             return figures
         shutil.rmtree(target)
-    job = JobConfig(
+    job = replace(
+        config.job,
         name=label,
         policy=backend.name,
         group_size=config.eval_samples,
         batch_size=None,
         steps=1,
-        concurrency=config.concurrency,
-        rollout_timeout=config.rollout_timeout,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        max_tokens=config.max_tokens,
-        seed=config.seed,
     )
-    result: JobResult = await run_job(
-        config.entrypoint,
-        config.eval,
-        job,
-        out_dir=out,
-        workers=config.workers,
-        policy=backend,
-        finish=write_run_outputs,
-    )
+    run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
+    result: JobResult = await run_local(run, policy=backend)
     return eval_figures(result.run_dir, config.eval_samples)

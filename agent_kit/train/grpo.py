@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from agent_kit.emulator.policies.hf_model import TRAIN_HINT, LoadedModel
 from agent_kit.errors import AgentKitError, UsageError
-from agent_kit.store.layout import ADAPTERS_DIR
+from agent_kit.store.layout import ADAPTERS_DIR, RunLayout
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
 
@@ -122,29 +122,31 @@ class GRPOSession:
             )
         accumulate = config.rollouts_per_step // config.micro()
         args = trl.GRPOConfig(
-            output_dir=str(run_dir / "trainer"),
+            output_dir=str(RunLayout(run_dir).trainer),
             use_cpu=loaded.device == "cpu",
             per_device_train_batch_size=config.micro(),
             gradient_accumulation_steps=accumulate,
             steps_per_generation=accumulate,
-            num_generations=config.group_size,
+            num_generations=config.job.group_size,
             max_steps=steps,
             learning_rate=config.learning_rate,
             lr_scheduler_type="constant",
             beta=config.beta,
             scale_rewards="none",
-            temperature=config.temperature,
+            temperature=config.job.temperature,
             logging_steps=1,
             save_strategy="no",
             report_to=[],
-            seed=config.seed,
+            seed=config.job.seed,
             disable_tqdm=True,
             bf16=False,
             activation_checkpointing=config.gradient_checkpointing,
             remove_unused_columns=False,
             dataloader_num_workers=0,
         )
-        prompts = datasets.Dataset.from_dict({"prompt": [str(i) for i in range(config.batch_size)]})
+        prompts = datasets.Dataset.from_dict(
+            {"prompt": [str(i) for i in range(config.job.batch_size or 1)]}
+        )
         session = self
 
         class _Saver(transformers.TrainerCallback):  # type: ignore[misc,name-defined]

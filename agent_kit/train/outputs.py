@@ -125,11 +125,11 @@ def write_train_outputs(
     }
     text = json.dumps(doc, indent=2, default=str)
     (run_dir / TRAIN_JSON).write_text(text + "\n", encoding="utf-8")
-    (run_dir / TRAIN_HTML).write_text(render_html(doc), encoding="utf-8")
+    (run_dir / TRAIN_HTML).write_text(render_train_html(doc), encoding="utf-8")
     return doc
 
 
-def render_html(doc: dict[str, Any]) -> str:
+def render_train_html(doc: dict[str, Any]) -> str:
     """The self-contained training page: the reward curve (train vs eval) and the steps."""
     steps = doc["steps"]
     xs = [float(s["step"]) for s in steps]

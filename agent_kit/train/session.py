@@ -34,17 +34,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.driver.config import RunConfig, default_job_name
 from agent_kit.driver.dataset import load_dataset
-from agent_kit.driver.job import JobConfig, JobResult, StepBoundary
+from agent_kit.driver.hooks import JobHooks, StepBoundary
+from agent_kit.driver.job import JobResult
+from agent_kit.driver.job_setup import step_prompts
 from agent_kit.driver.local import run_local
-from agent_kit.driver.rollouts import default_job_name
-from agent_kit.driver.stop import GracefulStop, StopHook
+from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
 from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
 from agent_kit.errors import UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
-from agent_kit.store.layout import TRAIN_CONFIG_FILE
+from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
@@ -75,42 +77,17 @@ class TrainResult:
 
 def _settle(config: TrainConfig) -> tuple[TrainConfig, Path]:
     """The settings to train with and the run directory (a resume reads its recorded ones)."""
-    if config.resume is not None:
-        path = config.resume / CONFIG_FILE
+    resume = config.run.resume
+    if resume is not None:
+        path = RunLayout(resume).train_config
         if not path.is_file():
-            raise UsageError(f"nothing to resume: no {CONFIG_FILE} in {config.resume}")
+            raise UsageError(f"nothing to resume: no {TRAIN_CONFIG_FILE} in {resume}")
         recorded = json.loads(path.read_text(encoding="utf-8"))
-        settled = TrainConfig(
-            **{
-                **recorded,
-                "dataset": Path(recorded["dataset"]),
-                "out": Path(recorded["out"]),
-                "eval": Path(recorded["eval"]) if recorded.get("eval") else None,
-                "resume": config.resume,
-                "device": config.device,
-                "workers": config.workers,
-            }
-        )
-        return settled.check(), config.resume
+        settled = TrainConfig.from_dict(recorded, resume=resume, workers=config.run.workers)
+        return replace(settled, device=config.device).check(), resume
     config = config.check()
-    name = config.name or default_job_name(config.entrypoint)
-    return replace(config, name=name), config.out / name
-
-
-def _job(config: TrainConfig, model_name: str) -> JobConfig:
-    return JobConfig(
-        name=config.name,
-        policy=f"hf:{model_name}",
-        group_size=config.group_size,
-        batch_size=config.batch_size,
-        steps=config.steps,
-        concurrency=config.concurrency,
-        rollout_timeout=config.rollout_timeout,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        max_tokens=config.max_tokens,
-        seed=config.seed,
-    )
+    name = config.job.name or default_job_name(config.run.entrypoint or "agent")
+    return config.with_job(name=name), config.run.out / name
 
 
 class _Steps:
@@ -133,8 +110,7 @@ class _Steps:
 
     def prompts(self, step: int) -> list[int]:
         """The dataset indices of a step's prompts, in the driver's plan order."""
-        b = self.config.batch_size
-        return [(step * b + i) % self.n_prompts for i in range(b)]
+        return step_prompts(step, self.config.job.batch_size or 1, self.n_prompts)
 
     async def __call__(self, boundary: StepBoundary) -> None:
         store = boundary.store
@@ -155,7 +131,7 @@ class _Steps:
             store,
             job_arn,
             step,
-            group_size=self.config.group_size,
+            group_size=self.config.job.group_size,
             prompts=self.prompts(step),
             pad_id=self.pad_id,
         )
@@ -186,29 +162,32 @@ async def train(
 ) -> TrainResult:
     """Run (or resume) one training run; see the module docstring."""
     config, run_dir = _settle(config)
-    data = load_dataset(config.dataset)
-    if config.batch_size > len(data):
-        raise UsageError(
-            f"--batch-size {config.batch_size} is more than the dataset's {len(data)} prompts"
-        )
+    job = config.job
+    dataset = config.run.dataset
+    if dataset is None:
+        raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
+    data = load_dataset(dataset)
+    batch = job.batch_size or 1
+    if batch > len(data):
+        raise UsageError(f"--batch-size {batch} is more than the dataset's {len(data)} prompts")
     spec = parse_model_spec(config.model)
-    resumed = last_adapter(run_dir) if config.resume is not None else None
+    resumed = last_adapter(run_dir) if config.run.resume is not None else None
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
     session = GRPOSession(
         config,
         loaded,
         run_dir,
-        steps=max(1, config.steps - first_step),
+        steps=max(1, job.steps - first_step),
         first_step=first_step,
         resume_from=resumed[1] if resumed is not None else None,
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
-    backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=config.max_tokens)
-    if config.resume is None:
+    backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
+    if config.run.resume is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         text = json.dumps(config.to_dict(), indent=2)
-        (run_dir / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
+        RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
     evals: dict[str, Any] = {}
     try:
         if config.eval is not None:
@@ -218,15 +197,7 @@ async def train(
         session.start()
         hook = _Steps(config, session, backend, len(data), first_step, echo)
         result = await run_local(
-            config.entrypoint,
-            config.dataset,
-            _job(config, spec.name) if config.resume is None else None,
-            out_dir=config.out,
-            resume=config.resume,
-            workers=config.workers,
-            stop=stop,
-            policy=backend,
-            on_step=hook,
+            _run_config(config, backend.name), JobHooks(on_step=hook, stop=stop), policy=backend
         )
         backend.recorder = None
         if config.eval is not None and result.status == "completed":
@@ -239,15 +210,22 @@ async def train(
     return TrainResult(job=result, document=document)
 
 
+def _run_config(config: TrainConfig, policy: str) -> RunConfig:
+    """The training job's run: a new one plays the settled job with the ``hf`` policy; a
+    resumed one plays with the settings it recorded."""
+    if config.run.resume is not None:
+        return replace(config.run, job=None)
+    return replace(config.run, job=replace(config.job, policy=policy))
+
+
 def play_train(
     config: TrainConfig, *, on_stop: StopHook | None = None, echo: Echo = print
 ) -> TrainResult:
-    """:func:`train` in a new event loop under a :class:`GracefulStop` (the first signal stops
-    the run after the rollouts in flight, a second aborts); returns the signal in the result."""
-    stop = GracefulStop(on_stop)
+    """:func:`train` in a new event loop under a graceful stop (the first signal stops the run
+    after the rollouts in flight, a second aborts); returns the signal in the result."""
 
     async def job(stopped: asyncio.Event) -> TrainResult:
         return await train(config, stopped, echo)
 
-    result = asyncio.run(stop.guard(job))
-    return replace(result, stopped_by=stop.first)
+    result, first = play_stoppable(job, on_stop)
+    return replace(result, stopped_by=first)

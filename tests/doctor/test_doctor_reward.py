@@ -33,7 +33,7 @@ from agent_kit.doctor.reward import (
     length_signals,
     recovered_calls,
 )
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.store import INVOCATION_EVENT
@@ -105,7 +105,11 @@ def _run(dataset: Path, out: Path, name: str, temperature: float) -> Path:
         steps=1,
         rollout_timeout=120,
     )
-    result = asyncio.run(run_local(str(WORDLE / "agent.py"), dataset, config, out_dir=out))
+    result = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
+        )
+    )
     assert result.status == "completed"
     return Path(result.run_dir)
 

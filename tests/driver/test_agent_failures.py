@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.summary import agent_failure_of
 
@@ -71,7 +71,9 @@ async def test_reward_that_raises_or_is_nan_is_listed_by_reason(tmp_path: Path) 
     config = JobConfig(
         name="faults", group_size=2, concurrency=4, policy=f"scripted:{tmp_path / 'pol.py'}:policy"
     )
-    result = await run_local(str(tmp_path / "agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(tmp_path / "agent.py"), dataset=data, job=config, out=tmp_path)
+    )
     assert result.status == "completed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
     failures = {f["reason"]: f for f in summary["agent_failures"]}

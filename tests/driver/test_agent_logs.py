@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_kit.driver.invokers.local import MAX_LOG_ENV, CappedLog, max_log_bytes_from_env
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.store import RunStore
@@ -52,7 +52,11 @@ async def test_agent_printing_10_mb_per_rollout_keeps_a_bounded_log(
     rows = [json.dumps({"prompt": json.dumps({"reward": 1.0, "i": i})}) for i in range(2)]
     data.write_text("".join(r + "\n" for r in rows))
     config = JobConfig(name="chatty", group_size=2, concurrency=2, rollout_timeout=60)
-    result = await run_local(str(AGENTS / "chatty_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(
+            entrypoint=str(AGENTS / "chatty_agent.py"), dataset=data, job=config, out=tmp_path
+        )
+    )
     assert result.status == "completed", result.failure
     with RunStore.open(result.run_dir, readonly=True) as store:
         states = [t.state for t in store.list_trajectories()]

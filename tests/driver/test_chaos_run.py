@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.summary import Summary
 from agent_kit.reporting.terminal import render_terminal
@@ -63,7 +63,11 @@ def _run(out: Path, dataset: Path, chaos: str, *, retries: int = 2) -> Path:
         seed=5,
         chaos=chaos,
     )
-    result = asyncio.run(run_local(str(WORDLE / "agent.py"), dataset, config, out_dir=out))
+    result = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
+        )
+    )
     assert result.run_dir is not None
     return Path(result.run_dir)
 

@@ -21,8 +21,10 @@ from agent_kit.driver.job import (
     NO_REWARD_REASON,
     NO_SAMPLE_REASON,
     JobConfig,
+    JobHooks,
     JobResult,
     Progress,
+    RunConfig,
     default_workers,
     trajectory_id_for,
 )
@@ -53,7 +55,9 @@ async def _run_bad_then_good(tmp_path: Path, agent: str, *, rollout_timeout: flo
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True, "turns": 1}, {"turns": 1}])
     name = agent.removesuffix("_agent.py")
     config = JobConfig(name=name, group_size=2, concurrency=4, rollout_timeout=rollout_timeout)
-    result = await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(AGENTS / agent), dataset=data, job=config, out=tmp_path)
+    )
     assert result.status == "completed"
     assert result.succeeded == 4
     return result
@@ -66,7 +70,8 @@ async def test_full_run_accounts_for_every_rollout(tmp_path: Path) -> None:
     seen: list[Progress] = []
     config = JobConfig(name="full", group_size=4, concurrency=8, rollout_timeout=60, seed=3)
     result = await run_local(
-        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=seen.append
+        RunConfig(entrypoint=str(AGENTS / "good_agent.py"), dataset=data, job=config, out=tmp_path),
+        JobHooks(progress=seen.append),
     )
     assert result.status == "completed"
     assert (result.total, result.succeeded, result.failed) == (32, 32, 0)
@@ -129,7 +134,7 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
     first = result.written_summary().document()["run"]
     assert first["retries"] >= 2
     # Resuming the finished run plays nothing and reports the same totals, read from the store.
-    again = (await run_local(None, None, resume=result.run_dir)).written_summary().document()["run"]
+    again = (await run_local(RunConfig(resume=result.run_dir))).written_summary().document()["run"]
     for key in ("retries", "rollouts_total", "rollouts_succeeded", "rollouts_failed", "turns"):
         assert again[key] == first[key], key
 
@@ -163,7 +168,9 @@ async def test_job_killing_faults_are_flagged(
     """Without fail-fast, each job-killing fault is recorded in the service's words; others run."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
     config = JobConfig(name="flag", group_size=2, concurrency=4, fail_fast=False, report_grace=1.0)
-    result = await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(AGENTS / agent), dataset=data, job=config, out=tmp_path)
+    )
     assert result.status == "completed"
     assert (result.succeeded, result.failed) == (2, 2)
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -187,7 +194,11 @@ async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
     """With fail-fast (the default) the first job-killing failure stops the job, as the service."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}, {"turns": 1}])
     config = JobConfig(name="stop", group_size=2, concurrency=1, report_grace=1.0)
-    result = await run_local(str(AGENTS / "failed_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(
+            entrypoint=str(AGENTS / "failed_agent.py"), dataset=data, job=config, out=tmp_path
+        )
+    )
     assert result.status == "failed"
     assert result.failure == FAILED_REASON
     with pytest.raises(JobFailed, match="The agent signaled that the trajectory failed"):
@@ -203,7 +214,7 @@ async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["run"]["failure_reason"] == FAILED_REASON
     with pytest.raises(UsageError, match="a failed job is not resumed"):
-        await run_local(None, None, resume=result.run_dir)
+        await run_local(RunConfig(resume=result.run_dir))
 
 
 async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
@@ -212,7 +223,9 @@ async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
     config = JobConfig(
         name="exhaust", group_size=2, concurrency=2, rollout_timeout=2, max_retries=0
     )
-    result = await run_local(str(AGENTS / "hang_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(AGENTS / "hang_agent.py"), dataset=data, job=config, out=tmp_path)
+    )
     assert result.status == "failed"
     assert (result.failure or "").startswith("Rollout failed after 1 attempts")
 
@@ -229,7 +242,12 @@ async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
             some_done.set()
 
     task = asyncio.create_task(
-        run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=hook)
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "good_agent.py"), dataset=data, job=config, out=tmp_path
+            ),
+            JobHooks(progress=hook),
+        )
     )
     await asyncio.wait_for(some_done.wait(), 60)
     task.cancel()
@@ -241,7 +259,7 @@ async def test_cancelled_run_resumes_without_duplicates(tmp_path: Path) -> None:
         (job,) = store.list_jobs()
         assert job.status == "interrupted"
     assert 3 <= before < 12
-    result = await run_local(None, None, resume=run_dir)
+    result = await run_local(RunConfig(resume=run_dir))
     assert result.status == "completed"
     assert (result.total, result.succeeded) == (12, 12)
     with RunStore.open(run_dir, readonly=True) as store:
@@ -257,7 +275,9 @@ async def test_rollout_app_agent(tmp_path: Path) -> None:
     """The foundation's RolloutApp example (Strands + agent_kit runtime) runs under the driver."""
     data = _dataset(tmp_path / "d.jsonl", [{"target": 3}, {"target": 5}])
     config = JobConfig(name="counter", group_size=2, concurrency=4, rollout_timeout=60)
-    result = await run_local(str(EXAMPLE), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(EXAMPLE), dataset=data, job=config, out=tmp_path)
+    )
     assert result.status == "completed", result.failure
     with RunStore.open(result.run_dir, readonly=True) as store:
         rows = store.list_trajectories(job_arn=result.job_arn)
@@ -295,7 +315,7 @@ def test_default_batch_is_all_prompts_capped() -> None:
 
 def test_default_job_name_uses_the_directory_for_generic_file_names() -> None:
     """examples/wordle/agent.py runs as wordle-…; a specific file name is kept."""
-    from agent_kit.driver.rollouts import default_job_name
+    from agent_kit.driver.config import default_job_name
 
     assert default_job_name("examples/wordle/agent.py").startswith("wordle-")
     assert default_job_name("tests/example_counter.py").startswith("example-counter-")
@@ -308,7 +328,13 @@ async def test_several_agent_workers_share_a_job(tmp_path: Path) -> None:
     data = _dataset(tmp_path / "w.jsonl", tasks)
     config = JobConfig(name="workers", group_size=2, concurrency=6, rollout_timeout=60)
     result = await run_local(
-        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2
+        RunConfig(
+            entrypoint=str(AGENTS / "good_agent.py"),
+            dataset=data,
+            job=config,
+            out=tmp_path,
+            workers=2,
+        )
     )
     assert result.status == "completed", result.failure
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -338,7 +364,11 @@ async def test_a_run_that_fails_before_it_starts_leaves_no_directory(
     data = _dataset(tmp_path / "d.jsonl", [{"id": 0}])
     config = JobConfig(name="prestart", group_size=2, policy=policy)
     with pytest.raises(AgentKitError, match=message):
-        await run_local(str(AGENTS / agent), data, config, out_dir=tmp_path / "runs")
+        await run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / agent), dataset=data, job=config, out=tmp_path / "runs"
+            )
+        )
     assert not (tmp_path / "runs" / "prestart").exists()
 
 
@@ -374,7 +404,8 @@ async def test_graceful_stop_then_resume_finishes_every_slot_once(
 
     agent = str(AGENTS / "good_agent.py")
     result = await run_local(
-        agent, data, config, out_dir=tmp_path, progress=hook, stop=stop, stop_grace=grace
+        RunConfig(entrypoint=agent, dataset=data, job=config, out=tmp_path, grace=grace),
+        JobHooks(progress=hook, stop=stop),
     )
     assert result.status == "interrupted"
     assert 2 <= result.succeeded < 16
@@ -389,7 +420,7 @@ async def test_graceful_stop_then_resume_finishes_every_slot_once(
         assert job.status == "interrupted"
     if grace > 0:
         assert cut == []  # a generous grace lets every in-flight rollout finish
-    resumed = await run_local(None, None, resume=result.run_dir)
+    resumed = await run_local(RunConfig(resume=result.run_dir))
     assert resumed.status == "completed"
     assert (resumed.total, resumed.succeeded) == (16, 16)
     with RunStore.open(result.run_dir, readonly=True) as store:
@@ -414,7 +445,9 @@ async def test_workers_default_is_recorded_with_the_job(tmp_path: Path) -> None:
     """A run started without workers records (and starts) the default number of processes."""
     data = _dataset(tmp_path / "d.jsonl", [{"id": 0}])
     config = JobConfig(name="dflt", group_size=2, concurrency=2)
-    result = await run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path)
+    result = await run_local(
+        RunConfig(entrypoint=str(AGENTS / "good_agent.py"), dataset=data, job=config, out=tmp_path)
+    )
     with RunStore.open(result.run_dir, readonly=True) as store:
         (job,) = store.list_jobs()
         starts = store.list_events(kind="agent_start")
@@ -430,7 +463,13 @@ async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
     data = _dataset(tmp_path / "d.jsonl", [{"id": i} for i in range(3)])
     config = JobConfig(name="closing", group_size=2, concurrency=2)
     result = await run_local(
-        str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, workers=2
+        RunConfig(
+            entrypoint=str(AGENTS / "good_agent.py"),
+            dataset=data,
+            job=config,
+            out=tmp_path,
+            workers=2,
+        )
     )
     with RunStore.open(result.run_dir, readonly=True) as store:
         pids = [int(e.detail["pid"]) for e in store.list_events(kind="agent_start")]
@@ -444,8 +483,9 @@ async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
 
 
 def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
-    """The driver's payload is the §2 body with camelCase names in the documented order."""
-    from agent_kit.driver.rollouts import _payload
+    """The driver's payload (the one builder, RolloutPayload.for_rollout) is the §2 body with
+    camelCase names in the documented order."""
+    from agent_kit.contract import InferenceParams, RolloutPayload
 
     arn = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/p"
     config = JobConfig(name="p", temperature=0.5, top_p=1, max_tokens=9, region="eu-west-1")
@@ -459,7 +499,14 @@ def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
         },
         "inferenceParams": {"temperature": 0.5, "topP": 1, "maxTokens": 9},
     }
-    payload = _payload("p-s0-p0-g0-a0", arn, '{"q": 1}', "http://127.0.0.1:9/tok", config)
+    payload = RolloutPayload.for_rollout(
+        '{"q": 1}',
+        job_arn=arn,
+        trajectory_id="p-s0-p0-g0-a0",
+        endpoint="http://127.0.0.1:9/tok",
+        region=config.region,
+        inference_params=InferenceParams.model_validate(config.inference_params()),
+    ).wire()
     assert json.dumps(payload) == json.dumps(expected)
 
 
@@ -470,7 +517,7 @@ async def test_agent_signing_with_other_keys_is_refused_unless_lenient(tmp_path:
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     strict = JobConfig(name="strict", group_size=2, concurrency=2, max_retries=1, fail_fast=False)
     agent = str(AGENTS / "stray_keys_agent.py")
-    refused = await run_local(agent, data, strict, out_dir=tmp_path)
+    refused = await run_local(RunConfig(entrypoint=agent, dataset=data, job=strict, out=tmp_path))
     assert refused.succeeded == 0
     with RunStore.open(refused.run_dir, readonly=True) as store:
         rows = store.list_trajectories(job_arn=refused.job_arn)
@@ -478,5 +525,7 @@ async def test_agent_signing_with_other_keys_is_refused_unless_lenient(tmp_path:
         assert all(store.count_turns(r.id) == 0 for r in rows)
         assert all(store.get_reward(r.id) is None for r in rows)
     lenient = JobConfig(name="lenient", group_size=2, concurrency=2)
-    ok = await run_local(agent, data, lenient, out_dir=tmp_path, lenient_auth=True)
+    ok = await run_local(
+        RunConfig(entrypoint=agent, dataset=data, job=lenient, out=tmp_path, lenient_auth=True)
+    )
     assert (ok.status, ok.succeeded) == ("completed", 2)

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from agent_kit.driver.invokers.base import MAX_ANSWER_ENV
-from agent_kit.driver.job import NO_SAMPLE_REASON, JobConfig, JobResult
+from agent_kit.driver.job import NO_SAMPLE_REASON, JobConfig, JobResult, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.emulator.core import Emulator
 from agent_kit.reporting.terminal import render_terminal
@@ -53,7 +53,12 @@ async def test_a_rollout_on_the_turn_cap_is_final_and_not_retried(
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"turns": 1}])
     config = JobConfig(name="cap", group_size=2, concurrency=4, max_retries=3, report_grace=60)
     result = await asyncio.wait_for(
-        run_local(str(AGENTS / "turn_cap_agent.py"), data, config, out_dir=tmp_path), DEADLINE_S
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "turn_cap_agent.py"), dataset=data, job=config, out=tmp_path
+            )
+        ),
+        DEADLINE_S,
     )
     assert result.status == "completed"
     assert (result.succeeded, result.failed) == (2, 2)
@@ -92,7 +97,12 @@ async def test_an_agent_that_refuses_its_row_fails_at_once(
         name="refuse", group_size=2, concurrency=1, rollout_timeout=3600, report_grace=3600
     )
     result = await asyncio.wait_for(
-        run_local(str(AGENTS / "refuse_agent.py"), data, config, out_dir=tmp_path), DEADLINE_S
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "refuse_agent.py"), dataset=data, job=config, out=tmp_path
+            )
+        ),
+        DEADLINE_S,
     )
     assert result.status == "failed"
     assert result.failure == reason
@@ -122,7 +132,15 @@ async def test_an_answer_over_the_size_cap_is_cut_off_and_final(
     data = _dataset(tmp_path / "d.jsonl", tasks)
     config = JobConfig(name="big", group_size=2, concurrency=6, max_retries=3, report_grace=60)
     result = await asyncio.wait_for(
-        run_local(str(AGENTS / "big_answer_agent.py"), data, config, out_dir=tmp_path), DEADLINE_S
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "big_answer_agent.py"),
+                dataset=data,
+                job=config,
+                out=tmp_path,
+            )
+        ),
+        DEADLINE_S,
     )
     assert result.status == "completed"
     assert (result.succeeded, result.failed) == (2, 4)
@@ -154,12 +172,14 @@ async def test_an_agent_over_its_memory_cap_is_killed_and_its_rollouts_are_limit
     config = JobConfig(name="hog", group_size=2, concurrency=2, max_retries=3, report_grace=60)
     result = await asyncio.wait_for(
         run_local(
-            str(AGENTS / "hog_agent.py"),
-            data,
-            config,
-            out_dir=tmp_path,
-            workers=1,
-            agent_memory=250 * 2**20,
+            RunConfig(
+                entrypoint=str(AGENTS / "hog_agent.py"),
+                dataset=data,
+                job=config,
+                out=tmp_path,
+                workers=1,
+                agent_memory=250 * 2**20,
+            )
         ),
         DEADLINE_S,
     )

@@ -35,7 +35,7 @@ from agent_kit.driver.invokers import (
     make_invoker,
     parse_response_body,
 )
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import InvokerError, UsageError
 
@@ -377,7 +377,14 @@ async def test_driver_through_agentcore_invoker(tmp_path: Path) -> None:
     ):
         config = JobConfig(name="remote", group_size=2, concurrency=4, rollout_timeout=30)
         result = await run_local(
-            RUNTIME_ARN, data, config, out_dir=tmp_path, endpoint_url=fake, rate=100
+            RunConfig(
+                entrypoint=RUNTIME_ARN,
+                dataset=data,
+                job=config,
+                out=tmp_path,
+                endpoint_url=fake,
+                rate=100,
+            )
         )
     assert result.status == "completed", result.failure
     assert result.succeeded == 4

@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
@@ -536,7 +536,11 @@ def test_resume_of_a_read_only_run_directory_is_one_error_line(tmp_path: Path) -
     data = _dataset(tmp_path / "d.jsonl", [{"id": 0, "turns": 1}])
     run_dir = tmp_path / "runs" / "ro"
     config = JobConfig(name="ro", group_size=2, concurrency=2)  # made in-process: faster
-    first = asyncio.run(run_local(GOOD, data, config, out_dir=tmp_path / "runs", workers=1))
+    first = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=GOOD, dataset=data, job=config, out=tmp_path / "runs", workers=1)
+        )
+    )
     assert first.status == "completed"
     before = _snapshot(run_dir)
     with _read_only(run_dir):

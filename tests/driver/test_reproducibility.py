@@ -11,7 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.store import RunStore
 
@@ -36,7 +36,11 @@ def _play(tmp_path: Path, name: str, seed: int) -> dict[tuple[int, int], list[st
     config = JobConfig(
         name=name, policy="random", group_size=3, concurrency=9, seed=seed, temperature=1.0
     )
-    result = asyncio.run(run_local(str(EXAMPLE), data, config, out_dir=tmp_path / "runs"))
+    result = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=str(EXAMPLE), dataset=data, job=config, out=tmp_path / "runs")
+        )
+    )
     assert result.status == "completed"
     out: dict[tuple[int, int], list[str]] = {}
     with RunStore.open(result.run_dir, readonly=True) as store:

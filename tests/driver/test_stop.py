@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.config import RunConfig
-from agent_kit.driver.rollouts import JobConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.stop import Aborted, GracefulStop
 from agent_kit.errors import UsageError
 

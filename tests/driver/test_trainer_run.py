@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_kit.cli import app as cli_app
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.driver.trainer_side import MODEL_ID, LocalS3
 from agent_kit.errors import UsageError
@@ -53,7 +53,14 @@ def test_wordle_plays_the_rl_toolkit_contract_end_to_end(tmp_path: Path) -> None
     """Every rollout answers processing, its S3 object's rewards land in the store with turns."""
     config = _config(name="wordle-rl")
     result = asyncio.run(
-        run_local(str(WORDLE / "agent.py"), _dataset(tmp_path), config, out_dir=tmp_path / "runs")
+        run_local(
+            RunConfig(
+                entrypoint=str(WORDLE / "agent.py"),
+                dataset=_dataset(tmp_path),
+                job=config,
+                out=tmp_path / "runs",
+            )
+        )
     )
     assert result.status == "completed", result.failure
     assert result.succeeded == result.total == 4
@@ -96,10 +103,12 @@ def test_an_agent_that_does_not_answer_processing_fails_the_job(tmp_path: Path) 
     """An MTRL-only answer (no processing + result_key) is a job failure naming the contract."""
     result = asyncio.run(
         run_local(
-            str(AGENTS / "echo_agent.py"),
-            _dataset(tmp_path, rows=1),
-            _config(max_retries=0),
-            out_dir=tmp_path / "runs",
+            RunConfig(
+                entrypoint=str(AGENTS / "echo_agent.py"),
+                dataset=_dataset(tmp_path, rows=1),
+                job=_config(max_retries=0),
+                out=tmp_path / "runs",
+            )
         )
     )
     assert result.status == "failed"
@@ -147,10 +156,12 @@ def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
     """An entrypoint written for agentcore-rl-toolkit without agent_kit plays the same mode."""
     result = asyncio.run(
         run_local(
-            str(AGENTS / "rltoolkit_agent.py"),
-            _dataset(tmp_path, rows=1),
-            _config(policy="random"),
-            out_dir=tmp_path / "runs",
+            RunConfig(
+                entrypoint=str(AGENTS / "rltoolkit_agent.py"),
+                dataset=_dataset(tmp_path, rows=1),
+                job=_config(policy="random"),
+                out=tmp_path / "runs",
+            )
         )
     )
     assert result.status == "completed", result.failure

@@ -25,7 +25,7 @@ from test_invokers import AGENTS, RUNTIME_ARN, _fake_agentcore, _serve_agent
 
 from agent_kit.cli import main
 from agent_kit.contract import TrajectoryState
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.driver.tunnel import advertised_endpoint, redact, validate_advertise_url
 from agent_kit.emulator.core import Emulator
@@ -167,17 +167,19 @@ async def test_job_through_tunnel(tmp_path: Path) -> None:
     ):
         config = JobConfig(name="tunnel", group_size=2, concurrency=4, rollout_timeout=30)
         result = await run_local(
-            RUNTIME_ARN,
-            data,
-            config,
-            out_dir=tmp_path,
-            endpoint_url=fake,
-            rate=100,
-            advertise_url=tunnel + "/",
-            emulator_port=port,
+            RunConfig(
+                entrypoint=RUNTIME_ARN,
+                dataset=data,
+                job=config,
+                out=tmp_path,
+                endpoint_url=fake,
+                rate=100,
+                advertise_url=tunnel + "/",
+                emulator_port=port,
+            )
         )
         resumed = await run_local(
-            None, None, resume=tmp_path / "tunnel", endpoint_url=fake, rate=100
+            RunConfig(resume=tmp_path / "tunnel", endpoint_url=fake, rate=100)
         )
     assert result.status == "completed", result.failure
     assert resumed.status == "completed", resumed.failure

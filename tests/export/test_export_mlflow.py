@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agent_kit.cli import main
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, JobHooks, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.export.mlflow import default_tracking_uri, export_run
@@ -68,7 +68,11 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Path:
     """A completed 2-step run (2 prompts × group 2) of the Wordle agent with the Sloppy policy."""
     out = tmp_path_factory.mktemp("runs")
     result = asyncio.run(
-        run_local(str(WORDLE / "agent.py"), dataset, _config("sloppy"), out_dir=out)
+        run_local(
+            RunConfig(
+                entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=_config("sloppy"), out=out
+            )
+        )
     )
     assert result.status == "completed"
     return Path(result.run_dir)
@@ -197,13 +201,14 @@ def test_interrupted_then_resumed_run_exports_every_trajectory_once(
 
     first = asyncio.run(
         run_local(
-            str(WORDLE / "agent.py"),
-            dataset,
-            _config("cut", steps=3),
-            out_dir=tmp_path / "runs",
-            progress=hook,
-            stop=stop,
-            stop_grace=0.0,
+            RunConfig(
+                entrypoint=str(WORDLE / "agent.py"),
+                dataset=dataset,
+                job=_config("cut", steps=3),
+                out=tmp_path / "runs",
+                grace=0.0,
+            ),
+            JobHooks(progress=hook, stop=stop),
         )
     )
     assert first.status == "interrupted"
@@ -223,7 +228,7 @@ def test_interrupted_then_resumed_run_exports_every_trajectory_once(
         failed = trace.info.tags["agent_kit.state"] in ("FAILED", "TIMED_OUT")
         assert trace.info.state == ("ERROR" if failed else "OK")
 
-    resumed = asyncio.run(run_local(None, None, resume=run_dir))
+    resumed = asyncio.run(run_local(RunConfig(resume=run_dir)))
     assert resumed.status == "completed"
     full = export_run(run_dir)
     assert full.replaced == 1

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from agent_kit.cli import main
+from agent_kit.driver.job import RunConfig
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.replay.cassette import Recording, load_recording
@@ -463,7 +464,9 @@ def test_standalone_replay_policy_reproduces_a_run(counter_run: Path, tmp_path: 
     recording = load_recording(counter_run)
     dataset = next(counter_run.parent.glob("*.prompts.jsonl"))
     config = JobConfig(name="again", policy=f"replay:{counter_run}", group_size=2, temperature=1.0)
-    result = asyncio.run(run_local(str(COUNTER), dataset, config, out_dir=tmp_path))
+    result = asyncio.run(
+        run_local(RunConfig(entrypoint=str(COUNTER), dataset=dataset, job=config, out=tmp_path))
+    )
     assert result.status == "completed"
     with RunStore.open(result.run_dir, readonly=True) as store:
         got = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.hints import connection_hint, connection_stats
 from agent_kit.reporting.summary import resolve_job
@@ -41,7 +41,11 @@ def policy(request):
 
 def _run(tmp: Path, agent: Path, dataset: Path, policy: str, name: str) -> Path:
     config = JobConfig(name=name, policy=policy, group_size=2, concurrency=4, temperature=0.7)
-    result = asyncio.run(run_local(str(agent), dataset, config, out_dir=tmp / name, workers=1))
+    result = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=str(agent), dataset=dataset, job=config, out=tmp / name, workers=1)
+        )
+    )
     assert result.succeeded == result.total
     assert result.run_dir is not None
     return Path(result.run_dir)

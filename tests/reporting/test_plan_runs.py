@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_kit.cli import main
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +34,11 @@ def _run(dataset: Path, out: Path, name: str, group_size: int) -> Path:
         steps=1,
         rollout_timeout=120,
     )
-    result = asyncio.run(run_local(str(WORDLE / "agent.py"), dataset, config, out_dir=out))
+    result = asyncio.run(
+        run_local(
+            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
+        )
+    )
     assert result.status == "completed"
     return Path(result.run_dir)
 

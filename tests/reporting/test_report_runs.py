@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from test_report_rl import Node, num, parse
 
-from agent_kit.driver.job import JobConfig
+from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.transcripts import NOT_RECORDED
@@ -44,7 +44,7 @@ import importlib.util
 import sys
 
 from agent_kit.app import RolloutApp
-from agent_kit.episode_loop import run_episode
+from agent_kit.episode_loop import play_episode
 
 _spec = importlib.util.spec_from_file_location("wordle_agent", {agent!r})
 wordle = importlib.util.module_from_spec(_spec)
@@ -54,7 +54,7 @@ _spec.loader.exec_module(wordle)
 
 class LoggedApp(RolloutApp):
     async def play(self, payload):
-        outcome = await run_episode(
+        outcome = await play_episode(
             payload,
             environment=self.environment,
             reward=self.reward_fn,
@@ -90,7 +90,9 @@ def _run(entry: Path, dataset: Path, out: Path, name: str, policy: str, steps: i
         steps=steps,
         rollout_timeout=120,
     )
-    result = asyncio.run(run_local(str(entry), dataset, config, out_dir=out))
+    result = asyncio.run(
+        run_local(RunConfig(entrypoint=str(entry), dataset=dataset, job=config, out=out))
+    )
     assert result.status == "completed"
     return Path(result.run_dir)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.job import JobConfig, Progress
+from agent_kit.driver.job import JobConfig, JobHooks, Progress, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import RunInUse
 from agent_kit.store import RunStore
@@ -73,13 +73,22 @@ async def test_resume_of_a_live_run_is_refused_and_changes_nothing(tmp_path: Pat
             started.set()
 
     live = asyncio.create_task(
-        run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path, progress=hook)
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "good_agent.py"), dataset=data, job=config, out=tmp_path
+            ),
+            JobHooks(progress=hook),
+        )
     )
     await asyncio.wait_for(started.wait(), 60)
     with pytest.raises(RunInUse, match="in use by pid"):
-        await run_local(None, None, resume=tmp_path / "live")
+        await run_local(RunConfig(resume=tmp_path / "live"))
     with pytest.raises(RunInUse):  # a new run under the same name is refused the same way
-        await run_local(str(AGENTS / "good_agent.py"), data, config, out_dir=tmp_path)
+        await run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "good_agent.py"), dataset=data, job=config, out=tmp_path
+            )
+        )
     result = await live
     assert result.status == "completed"
     assert (result.total, result.succeeded) == (8, 8)

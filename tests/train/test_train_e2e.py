@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from agent_kit.driver.config import RunConfig
 from agent_kit.emulator.policies.hf import TurnTokens
 from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
 from agent_kit.export.mlflow import export_run
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.train import TrainConfig, TrainResult, train
+from agent_kit.train.config import TRAIN_JOB
 from agent_kit.train.samples import step_batch
 
 AGENT = Path(__file__).parents[1] / "agents" / "train_agent.py"
@@ -43,20 +45,19 @@ def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Train
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     holdout = folder / "holdout.jsonl"
     holdout.write_text("\n".join(rows[:2]) + "\n", encoding="utf-8")
-    config = TrainConfig(
+    job = replace(TRAIN_JOB, name="tiny", steps=3, group_size=2, batch_size=2, max_tokens=8)
+    run = RunConfig(
         entrypoint=str(AGENT),
         dataset=data,
+        job=replace(job, concurrency=4),
+        out=folder / "runs",
+        workers=1,
+    )
+    config = TrainConfig(
+        run=run,
         model=str(tiny_model),
-        steps=3,
-        group_size=2,
-        batch_size=2,
-        max_tokens=8,
         learning_rate=1e-3,
         device="cpu",
-        out=folder / "runs",
-        name="tiny",
-        workers=1,
-        concurrency=4,
         eval=holdout,
         eval_samples=2,
     )
@@ -71,7 +72,7 @@ def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Train
         return await train(config, stop, echo)
 
     first = asyncio.run(first_play())
-    resumed = asyncio.run(train(TrainConfig("", Path(), resume=first.run_dir, device="cpu")))
+    resumed = asyncio.run(train(TrainConfig(RunConfig(resume=first.run_dir), device="cpu")))
     return Trained(first, resumed, tiny_model)
 
 

@@ -1,0 +1,57 @@
+"""What ``agent-kit run`` and ``agent-kit train`` say and exit with when a signal stops them.
+
+The first SIGINT/SIGTERM stops a run gracefully (:mod:`agent_kit.driver.stop`): :func:`announcer`
+says so on stderr. The run then ends with status ``interrupted`` and :func:`exit_interrupted`
+exits 130 (SIGINT) or 143 (SIGTERM), as a shell reports a signal. A second signal aborts at
+once: :func:`aborts_exit` turns the driver's :class:`~agent_kit.driver.stop.Aborted` into the
+same exit, after one line saying the run directory can be resumed.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final, NoReturn
+
+import typer
+from rich.console import Console
+
+from agent_kit.driver.stop import Aborted, StopHook
+
+__all__ = ["SIGNAL_EXIT", "aborts_exit", "announcer", "exit_interrupted"]
+
+#: Exit codes of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
+SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def announcer(err: Console, grace: float) -> StopHook:
+    """The hook that says, on the first signal, what the graceful stop does (``grace``
+    seconds for the rollouts in flight)."""
+
+    def stopping(signum: signal.Signals) -> None:
+        err.print(
+            f"{signum.name}: stopping — no new rollouts, {grace:g}s "
+            "for the ones in flight (Ctrl-C again to abort now)",
+            markup=False,
+        )
+
+    return stopping
+
+
+def exit_interrupted(signum: signal.Signals | None, err: Console) -> NoReturn:
+    """Exit 130 (SIGINT) or 143 (SIGTERM) after a signal stopped the run."""
+    code = SIGNAL_EXIT[signum] if signum is not None else SIGNAL_EXIT[signal.SIGINT]
+    if code != SIGNAL_EXIT[signal.SIGINT]:  # the root command says "interrupted" for a 130
+        err.print("interrupted", markup=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def aborts_exit(err: Console) -> Iterator[None]:
+    """Turn an abort (a second signal) into one line and the signal's exit code."""
+    try:
+        yield
+    except Aborted as exc:
+        err.print("aborted: the run directory can be resumed with --resume", markup=False)
+        exit_interrupted(exc.signum, err)
