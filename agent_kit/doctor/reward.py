@@ -500,7 +500,7 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
 
 
 def projection(summary: Summary, budget: float | None) -> list[Finding]:
-    """Tokens per rollout × planned steps → cost; an error above ``budget``."""
+    """Tokens per slot × the planned job's slots → cost; an error above ``budget``."""
     proj = summary.projection
     if proj is None:
         return [Finding("projection", "info", "no finished rollout: nothing to project", "")]
@@ -509,8 +509,8 @@ def projection(summary: Summary, budget: float | None) -> list[Finding]:
         "steps": proj.steps,
         "batch_size": proj.batch_size,
         "group_size": proj.group_size,
-        "rollouts": proj.rollouts,
-        "tokens_per_rollout": proj.tokens_per_rollout,
+        "slots": proj.slots,
+        "tokens_per_slot": proj.tokens_per_slot,
         "tokens": proj.tokens,
         "cost": cost.total,
         "currency": cost.currency,

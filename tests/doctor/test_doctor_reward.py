@@ -219,7 +219,7 @@ def test_budget_projection_is_an_error_above_the_budget(runs: dict[str, Path]) -
     dear = audit_reward(runs["healthy"], steps=10, budget=1e-6)
     (error,) = _one(dear, "projection", "error")
     assert error.evidence["cost"] == info.evidence["cost"] > 1e-6
-    assert error.evidence["rollouts"] == 10 * 3 * 4
+    assert error.evidence["slots"] == 10 * 3 * 4
 
 
 def test_cli_json_and_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
