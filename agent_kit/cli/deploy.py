@@ -20,7 +20,7 @@ from agent_kit.cli.job_plan import plan_cmd
 from agent_kit.cli.program import program
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy import jobs
-from agent_kit.deploy.package import PackageResult, Target, describe, package
+from agent_kit.deploy.package import PackageResult, Target, package, package_document
 from agent_kit.errors import DeployError, UsageError
 
 __all__ = ["register"]
@@ -147,7 +147,7 @@ def package_cmd(
         log=_log,
     )
     if as_json:
-        _print_json(describe(result))
+        _print_json(package_document(result))
         return
     _print_package(result)
 
@@ -422,7 +422,7 @@ def job_eval(
 
 
 @job_app.command("status")
-def job_status(
+def job_status_cmd(
     name: Annotated[str, typer.Argument(help="Job name.")],
     category: Annotated[
         str, typer.Option("--category", help="AgentRFT or AgentRFTEvaluation.")

@@ -75,9 +75,9 @@ __all__ = [
     "Target",
     "agentcore_config",
     "default_name",
-    "describe",
     "dockerfile_text",
     "package",
+    "package_document",
     "pinned_requirements",
     "preflight",
     "runtime_closure",
@@ -397,7 +397,7 @@ def package(
     )
 
 
-def describe(result: PackageResult) -> dict[str, Any]:
+def package_document(result: PackageResult) -> dict[str, Any]:
     """A JSON-ready summary of a :class:`PackageResult` (for ``--json`` output and logs)."""
     return {
         "name": result.name,
