@@ -25,14 +25,9 @@ from fakes.rollouts import rollout
 
 from agent_kit.cli import main
 from agent_kit.doctor.findings import EXIT_FINDINGS, Finding
+from agent_kit.doctor.hacking import dominance, length_signals, recovered_calls
 from agent_kit.doctor.invariants import EpisodeView, Ordering, check_orderings, parse_orderings
-from agent_kit.doctor.reward import (
-    RewardAudit,
-    audit_reward,
-    dominance,
-    length_signals,
-    recovered_calls,
-)
+from agent_kit.doctor.reward import RewardAudit, audit_reward
 from agent_kit.driver.job import JobConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
