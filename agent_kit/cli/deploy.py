@@ -230,12 +230,7 @@ def deploy_cmd(
     )
     policies = deploy_mod.iam_policies(spec.region, s3_bucket)
     if plan:
-        calls = deploy_mod.plan_deploy(spec, pkg)
-        if as_json:
-            _print_json({"plan": [c.to_dict() for c in calls], "iam": policies})
-            return
-        _print_calls(calls)
-        _print_policies(policies)
+        _print_deploy_plan(deploy_mod.plan_deploy(spec, pkg), policies, as_json)
         return
     result = deploy_mod.deploy(
         spec,
@@ -245,6 +240,24 @@ def deploy_cmd(
         poll_interval=poll_interval,
         log=_log,
     )
+    _print_deployed(result, name, policies, as_json)
+
+
+def _print_deploy_plan(
+    calls: list[deploy_mod.Call], policies: dict[str, Any], as_json: bool
+) -> None:
+    """``deploy --plan``: the requests it would send and the role's policies."""
+    if as_json:
+        _print_json({"plan": [c.to_dict() for c in calls], "iam": policies})
+        return
+    _print_calls(calls)
+    _print_policies(policies)
+
+
+def _print_deployed(
+    result: deploy_mod.DeployResult, name: str, policies: dict[str, Any], as_json: bool
+) -> None:
+    """The runtime ``deploy`` created or updated, and the role's policies."""
     if as_json:
         _print_json(
             {
