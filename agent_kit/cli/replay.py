@@ -34,6 +34,7 @@ from agent_kit.replay.engine import (
     replay_run,
 )
 from agent_kit.reporting.words import plural
+from agent_kit.store.layout import REPLAY_REPORT_FILE, RUN_FILE
 
 __all__ = ["register"]
 
@@ -94,7 +95,7 @@ def _normalization(
 
 #: The ``replay run`` options whose declarations take several lines.
 _Source = Annotated[
-    Path, typer.Argument(help="Recorded run directory (run.sqlite) or cassette (.jsonl).")
+    Path, typer.Argument(help=f"Recorded run directory ({RUN_FILE}) or cassette (.jsonl).")
 ]
 _Entrypoint = Annotated[
     str | None,
@@ -209,7 +210,7 @@ def _print(report: ReplayReport, *, as_json: bool, diffs: int) -> None:
     )
     if report.run_dir is not None:
         console.print(
-            Text(f"replay run: {report.run_dir} (report: replay_report.json)", style="dim")
+            Text(f"replay run: {report.run_dir} (report: {REPLAY_REPORT_FILE})", style="dim")
         )
 
 

@@ -47,12 +47,12 @@ from agent_kit.errors import UsageError
 from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
 from agent_kit.export.steps import StepMetrics, holdout_metrics, step_metrics, with_train_metrics
 from agent_kit.reporting.breakdown import RunData, load_run_data
-from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
+from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.train_view import load_train_figures
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
+from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE, TRAIN_HTML, TRAIN_JSON
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
