@@ -20,7 +20,7 @@ from agent_kit.cli.job_plan import plan_cmd
 from agent_kit.cli.program import program
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy import jobs
-from agent_kit.deploy.package import PackageResult, Target, describe, package
+from agent_kit.deploy.package import PackageResult, Target, package, package_document
 from agent_kit.errors import DeployError, UsageError
 
 __all__ = ["register"]
@@ -147,7 +147,7 @@ def package_cmd(
         log=_log,
     )
     if as_json:
-        _print_json(describe(result))
+        _print_json(package_document(result))
         return
     _print_package(result)
 
@@ -230,12 +230,7 @@ def deploy_cmd(
     )
     policies = deploy_mod.iam_policies(spec.region, s3_bucket)
     if plan:
-        calls = deploy_mod.plan_deploy(spec, pkg)
-        if as_json:
-            _print_json({"plan": [c.to_dict() for c in calls], "iam": policies})
-            return
-        _print_calls(calls)
-        _print_policies(policies)
+        _print_deploy_plan(deploy_mod.plan_deploy(spec, pkg), policies, as_json)
         return
     result = deploy_mod.deploy(
         spec,
@@ -245,6 +240,24 @@ def deploy_cmd(
         poll_interval=poll_interval,
         log=_log,
     )
+    _print_deployed(result, name, policies, as_json)
+
+
+def _print_deploy_plan(
+    calls: list[deploy_mod.Call], policies: dict[str, Any], as_json: bool
+) -> None:
+    """``deploy --plan``: the requests it would send and the role's policies."""
+    if as_json:
+        _print_json({"plan": [c.to_dict() for c in calls], "iam": policies})
+        return
+    _print_calls(calls)
+    _print_policies(policies)
+
+
+def _print_deployed(
+    result: deploy_mod.DeployResult, name: str, policies: dict[str, Any], as_json: bool
+) -> None:
+    """The runtime ``deploy`` created or updated, and the role's policies."""
     if as_json:
         _print_json(
             {
@@ -422,7 +435,7 @@ def job_eval(
 
 
 @job_app.command("status")
-def job_status(
+def job_status_cmd(
     name: Annotated[str, typer.Argument(help="Job name.")],
     category: Annotated[
         str, typer.Option("--category", help="AgentRFT or AgentRFTEvaluation.")

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from agent_kit.errors import UsageError
 from agent_kit.reporting.words import plural
+from agent_kit.store.layout import RUN_FILE
 
 if TYPE_CHECKING:  # the doctor package loads when a doctor command runs, not with the CLI
     from agent_kit.doctor.endpoint import EndpointReport
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
 @doctor_app.command("reward")
 def reward_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
     entrypoint: Annotated[
         Path | None,
         typer.Option(

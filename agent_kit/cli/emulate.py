@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.run_keys import RunKeys
+    from agent_kit.store import RunStore
 
 __all__ = ["SECRET_ENV", "register"]
 
@@ -100,6 +101,20 @@ def emulate(
     )
     emu.create_job(match["name"], {"policy": policy, "lenient": lenient}, arn=job_arn)
 
+    sock = _bind(host, port, run_store)
+    bound = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{bound}"
+    app, keys = _app(emu, url, secret, lenient_auth)
+
+    _print_banner(emu, keys, job_arn, url, policy, run_store.path)
+    _serve(app, sock, emu, run_store)
+    typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+def _bind(host: str, port: int, run_store: RunStore) -> socket.socket:
+    """A socket bound on ``host:port``; a port that cannot be bound closes the store and is a
+    usage error."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,13 +124,12 @@ def emulate(
         sock.close()
         run_store.close()
         raise UsageError(f"cannot bind {host}:{port}: {exc}") from None
-    bound = sock.getsockname()[1]
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{bound}"
-    app, keys = _app(emu, url, secret, lenient_auth)
+    return sock
 
-    _print_banner(emu, keys, job_arn, url, policy, run_store.path)
 
+def _serve(app: Starlette, sock: socket.socket, emu: Emulator, run_store: RunStore) -> None:
+    """Serve ``app`` on ``sock`` with uvicorn until Ctrl-C, then close the socket, the emulator
+    and the store."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -132,7 +146,6 @@ def emulate(
             asyncio.run(emu.aclose())
         finally:
             run_store.close()
-    typer.echo(f"emulator stopped; run store at {run_store.path}")
 
 
 def _app(

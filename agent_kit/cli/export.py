@@ -16,6 +16,7 @@ from rich.console import Console
 
 from agent_kit.cli.program import program
 from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run, require_mlflow
+from agent_kit.store.layout import RUN_FILE
 
 if TYPE_CHECKING:
     from agent_kit.driver.job import JobResult
@@ -31,7 +32,7 @@ export_app = typer.Typer(
 
 @export_app.command("mlflow")
 def mlflow_command(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
     tracking_uri: Annotated[
         str | None,
         typer.Option(

@@ -34,6 +34,7 @@ from agent_kit.replay.engine import (
     replay_run,
 )
 from agent_kit.reporting.words import plural
+from agent_kit.store.layout import REPLAY_REPORT_FILE, RUN_FILE
 
 __all__ = ["register"]
 
@@ -92,14 +93,33 @@ def _normalization(
     )
 
 
+#: The ``replay run`` options whose declarations take several lines.
+_Source = Annotated[
+    Path, typer.Argument(help=f"Recorded run directory ({RUN_FILE}) or cassette (.jsonl).")
+]
+_Entrypoint = Annotated[
+    str | None,
+    typer.Option(help="Agent to replay through (default: the one the run recorded)."),
+]
+_InProcess = Annotated[
+    bool,
+    typer.Option(
+        help="Replay inside this process (RolloutApp entrypoints; fastest; compares "
+        "messages and tools only; no run directory)."
+    ),
+]
+_Ignore = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Also ignore this top-level request field (repeatable; always ignored: "
+        f"{', '.join(sorted(DEFAULT_IGNORED_FIELDS))})."
+    ),
+]
+
+
 def replay(
-    run_dir: Annotated[
-        Path, typer.Argument(help="Recorded run directory (run.sqlite) or cassette (.jsonl).")
-    ],
-    entrypoint: Annotated[
-        str | None,
-        typer.Option(help="Agent to replay through (default: the one the run recorded)."),
-    ] = None,
+    run_dir: _Source,
+    entrypoint: _Entrypoint = None,
     trajectory: Annotated[
         list[str] | None, typer.Option(help="Replay only this trajectory id (repeatable).")
     ] = None,
@@ -118,20 +138,8 @@ def replay(
     policy: Annotated[
         str | None, typer.Option(help="Live policy spec of a fork (with --fork-at).")
     ] = None,
-    in_process: Annotated[
-        bool,
-        typer.Option(
-            help="Replay inside this process (RolloutApp entrypoints; fastest; compares "
-            "messages and tools only; no run directory)."
-        ),
-    ] = False,
-    ignore: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Also ignore this top-level request field (repeatable; always ignored: "
-            f"{', '.join(sorted(DEFAULT_IGNORED_FIELDS))})."
-        ),
-    ] = None,
+    in_process: _InProcess = False,
+    ignore: _Ignore = None,
     strict: Annotated[
         bool, typer.Option(help="Compare requests exactly (no field ignored, ids kept).")
     ] = False,
@@ -202,7 +210,7 @@ def _print(report: ReplayReport, *, as_json: bool, diffs: int) -> None:
     )
     if report.run_dir is not None:
         console.print(
-            Text(f"replay run: {report.run_dir} (report: replay_report.json)", style="dim")
+            Text(f"replay run: {report.run_dir} (report: {REPLAY_REPORT_FILE})", style="dim")
         )
 
 

@@ -18,12 +18,13 @@ from agent_kit.reporting.pricing import load_pricing
 from agent_kit.reporting.report import render_json, render_terminal, write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.store import RunStore, resolve_path
+from agent_kit.store.layout import REPORT_FILE, RUN_FILE, SUMMARY_FILE
 
 __all__ = ["register", "report"]
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory holding run.sqlite.")],
+    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
     other: Annotated[
         Path | None,
         typer.Argument(
@@ -40,7 +41,7 @@ def report(
         ),
     ] = None,
     html: Annotated[
-        bool, typer.Option("--html", help="Write summary.json and report.html into RUN_DIR.")
+        bool, typer.Option("--html", help=f"Write {SUMMARY_FILE} and {REPORT_FILE} into RUN_DIR.")
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the summary JSON, on one line.")

@@ -75,9 +75,9 @@ __all__ = [
     "Target",
     "agentcore_config",
     "default_name",
-    "describe",
     "dockerfile_text",
     "package",
+    "package_document",
     "pinned_requirements",
     "preflight",
     "runtime_closure",
@@ -177,57 +177,86 @@ def agentcore_config(
                 "platform": "linux/arm64",
                 "container_runtime": None,
                 "source_path": None,  # Dockerfile and sources at the project root
-                "aws": {
-                    "execution_role": role_arn,
-                    "execution_role_auto_create": role_arn is None,
-                    "account": account,
-                    "region": region,
-                    "ecr_repository": ecr_repository,
-                    "ecr_auto_create": deployment_type == "container" and ecr_repository is None,
-                    "s3_path": s3_path,
-                    "s3_auto_create": deployment_type == "direct_code_deploy" and s3_path is None,
-                    "network_configuration": {
-                        "network_mode": "PUBLIC",
-                        "network_mode_config": None,
-                    },
-                    "protocol_configuration": {"server_protocol": "HTTP"},
-                    "observability": {"enabled": False},
-                    "lifecycle_configuration": {
-                        "idle_runtime_session_timeout": None,
-                        "max_lifetime": None,
-                    },
-                },
-                "bedrock_agentcore": {
-                    "agent_id": None,
-                    "agent_arn": None,
-                    "agent_session_id": None,
-                },
-                "codebuild": {"project_name": None, "execution_role": None, "source_bucket": None},
-                "memory": {
-                    "mode": "NO_MEMORY",
-                    "memory_id": None,
-                    "memory_arn": None,
-                    "memory_name": None,
-                    "event_expiry_days": 30,
-                    "first_invoke_memory_check_done": False,
-                    "was_created_by_toolkit": False,
-                },
-                "identity": {"credential_providers": [], "workload": None},
-                "aws_jwt": {
-                    "enabled": False,
-                    "audiences": [],
-                    "signing_algorithm": "ES384",
-                    "issuer_url": None,
-                    "duration_seconds": 300,
-                },
-                "authorizer_configuration": None,
-                "request_header_configuration": None,
-                "oauth_configuration": None,
-                "api_key_env_var_name": None,
-                "api_key_credential_provider_name": None,
-                "is_generated_by_agentcore_create": False,
+                "aws": _aws_section(
+                    deployment_type,
+                    region=region,
+                    account=account,
+                    role_arn=role_arn,
+                    s3_path=s3_path,
+                    ecr_repository=ecr_repository,
+                ),
+                **_features_off(),
             }
         },
+    }
+
+
+def _aws_section(
+    deployment_type: Literal["container", "direct_code_deploy"],
+    *,
+    region: str | None,
+    account: str | None,
+    role_arn: str | None,
+    s3_path: str | None,
+    ecr_repository: str | None,
+) -> dict[str, Any]:
+    """The agent's ``aws`` block: role, account, region, where the code goes (created by the
+    toolkit when not given), a public HTTP runtime without observability."""
+    return {
+        "execution_role": role_arn,
+        "execution_role_auto_create": role_arn is None,
+        "account": account,
+        "region": region,
+        "ecr_repository": ecr_repository,
+        "ecr_auto_create": deployment_type == "container" and ecr_repository is None,
+        "s3_path": s3_path,
+        "s3_auto_create": deployment_type == "direct_code_deploy" and s3_path is None,
+        "network_configuration": {
+            "network_mode": "PUBLIC",
+            "network_mode_config": None,
+        },
+        "protocol_configuration": {"server_protocol": "HTTP"},
+        "observability": {"enabled": False},
+        "lifecycle_configuration": {
+            "idle_runtime_session_timeout": None,
+            "max_lifetime": None,
+        },
+    }
+
+
+def _features_off() -> dict[str, Any]:
+    """The agent's blocks ``agentcore configure`` writes for what agent_kit leaves off: no
+    memory, identity, JWT or API-key auth, header or OAuth configuration, and no ids yet."""
+    return {
+        "bedrock_agentcore": {
+            "agent_id": None,
+            "agent_arn": None,
+            "agent_session_id": None,
+        },
+        "codebuild": {"project_name": None, "execution_role": None, "source_bucket": None},
+        "memory": {
+            "mode": "NO_MEMORY",
+            "memory_id": None,
+            "memory_arn": None,
+            "memory_name": None,
+            "event_expiry_days": 30,
+            "first_invoke_memory_check_done": False,
+            "was_created_by_toolkit": False,
+        },
+        "identity": {"credential_providers": [], "workload": None},
+        "aws_jwt": {
+            "enabled": False,
+            "audiences": [],
+            "signing_algorithm": "ES384",
+            "issuer_url": None,
+            "duration_seconds": 300,
+        },
+        "authorizer_configuration": None,
+        "request_header_configuration": None,
+        "oauth_configuration": None,
+        "api_key_env_var_name": None,
+        "api_key_credential_provider_name": None,
+        "is_generated_by_agentcore_create": False,
     }
 
 
@@ -251,6 +280,9 @@ def _lambda_source() -> str:
 
 
 def _package_forwarder(name: str, out_dir: Path) -> PackageResult:
+    """The Lambda forwarder's handler and zip in ``out_dir``; ``name`` must be a runtime name."""
+    if not RUNTIME_NAME_PATTERN.match(name):
+        raise UsageError(f"invalid name {name!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     handler = out_dir / "lambda_function.py"
     handler.write_text(_lambda_source(), encoding="utf-8")
@@ -334,8 +366,6 @@ def package(
     out = Path(out_dir or Path("build") / runtime_name).resolve()
     prepare_out(out, entry.parent, keep=(CONFIG_DIR,) if target == "agentcore" else ())
     if target == "lambda-forwarder":
-        if not RUNTIME_NAME_PATTERN.match(runtime_name):
-            raise UsageError(f"invalid name {runtime_name!r}")
         return _package_forwarder(runtime_name, out)
 
     preflight(entry, runtime_name)
@@ -347,36 +377,28 @@ def package(
         check_import(out, module)
     base = list(requirements) if requirements is not None else pinned_requirements()
     reqs = merge_requirements(base, user_requirements(entry.parent))
-    req_file = out / "requirements.txt"
-    req_file.write_text(
-        "# written by agent-kit package: agent_kit itself ships as source in ./agent_kit\n"
-        + "\n".join(reqs)
-        + "\n",
-        encoding="utf-8",
-    )
+    req_file = _write_requirements(out, reqs)
     (out / ".dockerignore").write_text(DOCKERIGNORE, encoding="utf-8")
-    notes: list[str] = []
-    artifact: Path | None = None
-    zip_bytes = unzipped = 0
-    deployment_type: Literal["container", "direct_code_deploy"] = "direct_code_deploy"
     if target == "container":
         (out / "Dockerfile").write_text(dockerfile_text(module, region), encoding="utf-8")
-        artifact = out / "Dockerfile"
-        deployment_type = "container"
+        built = _Built(out / "Dockerfile", deployment_type="container")
     elif target == "agentcore":
-        artifact = _write_cli_project(out, runtime_name, entry.name, reqs)
-        notes.append(f"`agentcore package -d {out}` builds the zip; `agentcore deploy` deploys it")
+        built = _Built(
+            _write_cli_project(out, runtime_name, entry.name, reqs),
+            notes=(f"`agentcore package -d {out}` builds the zip; `agentcore deploy` deploys it",),
+        )
     else:
         artifact, zip_bytes, unzipped, platform = build_zip(
             out, files, req_file, cache_dir=uv_cache_dir, log=log
         )
-        notes.append(f"dependencies resolved for {platform}, CPython {PYTHON_VERSION}")
+        note = f"dependencies resolved for {platform}, CPython {PYTHON_VERSION}"
+        built = _Built(artifact, zip_bytes=zip_bytes, unzipped=unzipped, notes=(note,))
     _write_yaml(
         out / ".bedrock_agentcore.yaml",
         agentcore_config(
             runtime_name,
             out / entry.name,
-            deployment_type=deployment_type,
+            deployment_type=built.deployment_type,
             region=region,
             role_arn=role_arn,
             s3_path=s3_path,
@@ -388,16 +410,40 @@ def package(
         target=target,
         out_dir=out,
         entrypoint=out / entry.name,
-        artifact=artifact,
+        artifact=built.artifact,
         files=tuple(files),
         requirements=tuple(reqs),
-        zip_bytes=zip_bytes,
-        unzipped_bytes=unzipped,
-        notes=tuple(notes),
+        zip_bytes=built.zip_bytes,
+        unzipped_bytes=built.unzipped,
+        notes=built.notes,
     )
 
 
-def describe(result: PackageResult) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Built:
+    """What a target's build step wrote: its artifact, the zip's sizes, notes for the user,
+    and the deployment type the ``.bedrock_agentcore.yaml`` names."""
+
+    artifact: Path | None
+    zip_bytes: int = 0
+    unzipped: int = 0
+    notes: tuple[str, ...] = ()
+    deployment_type: Literal["container", "direct_code_deploy"] = "direct_code_deploy"
+
+
+def _write_requirements(out: Path, reqs: Sequence[str]) -> Path:
+    """``out/requirements.txt`` with ``reqs``, one a line; returns its path."""
+    req_file = out / "requirements.txt"
+    req_file.write_text(
+        "# written by agent-kit package: agent_kit itself ships as source in ./agent_kit\n"
+        + "\n".join(reqs)
+        + "\n",
+        encoding="utf-8",
+    )
+    return req_file
+
+
+def package_document(result: PackageResult) -> dict[str, Any]:
     """A JSON-ready summary of a :class:`PackageResult` (for ``--json`` output and logs)."""
     return {
         "name": result.name,

@@ -3,7 +3,7 @@
 :func:`driver_stats` is the ``run`` section of a job's summary
 (:class:`~agent_kit.store.run_figures.RunFigures`): trajectories by state, slots
 done/succeeded/failed, retries, rewards, turns and tokens — every figure read from the store, so
-a resumed run reports the same totals as an uninterrupted one; only ``rollouts_per_s`` is of
+a resumed run reports the same totals as an uninterrupted one; only ``slots_per_s`` is of
 this invocation (:func:`rollout_rate`). :func:`rollouts_verdict` says why a completed job's
 rollouts failed as a whole (none got a real reward, or too many got the agent's floor reward),
 which makes its status :data:`ROLLOUTS_FAILED`. :func:`redact_summary` takes the per-run route
@@ -66,9 +66,9 @@ def driver_stats(
         failure_reason=failure,
         trajectories=len(rows),
         trajectories_by_state=by_state,
-        rollouts_total=total,
-        rollouts_succeeded=counts["succeeded"],
-        rollouts_failed=counts["failed"],
+        slots_total=total,
+        slots_succeeded=counts["succeeded"],
+        slots_failed=counts["failed"],
         retries=counted_retries(rows),
         rewarded=len(rewards),
         reward_mean=sum(rewards) / len(rewards) if rewards else None,
@@ -77,7 +77,7 @@ def driver_stats(
         completion_tokens=sum(s.completion_tokens for s in sums),
         job_failures=failures,
         elapsed_s=round(elapsed, 3),
-        rollouts_per_s=rollout_rate(stats),
+        slots_per_s=rollout_rate(stats),
     )
 
 
@@ -91,7 +91,7 @@ def rollouts_verdict(
     (None: :data:`DEFAULT_MAX_FLOOR_RATE`) of them got the floor reward. With a rate of 1 floor
     rewards are accepted: only a job where no slot got any reward fails.
     """
-    rewarded, lost = figures.rollouts_succeeded or 0, figures.rollouts_failed or 0
+    rewarded, lost = figures.slots_succeeded or 0, figures.slots_failed or 0
     finished = rewarded + lost
     if not finished:
         return None

@@ -47,12 +47,12 @@ from agent_kit.errors import UsageError
 from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
 from agent_kit.export.steps import StepMetrics, holdout_metrics, step_metrics, with_train_metrics
 from agent_kit.reporting.breakdown import RunData, load_run_data
-from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
+from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.train_view import load_train_figures
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
+from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE, TRAIN_HTML, TRAIN_JSON
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -350,6 +350,39 @@ def _write_run(
     return run_id, experiment_id, points, len(old_runs)
 
 
+def _run_folder(run_dir: str | Path) -> Path:
+    """``run_dir`` as a path; a usage error when it is no directory or holds no run store."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise UsageError(f"run directory not found: {folder}")
+    if not resolve_path(folder).exists():
+        raise UsageError(f"no run store in {folder} (expected {resolve_path(folder)})")
+    return folder
+
+
+def _tracking_uri(tracking_uri: str | None, folder: Path) -> str:
+    """The tracking URI to write to (default: :func:`default_tracking_uri`); a usage error when
+    it names an SQLite file in a folder that does not exist."""
+    uri = tracking_uri or default_tracking_uri(folder)
+    db = _sqlite_path(uri)
+    if db is not None and not db.parent.is_dir():
+        raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
+    return uri
+
+
+def _send_otlp(traces: Sequence[RolloutTrace], endpoint: str, job_arn: str, run_id: str) -> int:
+    """The spans of ``traces`` sent to the OTLP collector at ``endpoint`` (how many); a refused
+    export is a usage error that says the MLflow run ``run_id`` was written anyway."""
+    from agent_kit.export.otlp import send_otlp
+
+    try:
+        return send_otlp(traces, endpoint, job_arn=job_arn)
+    except UsageError as exc:
+        raise UsageError(
+            f"MLflow run {run_id} was written, but the OTLP export failed: {exc.message}"
+        ) from exc
+
+
 def export_run(
     run_dir: str | Path,
     *,
@@ -367,17 +400,10 @@ def export_run(
     trajectory the store holds gets its trace). Raises :class:`UsageError` for a missing run
     directory or store, a missing MLflow extra, or a refused OTLP export.
     """
-    folder = Path(run_dir)
-    if not folder.is_dir():
-        raise UsageError(f"run directory not found: {folder}")
-    if not resolve_path(folder).exists():
-        raise UsageError(f"no run store in {folder} (expected {resolve_path(folder)})")
+    folder = _run_folder(run_dir)
     with RunStore.open(folder, readonly=True) as store:  # refuses a damaged store first
         mlflow = require_mlflow()
-        uri = tracking_uri or default_tracking_uri(folder)
-        db = _sqlite_path(uri)
-        if db is not None and not db.parent.is_dir():
-            raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
+        uri = _tracking_uri(tracking_uri, folder)
         summary = summarize(store, job)
         data = load_run_data(
             store,
@@ -418,14 +444,7 @@ def export_run(
         raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc
     otlp_spans = None
     if otlp_endpoint is not None:
-        from agent_kit.export.otlp import send_otlp
-
-        try:
-            otlp_spans = send_otlp(traces, otlp_endpoint, job_arn=data.job.arn)
-        except UsageError as exc:
-            raise UsageError(
-                f"MLflow run {run_id} was written, but the OTLP export failed: {exc.message}"
-            ) from exc
+        otlp_spans = _send_otlp(traces, otlp_endpoint, data.job.arn, run_id)
     return ExportResult(
         tracking_uri=uri,
         experiment_id=experiment_id,

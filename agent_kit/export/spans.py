@@ -261,18 +261,9 @@ def _last_results(
     return {str(c.get("id") or ""): r.output for c, r in zip(calls, found, strict=True)}
 
 
-def _trace(
-    record: Rollout,
-    turns: Sequence[TurnRow],
-    data: RunData,
-    agent_name: str,
-    common_tags: Mapping[str, str],
-) -> RolloutTrace:
-    detail = record.invocation
-    body = record.body
-    start = _ns(record.started_at)
-    last_end = max((_ns(t.created_at) for t in turns), default=start)
-    end = max(_ns(record.ended_at), last_end, start)
+def _turn_spans(turns: Sequence[TurnRow], body: Any, start: int, end: int) -> list[SpanData]:
+    """One chat span per turn and one tool span per tool call it asked for, each call lasting
+    until the next turn's request (the last turn's until the rollout's ``end``)."""
     children: list[SpanData] = []
     for i, turn in enumerate(turns):
         turn_end = min(max(_ns(turn.created_at), start), end)
@@ -293,11 +284,18 @@ def _trace(
         for call in calls:
             result = results.get(str(call.get("id") or ""))
             children.append(_tool_span(call, result, turn_end, gap_end, turn.idx))
-    prompt = record.prompt
+    return children
+
+
+def _root_attributes(
+    record: Rollout, turns: Sequence[TurnRow], data: RunData, agent_name: str, why: str
+) -> dict[str, AttributeValue]:
+    """The rollout span's attributes: ``gen_ai.*`` (operation, agent, usage, model) and
+    ``agent_kit.*`` (slot, state, outcome, prompt, stop reason, failure, reward)."""
+    body = record.body
     model = next(
         (t.request.get("model") for t in turns if isinstance(t.request.get("model"), str)), None
     )
-    why = stop_reason(record, detail, data.threshold)
     attributes: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": agent_name,
@@ -313,7 +311,7 @@ def _trace(
         "agent_kit.state": record.state,
         "agent_kit.outcome": data.outcome(record),
         "agent_kit.turns": record.turns,
-        "agent_kit.prompt": _clip(prompt),
+        "agent_kit.prompt": _clip(record.prompt),
         "agent_kit.stop_reason": why,
     }
     if isinstance(model, str):
@@ -327,6 +325,25 @@ def _trace(
     if record.agent_failure:
         attributes["agent_kit.agent_failure"] = record.agent_failure
     attributes.update(_reward_attributes(record, body))
+    return attributes
+
+
+def _trace(
+    record: Rollout,
+    turns: Sequence[TurnRow],
+    data: RunData,
+    agent_name: str,
+    common_tags: Mapping[str, str],
+) -> RolloutTrace:
+    detail = record.invocation
+    body = record.body
+    start = _ns(record.started_at)
+    last_end = max((_ns(t.created_at) for t in turns), default=start)
+    end = max(_ns(record.ended_at), last_end, start)
+    children = _turn_spans(turns, body, start, end)
+    prompt = record.prompt
+    why = stop_reason(record, detail, data.threshold)
+    attributes = _root_attributes(record, turns, data, agent_name, why)
     error = why if record.state in TrajectoryState.unrewarded() else None
     root = SpanData(
         name=f"invoke_agent {agent_name}",

@@ -41,11 +41,11 @@ from agent_kit.reporting.page import (
     value_attr,
     wide,
 )
-from agent_kit.reporting.report import SUMMARY_FILE
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.transcripts import fmt
 from agent_kit.store import RunStore, resolve_path
+from agent_kit.store.layout import RUN_FILE, SUMMARY_FILE
 
 __all__ = [
     "COMPARISON_FILE",
@@ -91,7 +91,7 @@ def load_side(run_dir: str | Path, label: str | None = None) -> RunSide:
         summary = read_summary(path)
         source = str(path)
         if summary is None:
-            summary, source = summarize(store), "recomputed from run.sqlite"
+            summary, source = summarize(store), f"recomputed from {RUN_FILE}"
         settings = summary.settings
         data = load_run_data(
             store,

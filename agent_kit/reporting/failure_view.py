@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_kit.reporting.breakdown import RunData, failure_overview
+from agent_kit.reporting.breakdown import FailureOverview, RunData, failure_overview
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import cell, esc, section, table, wide
-from agent_kit.reporting.summary_schema import RolloutBrief, RunFigures, Summary
+from agent_kit.reporting.summary_schema import AgentFailure, RolloutBrief, RunFigures, Summary
 from agent_kit.reporting.transcripts import fmt
 
 __all__ = ["briefs", "chaos_section", "cost_banner", "failures_section", "hints_html"]
@@ -74,26 +74,7 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
         job_failures = _job_failures(run)
     failure_reason = run.failure_reason if run is not None else None
     non_finite = overview.non_finite if overview is not None else None
-    out = [
-        '<p class="muted">Vocabulary: a rollout <b>failed</b> when it got no reward (state '
-        "FAILED or TIMED_OUT, the job's sense); a rewarded episode below the success threshold "
-        "is <b>unsolved</b>, not failed; a <b>floor</b> reward is the agent's own failure scored "
-        "with its floor. The service's <code>eval/reward/failed_rollouts</code> counts unsolved "
-        "and lost slots.</p>",
-        '<div class="wide"><table class="failure-counts"><tbody>',
-        f'<tr data-count="agent_failures"><th>agent-side failures</th>'
-        f"{cell(summary.agent_failure_count)}</tr>",
-        f'<tr data-count="floor_rewards"><th>floor rewards</th>{cell(floor)}</tr>',
-        f'<tr data-count="non_finite"><th>of which non-finite rewards</th>{cell(non_finite)}</tr>',
-        f'<tr data-count="job_failures"><th>job failures</th>'
-        f"{cell(sum(c for _, c, _ in job_failures))}</tr>",
-        f'<tr data-count="failed_rollouts"><th>failed rollouts (no reward)</th>'
-        f"{cell(failed_n)}</tr>",
-        f'<tr data-count="timed_out"><th>of which timed out</th>{cell(counts.timed_out)}</tr>',
-        f'<tr data-count="lost"><th>slots lost (no rewarded attempt)</th>{cell(counts.lost)}</tr>',
-        f'<tr data-count="retries"><th>retries</th>{cell(counts.retries)}</tr>',
-        "</tbody></table></div>",
-    ]
+    out = [_failure_counts(summary, non_finite, job_failures)]
     status = summary.job.status
     if status == "failed" or failure_reason:
         out.append(
@@ -107,55 +88,92 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
             "agent reported no failure of its own.</p>"
         )
     if agent:
-        rows = "".join(
-            f"<tr><td>{esc(a.reason)}</td>{cell(a.count)}{cell(a.floor_rewards)}"
-            f"<td>{_ids(a.trajectory_ids)}</td></tr>"
-            for a in agent
-        )
-        out.append(
-            "<h3>Agent-side failures</h3>"
-            + wide(
-                '<table id="agent-failures"><thead><tr><th>reason</th><th>rollouts</th>'
-                "<th>floor rewards</th><th>first trajectories</th></tr></thead>"
-                f"<tbody>{rows}</tbody></table>"
-            )
-        )
+        out.append(_agent_failures_table(agent))
     if overview is not None and overview.non_finite:
         out.append(
             f"<p>Non-finite rewards (NaN/inf, scored as the floor): {overview.non_finite} — "
             f"{_ids(overview.non_finite_ids)}</p>"
         )
     if job_failures:
-        rows = "".join(
-            f"<tr><td>{esc(r)}</td>{cell(c)}<td>{_ids(ids)}</td></tr>" for r, c, ids in job_failures
-        )
-        out.append(
-            "<h3>Job failures</h3>"
-            + wide(
-                '<table id="job-failures"><thead><tr><th>reason</th><th>count</th>'
-                f"<th>trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
-            )
-        )
+        out.append(_job_failures_table(job_failures))
     if failed_n:
-        if overview is not None:
-            rows = "".join(
-                f"<tr><td>{esc(f.reason)}</td>{cell(f.count)}<td>{_ids(f.trajectory_ids)}</td></tr>"
-                for f in overview.rollouts
-            )
-        else:
-            rows = "".join(
-                f"<tr><td>{esc(f.reason)}</td>{cell(f.count)}<td>–</td></tr>"
-                for f in summary.failures
-            )
-        out.append(
-            "<h3>Failed rollouts (no reward)</h3>"
-            + wide(
-                '<table id="failure-reasons"><thead><tr><th>reason</th><th>count</th>'
-                f"<th>first trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
-            )
-        )
+        out.append(_failed_rollouts_table(summary, overview))
         out.append(briefs(summary.failed))
     return section("failures", "Failures", "".join(out))
+
+
+def _failure_counts(
+    summary: Summary, non_finite: int | None, job_failures: Sequence[tuple[str, int, Sequence[str]]]
+) -> str:
+    """The vocabulary note and the table of failure counts (rollouts, slots, retries)."""
+    counts = summary.counts
+    return "".join(
+        [
+            '<p class="muted">Vocabulary: a rollout <b>failed</b> when it got no reward (state '
+            "FAILED or TIMED_OUT, the job's sense); a rewarded episode below the success "
+            "threshold is <b>unsolved</b>, not failed; a <b>floor</b> reward is the agent's own "
+            "failure scored with its floor. The service's "
+            "<code>eval/reward/failed_rollouts</code> counts unsolved and lost slots.</p>",
+            '<div class="wide"><table class="failure-counts"><tbody>',
+            f'<tr data-count="agent_failures"><th>agent-side failures</th>'
+            f"{cell(summary.agent_failure_count)}</tr>",
+            f'<tr data-count="floor_rewards"><th>floor rewards</th>'
+            f"{cell(summary.floor_rewards)}</tr>",
+            f'<tr data-count="non_finite"><th>of which non-finite rewards</th>'
+            f"{cell(non_finite)}</tr>",
+            f'<tr data-count="job_failures"><th>job failures</th>'
+            f"{cell(sum(c for _, c, _ in job_failures))}</tr>",
+            f'<tr data-count="failed_rollouts"><th>failed rollouts (no reward)</th>'
+            f"{cell(counts.failed_rollouts)}</tr>",
+            f'<tr data-count="timed_out"><th>of which timed out</th>{cell(counts.timed_out)}</tr>',
+            f'<tr data-count="lost"><th>slots lost (no rewarded attempt)</th>'
+            f"{cell(counts.lost)}</tr>",
+            f'<tr data-count="retries"><th>retries</th>{cell(counts.retries)}</tr>',
+            "</tbody></table></div>",
+        ]
+    )
+
+
+def _agent_failures_table(agent: Sequence[AgentFailure]) -> str:
+    """Agent-side failures by reason: rollouts, floor rewards, first trajectories."""
+    rows = "".join(
+        f"<tr><td>{esc(a.reason)}</td>{cell(a.count)}{cell(a.floor_rewards)}"
+        f"<td>{_ids(a.trajectory_ids)}</td></tr>"
+        for a in agent
+    )
+    return "<h3>Agent-side failures</h3>" + wide(
+        '<table id="agent-failures"><thead><tr><th>reason</th><th>rollouts</th>'
+        "<th>floor rewards</th><th>first trajectories</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _job_failures_table(job_failures: Sequence[tuple[str, int, Sequence[str]]]) -> str:
+    """Job failures by reason: count and trajectories."""
+    rows = "".join(
+        f"<tr><td>{esc(r)}</td>{cell(c)}<td>{_ids(ids)}</td></tr>" for r, c, ids in job_failures
+    )
+    return "<h3>Job failures</h3>" + wide(
+        '<table id="job-failures"><thead><tr><th>reason</th><th>count</th>'
+        f"<th>trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _failed_rollouts_table(summary: Summary, overview: FailureOverview | None) -> str:
+    """Rollouts without a reward by reason (first trajectories when the store is at hand)."""
+    if overview is not None:
+        rows = "".join(
+            f"<tr><td>{esc(f.reason)}</td>{cell(f.count)}<td>{_ids(f.trajectory_ids)}</td></tr>"
+            for f in overview.rollouts
+        )
+    else:
+        rows = "".join(
+            f"<tr><td>{esc(f.reason)}</td>{cell(f.count)}<td>–</td></tr>" for f in summary.failures
+        )
+    return "<h3>Failed rollouts (no reward)</h3>" + wide(
+        '<table id="failure-reasons"><thead><tr><th>reason</th><th>count</th>'
+        f"<th>first trajectories</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def hints_html(summary: Summary) -> str:

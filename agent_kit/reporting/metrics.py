@@ -39,7 +39,6 @@ __all__ = [
     "GroupResult",
     "TokenUsage",
     "build_groups",
-    "describe",
     "eval_metrics",
     "group_advantages",
     "is_degenerate",
@@ -48,6 +47,7 @@ __all__ = [
     "reward_metrics",
     "token_usage",
     "training_metrics",
+    "value_stats",
 ]
 
 AdvantageKind = Literal["group_based", "rloo"]
@@ -111,7 +111,7 @@ def pass_power_k(n: int, c: int, k: int) -> float:
     return float(Fraction(math.comb(c, k), math.comb(n, k)))
 
 
-def describe(values: Iterable[float]) -> dict[str, float | None]:
+def value_stats(values: Iterable[float]) -> dict[str, float | None]:
     """``mean``, population ``std``, ``min`` and ``max`` of the values (all None when empty)."""
     data = [float(v) for v in values]
     if not data:
@@ -191,11 +191,11 @@ def reward_metrics(
     rewarded = [g for g in groups if g.rollouts]
     rewards = [r for g in rewarded for r in g.rewards]
     valid = [r for g in rewarded if not g.degenerate for r in g.rewards]
-    stats = describe(rewards)
+    stats = value_stats(rewards)
     zero = sum(1 for g in rewarded if g.degenerate)
     return {
         f"{prefix}/reward/mean": stats["mean"],
-        f"{prefix}/reward/valid_mean": describe(valid)["mean"],
+        f"{prefix}/reward/valid_mean": value_stats(valid)["mean"],
         f"{prefix}/reward/std": stats["std"],
         f"{prefix}/reward/min": stats["min"],
         f"{prefix}/reward/max": stats["max"],
@@ -263,9 +263,9 @@ def training_metrics(
     their zero advantages); token totals follow :func:`token_usage`.
     """
     chosen = [r for g in groups for r in g.rollouts]
-    turns = describe(r.turns for r in chosen)
+    turns = value_stats(r.turns for r in chosen)
     advantages = [a for g in groups for a in g.advantages]
-    adv = describe(advantages)
+    adv = value_stats(advantages)
     usage = token_usage(records, groups, evaluation=evaluation)
     metrics = reward_metrics(groups)
     metrics.update(
@@ -305,7 +305,7 @@ def eval_metrics(
     ``succeeded_rollouts`` + ``failed_rollouts`` = all finished slots.
     """
     rewards = [r for g in groups for r in g.rewards]
-    stats = describe(rewards)
+    stats = value_stats(rewards)
     succeeded = sum(1 for r in rewards if r >= success_threshold)
     finished = sum(g.finished_slots for g in groups)
     metrics: dict[str, float | None] = {

@@ -180,35 +180,10 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
     return section("transcripts", "Transcripts", intro + controls + items)
 
 
-def render_html(
-    summary: Summary,
-    store: RunStore | None = None,
-    *,
-    records: Sequence[Rollout] | None = None,
-) -> str:
-    """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
-
-    Sections, in order: the cost banner; hints; training (a run of ``agent-kit train`` only:
-    :mod:`~agent_kit.reporting.train_view`); failures (agent-side, floor and non-finite
-    rewards, job failures, failed rollouts); chaos (a ``--chaos`` run only); reward breakdown;
-    per-prompt table (sortable); plots (distributions for one step, curves for several);
-    metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
-    slowest rollouts; configuration.
-    Without ``store`` the sections that need it say so; ``records`` (the job's
-    :func:`~agent_kit.store.load_rollouts`) saves reading them again. All run text
-    is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
-    and no fetch at all.
-    """
-    job, counts, cost, settings = summary.job, summary.counts, summary.cost, summary.settings
-    data = None
-    if store is not None:
-        data = load_run_data(
-            store,
-            job.arn,
-            threshold=float(settings.success_threshold),
-            advantage=str(settings.advantage),
-            records=records,
-        )
+def _cards(summary: Summary) -> list[str]:
+    """The headline cards: rollouts rewarded of the slots, the headline metrics, tokens,
+    the estimated cost and the agent-side failures."""
+    counts, cost = summary.counts, summary.cost
     cards: list[tuple[str, str, Any]] = [
         ("rollouts rewarded / slots", f"{counts.rewarded} / {counts.slots}", None),
         *((label, key, summary.metrics.get(key)) for label, key in _METRIC_CARDS),
@@ -230,6 +205,39 @@ def render_html(
             )
         else:
             card_html.append(f'<div class="card">{esc(label)}<b>{esc(key)}</b></div>')
+    return card_html
+
+
+def render_html(
+    summary: Summary,
+    store: RunStore | None = None,
+    *,
+    records: Sequence[Rollout] | None = None,
+) -> str:
+    """One self-contained HTML page of the summary (inline CSS, SVG and one static script).
+
+    Sections, in order: the cost banner; hints; training (a run of ``agent-kit train`` only:
+    :mod:`~agent_kit.reporting.train_view`); failures (agent-side, floor and non-finite
+    rewards, job failures, failed rollouts); chaos (a ``--chaos`` run only); reward breakdown;
+    per-prompt table (sortable); plots (distributions for one step, curves for several);
+    metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
+    slowest rollouts; configuration.
+    Without ``store`` the sections that need it say so; ``records`` (the job's
+    :func:`~agent_kit.store.load_rollouts`) saves reading them again. All run text
+    is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
+    and no fetch at all.
+    """
+    job, settings = summary.job, summary.settings
+    data = None
+    if store is not None:
+        data = load_run_data(
+            store,
+            job.arn,
+            threshold=float(settings.success_threshold),
+            advantage=str(settings.advantage),
+            records=records,
+        )
+    card_html = _cards(summary)
     trained = load_train_figures(store) if store is not None else None
     shown = [(a, t) for a, t in _NAV if a != "chaos" or summary.chaos is not None]
     if trained is not None:

@@ -11,7 +11,7 @@ document order) is read together.
 :class:`~agent_kit.store.Rollout` records (:func:`~agent_kit.store.load_rollouts`), runs the pure
 metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
 :mod:`agent_kit.reporting.pricing`, and returns the :class:`Summary`
-(``"schema": "agent_kit.summary/1"``; :meth:`Summary.document` is its JSON). The document's
+(``"schema": "agent_kit.summary/2"``; :meth:`Summary.document` is its JSON). The document's
 models live in :mod:`agent_kit.reporting.summary_schema` and are re-exported here. Undefined
 statistics (no rollouts yet) are ``None``, never NaN.
 """
@@ -40,11 +40,13 @@ from agent_kit.reporting.metrics import (
 from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
+    SUMMARY_SCHEMA_V1,
     AgentFailure,
-    Chaos,
+    ChaosFault,
+    ChaosSection,
     CostInfo,
     Counts,
-    Failure,
+    FailureCount,
     JobFailureNote,
     JobInfo,
     Number,
@@ -68,10 +70,13 @@ __all__ = [
     "INTERRUPTED_STATE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA",
+    "SUMMARY_SCHEMA_V1",
     "AgentFailure",
+    "ChaosFault",
+    "ChaosSection",
     "CostInfo",
     "Counts",
-    "Failure",
+    "FailureCount",
     "JobFailureNote",
     "JobInfo",
     "Number",
@@ -150,8 +155,8 @@ def _projection(
         "sample": usage.sample / slots,
         "train": usage.train / slots,
     }
-    rollouts = steps * batch_size * group_size
-    counts = TokenCounts(**{k: round(v * rollouts) for k, v in per.items()})
+    planned = steps * batch_size * group_size
+    counts = TokenCounts(**{k: round(v * planned) for k, v in per.items()})
     cost = _cost(counts, pricing, estimated)
     epochs = steps * batch_size / dataset_rows if dataset_rows else None
     text = (
@@ -162,8 +167,8 @@ def _projection(
         steps=steps,
         batch_size=batch_size,
         group_size=group_size,
-        rollouts=rollouts,
-        tokens_per_rollout={**per, "total": sum(per.values())},
+        slots=planned,
+        tokens_per_slot={**per, "total": sum(per.values())},
         tokens={**counts.__dict__, "total": counts.total},
         cost=cost,
         dataset_rows=dataset_rows,
@@ -304,12 +309,12 @@ def _lowest(records: Sequence[Rollout]) -> list[Rollout]:
     return [r for _, _, r in sorted(finite, key=lambda item: item[:2])[:_LIST_LIMIT]]
 
 
-def _failures(records: Sequence[Rollout]) -> list[Failure]:
+def _failures(records: Sequence[Rollout]) -> list[FailureCount]:
     """Failure reasons (the state when none was recorded), most frequent first."""
     reasons = Counter(
         r.reason or r.state for r in records if r.state in TrajectoryState.unrewarded()
     )
-    return [Failure(reason=k, count=v) for k, v in reasons.most_common()]
+    return [FailureCount(reason=k, count=v) for k, v in reasons.most_common()]
 
 
 def _tokens(usage: TokenUsage, counts: TokenCounts) -> Tokens:
@@ -454,7 +459,7 @@ def summarize(
     chaos = chaos_report(
         store, records, spec=spec if isinstance(spec, str) else "", job_status=job.status
     )
-    summary.chaos = None if chaos is None else Chaos.model_validate(chaos.to_dict())
+    summary.chaos = None if chaos is None else ChaosSection.model_validate(chaos.to_dict())
     hint = connection_hint(store, records)
     summary.hints = [hint] if hint else []
     summary.run = run_figures_of(job)  # the driver's figures survive a re-render

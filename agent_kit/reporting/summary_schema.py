@@ -1,4 +1,4 @@
-"""The ``summary.json`` document: its pydantic models, version ``agent_kit.summary/1``.
+"""The ``summary.json`` document: its pydantic models, version ``agent_kit.summary/2``.
 
 :class:`Summary` is what :func:`agent_kit.reporting.summary.summarize` returns and what every
 reader of a summary (terminal, HTML report, comparison, MLflow export, doctor, CLI) takes; the
@@ -7,6 +7,12 @@ other models are its sections, and the driver's ``run`` section is
 fields, and undefined statistics are ``None`` (``null`` in JSON), never NaN. A summary becomes
 JSON only where it is written (:meth:`Summary.document`); a ``summary.json`` is read back
 through :func:`read_summary`. Re-exported from :mod:`agent_kit.reporting.summary`.
+
+Version 2 renamed the counts that said rollouts but counted slots: the projection's
+``rollouts`` and ``tokens_per_rollout`` are ``slots`` and ``tokens_per_slot``, the ``run``
+section's ``rollouts_total``/``_succeeded``/``_failed``/``_per_s`` are ``slots_*``
+(:data:`~agent_kit.store.run_figures.OLD_NAMES`). A version-1 document still reads: its old
+names are mapped on read (:meth:`Summary._from_version_1`) and it reads as version 2.
 """
 
 from __future__ import annotations
@@ -16,16 +22,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent_kit.store.run_figures import JobFailureNote, RunFigures
+from agent_kit.store.run_figures import OLD_NAMES, JobFailureNote, RunFigures
 
 __all__ = [
     "SUMMARY_SCHEMA",
+    "SUMMARY_SCHEMA_V1",
     "AgentFailure",
+    "ChaosFault",
+    "ChaosSection",
     "CostInfo",
     "Counts",
-    "Failure",
+    "FailureCount",
     "JobFailureNote",
     "JobInfo",
     "Number",
@@ -42,7 +51,13 @@ __all__ = [
 ]
 
 #: The ``schema`` tag of a summary document.
-SUMMARY_SCHEMA: Final = "agent_kit.summary/1"
+SUMMARY_SCHEMA: Final = "agent_kit.summary/2"
+
+#: The tag of the version before: read, mapped to version 2, never written.
+SUMMARY_SCHEMA_V1: Final = "agent_kit.summary/1"
+
+#: Version 1's names of the projection's slot counts, old name → field.
+_OLD_PROJECTION_NAMES: Final = {"rollouts": "slots", "tokens_per_rollout": "tokens_per_slot"}
 
 #: A statistic that is undefined (``None``) when there is nothing to compute it over.
 Number = float | None
@@ -108,8 +123,8 @@ class Counts(_Strict):
         return self.by_state.get("TIMED_OUT", 0)
 
 
-class Failure(_Strict):
-    """A failure reason and how many trajectories ended with it."""
+class FailureCount(_Strict):
+    """A failure reason and how many trajectories ended with it (one row of ``failures``)."""
 
     reason: str
     count: int
@@ -153,13 +168,13 @@ class CostInfo(_Strict):
 
 
 class Projection(_Strict):
-    """``steps × batch_size × group_size`` rollouts at this run's tokens per slot."""
+    """``steps × batch_size × group_size`` slots at this run's tokens per slot."""
 
     steps: int
     batch_size: int
     group_size: int
-    rollouts: int
-    tokens_per_rollout: dict[str, float]
+    slots: int
+    tokens_per_slot: dict[str, float]
     tokens: dict[str, int]
     cost: CostInfo
     dataset_rows: int | None = None
@@ -225,7 +240,7 @@ class ChaosFault(_Strict):
     examples: dict[str, list[str]]
 
 
-class Chaos(_Strict):
+class ChaosSection(_Strict):
     """The chaos section: the ``--chaos`` spec, one row per fault that hit, the job's fate."""
 
     spec: str
@@ -234,15 +249,16 @@ class Chaos(_Strict):
 
 
 class Summary(_Strict):
-    """The ``summary.json`` document, version ``agent_kit.summary/1``."""
+    """The ``summary.json`` document, version ``agent_kit.summary/2`` (a version-1 document
+    reads as one, see :meth:`_from_version_1`)."""
 
-    schema_id: Literal["agent_kit.summary/1"] = Field(alias="schema")
+    schema_id: Literal["agent_kit.summary/2"] = Field(alias="schema")
     generated_at: float
     job: JobInfo
     config: dict[str, Any]
     settings: Settings
     counts: Counts
-    failures: list[Failure]
+    failures: list[FailureCount]
     #: Agent-side failures (from the agent's invocation responses), most frequent first.
     agent_failures: list[AgentFailure] = Field(default_factory=list)
     #: Rewarded rollouts whose reward was the agent's floor reward.
@@ -258,11 +274,24 @@ class Summary(_Strict):
     #: Rewarded rollouts, lowest reward first (ties: the earliest id), at most 10.
     lowest: list[RolloutBrief] = Field(default_factory=list)
     #: What ``--chaos`` injected and how the rollouts it hit ended (None without chaos).
-    chaos: Chaos | None = None
+    chaos: ChaosSection | None = None
     #: One-line advice the run's records call for (e.g. a new connection per policy call).
     hints: list[str] = Field(default_factory=list)
     #: Figures the job driver adds about its own run (progress counters, elapsed time).
     run: RunFigures | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: Any) -> Any:
+        """A version-1 document as version 2: the schema tag and the slot counts' old names
+        (projection, ``run``) mapped to the new ones; anything else is left to validation."""
+        if not isinstance(data, dict) or data.get("schema") != SUMMARY_SCHEMA_V1:
+            return data
+        data = {**data, "schema": SUMMARY_SCHEMA}
+        for section, names in (("projection", _OLD_PROJECTION_NAMES), ("run", OLD_NAMES)):
+            if isinstance(data.get(section), dict):
+                data[section] = {names.get(k, k): v for k, v in data[section].items()}
+        return data
 
     def flat_config(self) -> dict[str, Any]:
         """The job's config with the driver's nested settings merged in (:func:`flat_config`)."""
@@ -282,12 +311,13 @@ class Summary(_Strict):
 def read_summary(path: Path) -> Summary | None:
     """The summary in the ``summary.json`` at ``path``; None when there is none to trust: no
     file, unreadable, not JSON, another schema, or not a valid :class:`Summary` (a file from
-    another agent_kit version). Callers then summarize the run store again."""
+    another agent_kit version). A version-1 file reads as version 2. Callers then summarize
+    the run store again."""
     try:
         loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    try:  # the schema tag is a Literal: another schema does not validate
+    try:  # the schema tag is a Literal: another schema (but version 1) does not validate
         return Summary.model_validate(loaded)
     except ValidationError:
         return None

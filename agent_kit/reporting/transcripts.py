@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.reporting.breakdown import (
     FAILED_STATES,
     RunData,
@@ -262,7 +263,7 @@ def stop_reason(record: Rollout, detail: Mapping[str, Any] | None, threshold: fl
         return f"timeout — failed, no reward ({record.reason or 'rollout_timeout'})"
     if record.state == "FAILED":
         return f"failed, no reward: {record.reason or 'the trajectory was failed'}"
-    if record.state not in ("REWARDED",):
+    if record.state != TrajectoryState.REWARDED:
         return f"pending (state {record.state}: no outcome yet)"
     failure = body.get("failure")
     if isinstance(failure, dict) and failure.get("reason"):

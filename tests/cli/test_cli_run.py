@@ -332,8 +332,8 @@ def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
     assert main(["run", "--resume", str(run_dir), "--json"]) == 0
     summary = _last_json_line(capsys.readouterr().out)
-    assert summary["run"]["rollouts_total"] == 40
-    assert summary["run"]["rollouts_succeeded"] == 40
+    assert summary["run"]["slots_total"] == 40
+    assert summary["run"]["slots_succeeded"] == 40
     with RunStore.open(run_dir, readonly=True) as store:
         (job,) = store.list_jobs()
         assert job.status == "completed"

@@ -25,14 +25,9 @@ from fakes.rollouts import rollout
 
 from agent_kit.cli import main
 from agent_kit.doctor.findings import EXIT_FINDINGS, Finding
+from agent_kit.doctor.hacking import dominance, length_signals, recovered_calls
 from agent_kit.doctor.invariants import EpisodeView, Ordering, check_orderings, parse_orderings
-from agent_kit.doctor.reward import (
-    RewardAudit,
-    audit_reward,
-    dominance,
-    length_signals,
-    recovered_calls,
-)
+from agent_kit.doctor.reward import RewardAudit, audit_reward
 from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
@@ -223,7 +218,7 @@ def test_budget_projection_is_an_error_above_the_budget(runs: dict[str, Path]) -
     dear = audit_reward(runs["healthy"], steps=10, budget=1e-6)
     (error,) = _one(dear, "projection", "error")
     assert error.evidence["cost"] == info.evidence["cost"] > 1e-6
-    assert error.evidence["rollouts"] == 10 * 3 * 4
+    assert error.evidence["slots"] == 10 * 3 * 4
 
 
 def test_cli_json_and_exit_codes(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -135,7 +135,7 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
     assert first["retries"] >= 2
     # Resuming the finished run plays nothing and reports the same totals, read from the store.
     again = (await run_local(RunConfig(resume=result.run_dir))).written_summary().document()["run"]
-    for key in ("retries", "rollouts_total", "rollouts_succeeded", "rollouts_failed", "turns"):
+    for key in ("retries", "slots_total", "slots_succeeded", "slots_failed", "turns"):
         assert again[key] == first[key], key
 
 

@@ -353,7 +353,7 @@ def test_sigkill_at_three_moments_then_resume_rewards_every_slot_once(tmp_path: 
     resumed = _run(tmp_path, resume)
     assert resumed.code == 0, resumed.err
     run = resumed.summary()["run"]
-    assert (run["status"], run["rollouts_total"], run["rollouts_succeeded"]) == (
+    assert (run["status"], run["slots_total"], run["slots_succeeded"]) == (
         "completed",
         12,
         12,
@@ -454,7 +454,7 @@ def test_killed_agent_worker_has_its_rollouts_retried(tmp_path: Path) -> None:
         ran = _finished(driver)
     assert ran.code == 0, ran.err
     run = ran.summary()["run"]
-    assert (run["status"], run["rollouts_total"], run["rollouts_succeeded"]) == ("completed", 8, 8)
+    assert (run["status"], run["slots_total"], run["slots_succeeded"]) == ("completed", 8, 8)
     assert run["retries"] == 2
     with RunStore.open(run_dir, readonly=True) as store:
         states = _assert_each_slot_rewarded_once(store, 8)
@@ -622,7 +622,7 @@ def test_run_killed_before_it_recorded_its_job_can_be_started_again(tmp_path: Pa
     argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--workers", "1"]
     ran = _run(tmp_path, [*argv, "--out", "runs", "--name", "early", "--json"])
     assert ran.code == 0, ran
-    assert ran.summary()["run"]["rollouts_succeeded"] == 2
+    assert ran.summary()["run"]["slots_succeeded"] == 2
 
 
 # -- what an agent starts ends with the run ------------------------------------------------------

@@ -371,7 +371,7 @@ def test_summary_projection_arithmetic() -> None:
     assert s["tokens"]["sample"] == sample
     train = 110 * 2 + 90 + 110  # step 0 group 0, step 1 group 0 (non-degenerate)
     assert s["tokens"]["train"] == train
-    assert p["rollouts"] == 10 * 2 * 2
+    assert p["slots"] == 10 * 2 * 2
     assert p["tokens"]["prefill"] == round(prefill / slots * 40)
     assert p["tokens"]["train"] == round(train / slots * 40)
     assert p["cost"]["total"] == pytest.approx(
@@ -445,7 +445,7 @@ def test_summary_models_stay_importable_from_the_summary_module() -> None:
 
     for name in summary_schema.__all__:
         assert getattr(summary, name) is getattr(summary_schema, name), name
-    assert summary.SUMMARY_SCHEMA == "agent_kit.summary/1"
+    assert summary.SUMMARY_SCHEMA == "agent_kit.summary/2"
 
 
 def test_read_summary_trusts_only_a_valid_summary(tmp_path: Path) -> None:

@@ -42,3 +42,32 @@ def test_run_figures_of_a_job_row() -> None:
     assert run_figures_of(_job(None)) is None
     assert run_figures_of(_job({"replay": {"turns": 4}})) is None
     assert run_figures_of(_job({"run": {"retries": "many"}})) is None
+
+
+def test_figures_stored_under_the_old_rollout_names_still_load() -> None:
+    """A job row written before the slot counts were renamed (``rollouts_total`` …) reads back
+    with those counts under their slot names, and is written again under them."""
+    old = {"status": "completed", "rollouts_total": 8, "rollouts_succeeded": 7}
+    old |= {"rollouts_failed": 1, "rollouts_per_s": 2.5, "retries": 1}
+    figures = run_figures_of(_job({"run": old}))
+    assert figures is not None
+    assert (figures.slots_total, figures.slots_succeeded, figures.slots_failed) == (8, 7, 1)
+    assert figures.slots_per_s == 2.5
+    assert figures.stored() == {
+        "status": "completed",
+        "slots_total": 8,
+        "slots_succeeded": 7,
+        "slots_failed": 1,
+        "slots_per_s": 2.5,
+        "retries": 1,
+    }
+
+
+def test_old_names_read_back_under_the_new_ones() -> None:
+    """Figures stored under the slot counts' old rollout names validate into the new fields,
+    and the new names are what is stored again."""
+    figures = RunFigures.model_validate(
+        {"rollouts_total": 4, "rollouts_succeeded": 3, "rollouts_failed": 1}
+    )
+    assert figures == RunFigures(slots_total=4, slots_succeeded=3, slots_failed=1)
+    assert list(figures.stored()) == ["slots_total", "slots_succeeded", "slots_failed"]
