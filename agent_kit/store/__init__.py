@@ -3,14 +3,18 @@
 Every room that reads a run (reporting, export, doctor, replay) reads it through this room,
 never through the service that wrote it:
 
-- :mod:`~agent_kit.store.run_store` — :class:`RunStore`, the one connection, lock and
-  transaction helper (``RUN_DIR/run.sqlite``);
+- :mod:`~agent_kit.store.run_store` — :class:`RunStore`, the tables of ``RUN_DIR/run.sqlite``
+  (jobs, trajectories, turns, rewards, tokens, events);
+- :mod:`~agent_kit.store.connection` — its base: the one connection, lock and transaction
+  helper, how a store is opened and migrated and how SQLite's errors read;
+- :mod:`~agent_kit.store.store_file` — finding the file, opening it read-only, checking it;
 - :mod:`~agent_kit.store.rows` — the frozen row types it returns;
 - :mod:`~agent_kit.store.records` — :class:`Rollout`, the one record of a rollout every reader
   works on (composed of those rows), and :func:`load_rollouts`;
 - :mod:`~agent_kit.store.schema` — the versioned schema and its migrations;
 - :mod:`~agent_kit.store.events` — event kinds and trajectory reasons;
-- :mod:`~agent_kit.store.runlock` — the run directory's lock file.
+- :mod:`~agent_kit.store.layout` — the run directory's file names;
+- :mod:`~agent_kit.store.runlock` — the run directory's lock file;
 - :mod:`~agent_kit.store.run_figures` — the driver's figures stored with a job (the summary's
   ``run`` section); imported by name, not re-exported here (it loads pydantic).
 """

@@ -15,6 +15,7 @@ __all__ = [
     "AGENT_START_EVENT",
     "CHAOS_EVENT",
     "CONNECTION_EVENT",
+    "CREATED_REASON",
     "DIVERGENCE_EVENT",
     "DRIVER_ERROR_EVENT",
     "FAILED_REASON",
@@ -33,6 +34,7 @@ __all__ = [
     "RESUMED_REASON",
     "RETRY_EVENT",
     "ROLLOUT_DONE_EVENT",
+    "STATE_EVENT",
     "STOPPED_REASON",
     "TRAIN_EVAL_EVENT",
     "TRAIN_STEP_EVENT",
@@ -41,6 +43,8 @@ __all__ = [
     "TURN_LIMIT_EVENT",
 ]
 
+#: A trajectory moved to a state (detail: state, reason); the store writes it with the move.
+STATE_EVENT: Final = "state"
 #: What the agent answered to an invocation (status, HTTP status, body, error).
 INVOCATION_EVENT: Final = "invocation"
 #: One injected fault (``agent-kit run --chaos``).
@@ -92,6 +96,8 @@ TRAIN_STEP_EVENT: Final = "train_step"
 #: or ``adapter``, mean, se, prompts, rollouts, status and the ``eval/reward/*`` figures).
 TRAIN_EVAL_EVENT: Final = "train_eval"
 
+#: The reason of the ``state`` event a trajectory is created with.
+CREATED_REASON: Final = "created"
 #: An agent completed a rollout with ``Status: failed`` (docs/contract.md §1).
 FAILED_REASON: Final = "The agent signaled that the trajectory failed"
 #: The invocation ended with no policy call recorded.

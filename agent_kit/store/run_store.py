@@ -1,64 +1,33 @@
 """The run store: one SQLite file per run (``RUN_DIR/run.sqlite``) holding jobs, trajectories,
 turns, rewards, events and idempotency tokens.
 
-Why one module of ~550 lines: it is the one class :class:`RunStore`, whose methods share one
-connection, lock and transaction helper. The row types are :mod:`agent_kit.store.rows`
-and the schema with its migrations is :mod:`agent_kit.store.schema` (both re-exported
-here where they were public before).
+:class:`RunStore` is the tables: what is written and read, one method per question. How the
+file is opened, migrated, locked and written in transactions is its base
+:class:`~agent_kit.store.connection.StoreConnection` (whose docstring holds the guarantees:
+versioned schema, durability, damage and full-disk errors, thread safety); checking the file
+before reading it is :mod:`agent_kit.store.store_file`; the row types are
+:mod:`agent_kit.store.rows` and the schema with its migrations :mod:`agent_kit.store.schema`
+(all re-exported here where they were public before).
 
-Guarantees:
+Guarantees of the tables:
 
-- **Versioned schema, migrated forward.** The version lives in ``PRAGMA user_version`` (and
-  ``meta.schema_version``); the schema and its ordered migration steps are
-  :mod:`agent_kit.store.schema` (current version 2: version 1 plus indexes for events
-  by kind and trajectories by job and state). A writable open reads the version inside one
-  ``BEGIN IMMEDIATE`` transaction and runs every missing step, sets the version and commits:
-  a new file gets every step, an older store is brought to the current version, and a failing
-  step rolls the whole migration back (the file keeps its old version). Two processes opening
-  the same old store serialise on that transaction; the second finds it current. A file
-  written by a newer agent_kit is refused with :class:`~agent_kit.errors.UsageError`, as is an
-  SQLite file that is not a run store. A ``readonly`` open never migrates (it cannot write):
-  it refuses a newer store and reads an older one as it is, which works because no step so
-  far has changed a table (a step that does must make read-only opens refuse older files).
-- **Durable per turn.** WAL journal, ``synchronous=NORMAL``, one transaction per write call;
-  a turn and the events it noted are one call (:meth:`RunStore.record_turn`).
-  In WAL mode every commit is written to the ``-wal`` file before the call returns, so after a
-  ``kill -9`` of the writing process the OS still holds every committed page: only a write that
-  was in flight (not yet committed) is lost. ``NORMAL`` skips the fsync per commit, which only
-  matters for an OS crash or power loss (then the last few commits may be lost, the file is never
-  corrupt). That keeps a turn write at tens of microseconds instead of a disk flush.
-- **Readable while running.** Other processes may open the file with ``readonly=True`` at any
-  time (WAL readers never block the writer).
-- **Damage is refused, never written.** An empty file, a file that is not SQLite or one that
-  fails SQLite's ``quick_check`` is a :class:`~agent_kit.errors.RunStoreError` naming the file
-  at open (before a writable open writes anything), and an SQLite error of a later read is one
-  too. A ``readonly`` open writes nothing into the file and also reads a run on a read-only
-  location (``mode=ro``, else ``immutable=1`` when no write-ahead log holds commits).
-- **A full disk is one error.** A write the file cannot take (``SQLITE_FULL``: disk full or
-  the file size limit; ``SQLITE_IOERR``) is a :class:`~agent_kit.errors.RunStoreError` naming
-  the file, nothing of that write is kept, and the first one stays in
-  :attr:`RunStore.write_failure` so the writer can stop starting new work.
-- **Thread-safe.** One connection per store, every call serialised by a lock.
+- **Durable per turn.** A turn and the events it noted are one write call, so one transaction
+  (:meth:`RunStore.record_turn`); a state change and its ``state`` event are one too.
 - **No secrets.** The store holds only what callers hand it; the emulator passes request bodies,
   never headers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import os
 import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
-from agent_kit.errors import RunStoreError, UsageError
-from agent_kit.store.events import INVOCATION_EVENT
+from agent_kit.errors import UsageError
+from agent_kit.store.connection import StoreConnection
+from agent_kit.store.events import CREATED_REASON, INVOCATION_EVENT, STATE_EVENT
 from agent_kit.store.layout import RUN_FILE
 from agent_kit.store.rows import (
     EventRow,
@@ -73,7 +42,8 @@ from agent_kit.store.rows import (
     trajectory_from_row,
     turn_from_row,
 )
-from agent_kit.store.schema import SCHEMA_VERSION, check_version, migrate, user_version
+from agent_kit.store.schema import SCHEMA_VERSION
+from agent_kit.store.store_file import check_intact, check_readable, resolve_path, verify
 
 __all__ = [
     "INVOCATION_EVENT",
@@ -93,22 +63,9 @@ __all__ = [
     "verify",
 ]
 
-#: File name of the store inside a run directory.
-_FILE_SUFFIXES: Final = (".sqlite", ".sqlite3", ".db")
-
-logger = logging.getLogger("agent_kit.store")
-
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def resolve_path(path: str | Path) -> Path:
-    """The store file: ``path`` if it ends in .sqlite/.sqlite3/.db, else ``path/run.sqlite``."""
-    p = Path(path)
-    if p.suffix in _FILE_SUFFIXES:
-        return p
-    return p / RUN_FILE
 
 
 _INSERT_EVENT: Final = (
@@ -150,286 +107,9 @@ def _turn_values(
     )
 
 
-#: SQLite result codes (and their extended forms) of a write the file could not take.
-_WRITE_FAILURE_CODES: Final = ("SQLITE_FULL", "SQLITE_IOERR")
-#: SQLite result codes (and their extended forms) that mean the file is damaged or unreadable.
-_DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR", "SQLITE_CANTOPEN")
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """Whether ``exc`` says the file is damaged or unreadable (not a failing statement)."""
-    return str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES)
-
-
-def _connect(uri: str) -> sqlite3.Connection:
-    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-
-
-def _connect_readonly(file: Path) -> sqlite3.Connection:
-    """A read-only connection to ``file`` that never writes into it.
-
-    SQLite's ``mode=ro`` first: it reads a WAL store, running or not, but needs the ``-wal``
-    and ``-shm`` files to exist or to be creatable next to the file. On a read-only location
-    without them SQLite cannot open the file (``SQLITE_CANTOPEN``); then, when no ``-wal`` with
-    content exists (every commit is in the main file), the file is opened ``immutable=1``
-    (no locks, no side files; SQLite ignores any WAL then, so it is used only when there is
-    none). A non-empty ``-wal`` that cannot be read is refused with
-    :class:`~agent_kit.errors.RunStoreError` rather than read without its latest commits.
-    """
-    base = file.resolve().as_uri()
-    conn = _connect(f"{base}?mode=ro")
-    try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.OperationalError as exc:
-        conn.close()
-        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
-            raise
-    except BaseException:
-        conn.close()
-        raise
-    if not os.access(file, os.R_OK):
-        raise RunStoreError(f"cannot read run store {file}: permission denied")
-    wal = Path(f"{file}-wal")
-    if wal.is_file() and wal.stat().st_size > 0:
-        raise RunStoreError(
-            f"cannot read run store {file}: its write-ahead log {wal.name} holds commits "
-            f"that SQLite reads only with a {file.name}-shm it can create, and the location is "
-            "read-only; copy the run directory somewhere writable and read the copy"
-        )
-    return _connect(f"{base}?mode=ro&immutable=1")
-
-
-def check_readable(conn: sqlite3.Connection, path: str) -> None:
-    """Refuse a store file before anything reads it as a run: empty (RunStoreError), written
-    by a newer agent_kit or not a run store (UsageError), or failing SQLite's ``quick_check``
-    (RunStoreError naming the first problems). Reads only."""
-    if int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0:
-        raise RunStoreError(f"run store {path} is empty (0 bytes): it holds no run")
-    version = user_version(conn)
-    check_version(version, path)
-    check_intact(conn, path)
-    if version == 0:
-        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
-        if tables[0]:
-            raise UsageError(f"{path} is an SQLite file but not an agent_kit run store")
-        raise RunStoreError(f"run store {path} holds no tables: it holds no run")
-
-
-def check_intact(conn: sqlite3.Connection, path: str) -> None:
-    """RunStoreError naming the first problems when the file fails SQLite's ``quick_check``
-    (damaged pages, broken b-trees); reads only."""
-    rows = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
-    if rows == ["ok"]:
-        return
-    lines = (line.strip() for row in rows for line in row.splitlines())
-    problems = [line for line in lines if line and not line.startswith("***")][:3]
-    raise RunStoreError(
-        f"run store {path} is damaged (SQLite's quick_check: {'; '.join(problems)}); "
-        "restore it from a copy or start a new run"
-    )
-
-
-def verify(path: str | Path) -> None:
-    """Check the store of ``path`` as :func:`check_readable` does, writing nothing at all (not
-    even SQLite's ``-wal``/``-shm`` side files where none exist), for a caller that holds the
-    run's lock (so no writer can start meanwhile); UsageError when there is no file."""
-    file = resolve_path(path)
-    if not file.is_file():
-        raise UsageError(f"no run store at {file}")
-    wal = Path(f"{file}-wal")
-    conn = (
-        _connect_readonly(file)
-        if wal.exists()
-        else _connect(f"{file.resolve().as_uri()}?mode=ro&immutable=1")
-    )
-    try:
-        check_readable(conn, str(file))
-    except sqlite3.DatabaseError as exc:
-        raise RunStoreError(f"cannot read run store {file}: {exc}") from None
-    finally:
-        conn.close()
-
-
-class RunStore:
-    """Thread-safe access to one run's SQLite file; see the module docstring for guarantees."""
-
-    def __init__(self, conn: sqlite3.Connection, path: str, *, readonly: bool) -> None:
-        self._conn = conn
-        self._lock = threading.RLock()
-        self.path = path
-        self.readonly = readonly
-        #: The first write that failed because the file could not be written (disk full, file
-        #: size limit, I/O error), or None: a caller stops writing new work once it is set.
-        self.write_failure: RunStoreError | None = None
-        #: (device, inode) of the file when opened: :meth:`check_file` tells a vanished one.
-        self._identity: tuple[int, int] | None = None
-        if path != ":memory:":
-            with contextlib.suppress(OSError):
-                info = os.stat(path)
-                self._identity = (info.st_dev, info.st_ino)
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    @classmethod
-    def open(cls, path: str | Path, *, readonly: bool = False) -> RunStore:
-        """Open (creating unless ``readonly``) the store of a run directory or file.
-
-        ``":memory:"`` gives a private in-memory store (tests). Raises
-        :class:`~agent_kit.errors.UsageError` when the file is missing (read-only), not a
-        store, or written by a newer agent_kit, and :class:`~agent_kit.errors.RunStoreError`
-        when it is damaged: not an SQLite database, failing SQLite's ``quick_check``, or (read-only)
-        empty. A read-only open writes nothing into the file and works on a read-only location
-        (see :func:`_connect_readonly`); a writable open checks an existing non-empty file
-        before it writes anything.
-        """
-        if str(path) == ":memory:":
-            memory = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            store = cls(memory, ":memory:", readonly=False)
-            store._init_schema()
-            return store
-        file = resolve_path(path)
-        if readonly and not file.exists():
-            raise UsageError(f"no run store at {file}")
-        conn: sqlite3.Connection | None = None
-        existed = False
-        try:
-            if readonly:
-                conn = _connect_readonly(file)
-            else:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                existed = file.is_file() and file.stat().st_size > 0
-                conn = sqlite3.connect(str(file), check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=5000")
-            store = cls(conn, str(file), readonly=readonly)
-            if readonly:
-                check_readable(conn, store.path)
-            else:
-                if existed:
-                    check_intact(conn, store.path)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                store._init_schema()
-        except BaseException as exc:
-            if conn is not None:
-                conn.close()
-            if isinstance(exc, sqlite3.DatabaseError):
-                error = RunStoreError if _is_damage(exc) else UsageError
-                raise error(f"cannot open run store {file}: {exc}") from None
-            raise
-        return store
-
-    def check_file(self) -> None:
-        """Raise :class:`~agent_kit.errors.RunStoreError` when the store's file is no longer the
-        one this store opened (the run directory was deleted or replaced while the run went
-        on: SQLite keeps writing to the unlinked file, and everything would be lost silently)."""
-        if self._identity is None:
-            return
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            raise RunStoreError(
-                f"the run store {self.path} vanished while the run went on (its directory was "
-                "deleted or moved): what it recorded is lost"
-            ) from None
-        if (info.st_dev, info.st_ino) != self._identity:
-            raise RunStoreError(
-                f"the run store {self.path} was replaced by another file while the run went on"
-            )
-
-    def close(self) -> None:
-        """Close the connection; later calls raise ``sqlite3.ProgrammingError``."""
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> RunStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _init_schema(self) -> None:
-        """Create or migrate the schema to :data:`SCHEMA_VERSION` in one write transaction (no
-        transaction when the file is already current)."""
-        with self._lock:
-            current = user_version(self._conn)
-        check_version(current, self.path)
-        if current == SCHEMA_VERSION:
-            return
-        with self._tx() as conn:
-            found = migrate(conn, self.path)
-        if 0 < found < SCHEMA_VERSION:
-            logger.info(
-                "migrated run store %s from schema version %d to %d",
-                self.path,
-                found,
-                SCHEMA_VERSION,
-            )
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._writing():
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                if self._conn.in_transaction:  # SQLite may have rolled back on its own
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    @contextmanager
-    def snapshot(self) -> Iterator[RunStore]:
-        """One read transaction: every read inside the block sees the store as it was at its
-        first read, whatever another process (a live run's driver) commits meanwhile. Other
-        threads of this process wait for the block to end; nothing may be written inside it."""
-        with self._lock:
-            with self._reading():
-                self._conn.execute("BEGIN")
-            try:
-                yield self
-            finally:
-                with self._reading():
-                    self._conn.execute("COMMIT")
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Turn an SQLite error that says the file cannot grow or be written (disk full, file
-        size limit, I/O error) into a :class:`~agent_kit.errors.RunStoreError`, and remember
-        the first one in :attr:`write_failure`; other errors pass unchanged."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if not str(getattr(exc, "sqlite_errorname", "")).startswith(_WRITE_FAILURE_CODES):
-                raise
-            error = RunStoreError(
-                f"cannot write run store {self.path}: {exc} (what it holds is kept; make room "
-                f"and continue with agent-kit run --resume {Path(self.path).parent})"
-            )
-            if self.write_failure is None:
-                self.write_failure = error
-            raise error from None
-
-    def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        with self._lock, self._reading():
-            return self._conn.execute(sql, args).fetchone()
-
-    def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._lock, self._reading():
-            return self._conn.execute(sql, args).fetchall()
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        """Turn an SQLite error of a read (a damaged page, an unreadable file, a missing table)
-        into a :class:`~agent_kit.errors.RunStoreError` naming the file; a closed store's
-        ``ProgrammingError`` passes."""
-        try:
-            yield
-        except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
-            raise
-        except sqlite3.DatabaseError as exc:
-            raise RunStoreError(f"cannot read run store {self.path}: {exc}") from None
+class RunStore(StoreConnection):
+    """One run's tables over a :class:`~agent_kit.store.connection.StoreConnection` (open one
+    with :meth:`RunStore.open`); see the module docstrings for guarantees."""
 
     def meta(self) -> dict[str, str]:
         """The ``meta`` table (``schema_version``, ``created_at``)."""
@@ -501,7 +181,12 @@ class RunStore:
                 )
                 conn.execute(
                     _INSERT_EVENT,
-                    (row.id, "state", _dumps({"state": row.state, "reason": "created"}), created),
+                    (
+                        row.id,
+                        STATE_EVENT,
+                        _dumps({"state": row.state, "reason": CREATED_REASON}),
+                        created,
+                    ),
                 )
         except sqlite3.IntegrityError:
             raise UsageError(f"trajectory {row.id!r} already exists") from None
@@ -526,7 +211,7 @@ class RunStore:
             )
             conn.execute(
                 _INSERT_EVENT,
-                (trajectory_id, "state", _dumps({"state": state, "reason": reason}), now),
+                (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": reason}), now),
             )
 
     def list_trajectories(
@@ -664,7 +349,7 @@ class RunStore:
                 )
                 conn.execute(
                     _INSERT_EVENT,
-                    (trajectory_id, "state", _dumps({"state": state, "reason": None}), now),
+                    (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": None}), now),
                 )
         reward = self.get_reward(trajectory_id)
         if reward is None:
