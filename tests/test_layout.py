@@ -169,3 +169,25 @@ def test_no_project_file_is_git_ignored() -> None:
         check=False,
     )
     assert done.stdout.split() == [], "ignored by .gitignore but part of the project"
+
+
+#: Size limits of the code (docs/internals.md): a module past them holds more than one idea.
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_over_600_lines_and_no_function_over_80() -> None:
+    """Every module of agent_kit is under 600 lines and every function under 80 (from its
+    ``def`` line to its last line)."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(PACKAGE.parent)
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}:{node.lineno} {node.name}: {lines} lines")
+    assert not too_long, too_long

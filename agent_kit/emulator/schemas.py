@@ -39,6 +39,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import NotRequired, TypedDict
 
+from agent_kit.contract import InferenceParams
 from agent_kit.errors import ValidationError
 
 __all__ = [
@@ -263,7 +264,7 @@ class MintRolloutBody(_Wire):
         default=None, validation_alias=AliasChoices("jobArn", "job_arn")
     )
     prompt: Any = ""
-    inference_params: dict[str, Any] | None = Field(
+    inference_params: InferenceParams | None = Field(
         default=None, validation_alias=AliasChoices("inferenceParams", "inference_params")
     )
     rollout_id: StrictStr | None = Field(

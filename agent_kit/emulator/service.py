@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, Final, Protocol
 
-from agent_kit.contract import JOB_ARN_PATTERN, TrajectoryState
+from agent_kit.contract import JOB_ARN_PATTERN, InferenceParams, RolloutPayload, TrajectoryState
 from agent_kit.emulator.chaos import Chaos
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.trajectory_table import CachedTrajectory, TrajectoryTable
@@ -178,25 +178,21 @@ class ServiceState:
         self,
         trajectory: TrajectoryRow,
         endpoint: str,
-        inference_params: dict[str, Any] | None = None,
+        inference_params: InferenceParams | Mapping[str, Any] | None = None,
         api_key: str | None = None,
     ) -> dict[str, Any]:
         """The payload the service would send the agent for this trajectory (docs/contract.md
-        §2); with ``api_key`` (a rollout token of this trajectory) also ``metadata.apiKey``."""
-        metadata = {
-            "jobArn": trajectory.job_arn,
-            "rolloutId": trajectory.id,
-            "endpoint": endpoint.rstrip("/"),
-            "region": self.region,
-        }
-        if api_key is not None:
-            metadata["apiKey"] = api_key
-        return {
-            "prompt": trajectory.prompt,
-            "metadata": metadata,
-            "inferenceParams": inference_params
-            or {"temperature": 1.0, "topP": 1.0, "maxTokens": 4096},
-        }
+        §2, built by :meth:`RolloutPayload.for_rollout`); with ``api_key`` (a rollout token of
+        this trajectory) also ``metadata.apiKey``."""
+        return RolloutPayload.for_rollout(
+            trajectory.prompt,
+            job_arn=trajectory.job_arn,
+            trajectory_id=trajectory.id,
+            endpoint=endpoint,
+            region=self.region,
+            inference_params=inference_params,
+            api_key=api_key,
+        ).wire()
 
     def _lookup(self, job_arn: str, trajectory_id: str | None) -> CachedTrajectory:
         if not trajectory_id or len(trajectory_id) > 256:
