@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -37,7 +36,14 @@ from agent_kit.contract import (
     UpdateRewardBody,
 )
 from agent_kit.driver.invokers import Invoker, InvokeResult
-from agent_kit.driver.trainer_side import TrainerSide, processing_key, read_result
+from agent_kit.driver.trainer_side import (
+    MAX_RESULT_ENV,
+    S3Object,
+    TrainerSide,
+    processing_key,
+    read_result,
+    shared_key_reason,
+)
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import AgentKitError
 from agent_kit.store import INVOCATION_EVENT, RunStore
@@ -226,7 +232,10 @@ class Attempts:
     ) -> Attempt:
         """The trainer's side of an attempt: the agent answers ``processing`` + ``result_key``,
         the result object is polled from S3 until ``deadline``, the session is stopped, and its
-        rewards are recorded through the emulator (see agent_kit.driver.trainer_side)."""
+        rewards are recorded through the emulator (see agent_kit.driver.trainer_side). A key
+        another rollout answered too is a job failure; an object over the cap a limit."""
+        if result.limit is not None:
+            return await self._over_limit(tid, result, deadline)
         if result.status in ("timeout", "unreachable"):
             return self._no_answer(tid, result)
         final = self._final_at_once(tid, result)
@@ -243,22 +252,40 @@ class Attempts:
                 else NOT_PROCESSING_REASON
             )
             return self._ended(tid, result, "job_failure", reason)
-        doc = await trainer.s3.wait_for(key, deadline)
+        owners = trainer.claim(key, tid)
+        if len(owners) > 1:
+            return self._ended(tid, result, "job_failure", shared_key_reason(key, owners))
+        found = await trainer.s3.wait_for(key, deadline)
         stop = getattr(self.invoker, "stop_session", None)
         if stop is not None:
             await stop(session_id_for(tid))
-        if doc is None:
-            where = f"s3://{trainer.s3.bucket}/{key}"
+        return self._trainer_object(trainer, tid, result, key, found)
+
+    def _trainer_object(
+        self, trainer: TrainerSide, tid: str, result: InvokeResult, key: str, found: S3Object | None
+    ) -> Attempt:
+        """Classify what was found at the rollout's result key (None: nothing in time)."""
+        where = f"s3://{trainer.s3.bucket}/{key[:300]}"
+        if found is None:
             reason = f"The rollout did not finish within rollout_timeout (no object at {where})"
             return self._ended(tid, result, "retry", reason)
-        return self._record_trainer_result(tid, result, doc)
+        owners = trainer.claimed_by(key)
+        if len(owners) > 1:  # another rollout answered the same key while this one waited
+            return self._ended(tid, result, "job_failure", shared_key_reason(key, owners))
+        if found.over_cap is not None:
+            limit = (
+                f"the result object at {where} is {found.size} bytes, over the limit of "
+                f"{found.over_cap} bytes ({MAX_RESULT_ENV})"
+            )
+            return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {limit}")
+        return self._record_trainer_result(tid, result, found.doc)
 
     def _record_trainer_result(self, tid: str, result: InvokeResult, doc: Any) -> Attempt:
         """Record the rewards of a trainer's result object through the emulator."""
         verdict = read_result(doc)
         self._record_answer(tid, "ok", result.http_status, verdict.body, None)
         try:
-            if verdict.rewards is None:
+            if verdict.rewards is None or verdict.total is None:
                 if not verdict.failed:
                     reason = f"{NO_REWARD_REASON} ({verdict.failure})"
                     return self._ended(tid, result, "job_failure", reason)
@@ -270,7 +297,7 @@ class Attempts:
                 return self._ended(tid, result, "job_failure", NO_SAMPLE_REASON)
             rewards = verdict.rewards
             if len(rewards) not in (1, turns):
-                rewards = [math.fsum(rewards)]
+                rewards = [verdict.total]
             self.emu.complete_rollout(self.job_arn, CompleteRolloutBody(trajectory_id=tid))
             self.emu.update_reward(
                 self.job_arn, UpdateRewardBody(trajectory_id=tid, rewards=rewards)

@@ -14,6 +14,11 @@ does to an AgentCore runtime, played locally against any entrypoint that speaks 
   ``rewards`` through the emulator (CompleteRollout + UpdateReward), so summaries, reports and
   replay read the run like an MTRL one.
 
+A result object is read up to ``$AGENT_KIT_MAX_RESULT_BYTES`` (:data:`MAX_RESULT_ENV`, default
+:data:`DEFAULT_MAX_RESULT_BYTES`); a larger one is not read and ends its rollout with a
+``limit:`` reason. A key answered by two rollouts is refused (:meth:`TrainerSide.claim`): one
+object cannot reward both.
+
 S3 is moto's server on 127.0.0.1 (:class:`LocalS3`; moto is a dev dependency, and this mode
 says how to install it when it is missing). Agent processes find it through
 ``AWS_ENDPOINT_URL_S3``.
@@ -25,8 +30,9 @@ import asyncio
 import json
 import logging
 import math
+import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_kit.errors import UsageError
@@ -34,12 +40,18 @@ from agent_kit.trainer_contract import ROLLOUT_KEY, redacted_payload
 
 __all__ = [
     "CONTRACTS",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "MAX_RESULT_ENV",
     "MODEL_ID",
     "LocalS3",
+    "S3Object",
     "TrainerResult",
     "TrainerSide",
+    "finite_total",
+    "max_result_bytes_from_env",
     "processing_key",
     "read_result",
+    "shared_key_reason",
 ]
 
 #: The contracts ``agent-kit run --contract`` speaks.
@@ -47,16 +59,48 @@ CONTRACTS: Final = ("mtrl", "rl-toolkit")
 #: The ``model_id`` the driver sends (the emulator serves its ``--policy`` whatever the name).
 MODEL_ID: Final = "agent-kit-policy"
 _REGION: Final = "us-west-2"
+#: Default cap of one result object read from S3 (bytes).
+DEFAULT_MAX_RESULT_BYTES: Final = 4 << 20
+#: Environment variable that overrides :data:`DEFAULT_MAX_RESULT_BYTES` (bytes; 0 = no cap).
+MAX_RESULT_ENV: Final = "AGENT_KIT_MAX_RESULT_BYTES"
 _MISSING_MOTO: Final = (
     "--contract rl-toolkit needs moto for its local S3: pip install 'moto[s3,server]' "
     "(or pip install 'agent_kit[dev]')"
 )
 
 
+def max_result_bytes_from_env() -> int | None:
+    """The result-object cap from ``$AGENT_KIT_MAX_RESULT_BYTES`` (None = no cap); UsageError
+    if malformed."""
+    raw = os.environ.get(MAX_RESULT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_RESULT_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{MAX_RESULT_ENV} must be a number of bytes, not {raw!r}") from None
+    if value < 0:
+        raise UsageError(f"{MAX_RESULT_ENV} must be ≥ 0, got {value}")
+    return value or None
+
+
+@dataclass(frozen=True)
+class S3Object:
+    """An object read at a key: ``doc`` its JSON document (a non-JSON body as its text; a JSON
+    ``null`` is None), ``size`` its length in bytes. ``over_cap`` is the cap it exceeded, when
+    it did: then nothing of it was read (``doc`` None)."""
+
+    doc: Any
+    size: int
+    over_cap: int | None = None
+
+
 class LocalS3:
-    """moto's S3 server on an ephemeral 127.0.0.1 port with one fresh bucket for the run."""
+    """moto's S3 server on an ephemeral 127.0.0.1 port with one fresh bucket for the run; it
+    reads result objects up to ``$AGENT_KIT_MAX_RESULT_BYTES`` (UsageError if malformed)."""
 
     def __init__(self) -> None:
+        self.max_bytes = max_result_bytes_from_env()
         self.bucket = f"agent-kit-rollouts-{secrets.token_hex(6)}"
         self.url = ""
         self._server: Any = None
@@ -90,25 +134,36 @@ class LocalS3:
         if server is not None:
             server.stop()
 
-    def fetch(self, key: str) -> Any:
-        """The JSON document at ``key`` (a non-JSON body as its text), or None when absent."""
+    def fetch(self, key: str) -> S3Object | None:
+        """The object at ``key`` (read up to the cap, see :class:`S3Object`), or None when
+        absent."""
         try:
-            body = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            response = self._client.get_object(Bucket=self.bucket, Key=key)
         except self._client.exceptions.NoSuchKey:
             return None
+        cap, stream = self.max_bytes, response["Body"]
+        announced = int(response.get("ContentLength") or 0)
         try:
-            return json.loads(body)
-        except ValueError:
-            return body.decode("utf-8", "replace")
+            if cap is not None and announced > cap:
+                return S3Object(None, announced, over_cap=cap)
+            data: bytes = stream.read() if cap is None else stream.read(cap + 1)
+        finally:
+            stream.close()
+        if cap is not None and len(data) > cap:
+            return S3Object(None, max(announced, len(data)), over_cap=cap)
+        try:
+            return S3Object(json.loads(data), len(data))
+        except (ValueError, RecursionError):
+            return S3Object(data.decode("utf-8", "replace"), len(data))
 
-    async def wait_for(self, key: str, deadline: float) -> Any:
+    async def wait_for(self, key: str, deadline: float) -> S3Object | None:
         """Poll for ``key`` until the event loop's clock reaches ``deadline``; None if never."""
         loop = asyncio.get_running_loop()
         delay = 0.02
         while True:
-            doc = await asyncio.to_thread(self.fetch, key)
-            if doc is not None:
-                return doc
+            found = await asyncio.to_thread(self.fetch, key)
+            if found is not None:
+                return found
             left = deadline - loop.time()
             if left <= 0:
                 return None
@@ -118,11 +173,25 @@ class LocalS3:
 
 @dataclass(frozen=True)
 class TrainerSide:
-    """One run's trainer: its S3, the api_key its chat route checks, the emulator's URL."""
+    """One run's trainer: its S3, the api_key its chat route checks, the emulator's URL, and
+    which rollouts answered which result key (:meth:`claim`)."""
 
     s3: LocalS3
     api_key: str
     endpoint: str
+    _claims: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+
+    def claim(self, key: str, trajectory_id: str) -> list[str]:
+        """Record that ``trajectory_id`` answered ``key``; return every rollout that answered
+        it (more than one: the key is shared, and its object cannot reward any of them)."""
+        owners = self._claims.setdefault(key, [])
+        if trajectory_id not in owners:
+            owners.append(trajectory_id)
+        return list(owners)
+
+    def claimed_by(self, key: str) -> list[str]:
+        """The rollouts that answered ``key`` so far."""
+        return list(self._claims.get(key, ()))
 
     def base_url(self, trajectory_id: str) -> str:
         """The OpenAI-compatible base URL of one trajectory (the emulator's trainer route)."""
@@ -161,6 +230,16 @@ class TrainerSide:
         return redacted_payload(payload)
 
 
+def shared_key_reason(key: str, owners: list[str]) -> str:
+    """The job failure of rollouts that answered one result_key: one object cannot reward
+    them all."""
+    return (
+        f"{len(owners)} rollouts answered the same result_key {key[:300]!r} "
+        f"({', '.join(owners[:4])}): one result object cannot reward them all "
+        "(agentcore-rl-toolkit keys each rollout's result by its session id)"
+    )
+
+
 def processing_key(body: Any) -> str | None:
     """The ``result_key`` of a ``{"status": "processing", "result_key": …}`` answer, else None."""
     if not isinstance(body, dict) or body.get("status") != "processing":
@@ -171,14 +250,24 @@ def processing_key(body: Any) -> str | None:
 
 @dataclass(frozen=True)
 class TrainerResult:
-    """What a result object says: the rewards, or why there are none (``failed``: the agent's
-    own ``status_code`` said so); ``body`` is what the store records as the agent's answer
-    (the object without its payload)."""
+    """What a result object says: the rewards and their finite ``total``, or why there are
+    none (``failed``: the agent's own ``status_code`` said so); ``body`` is what the store
+    records as the agent's answer (the object without its payload)."""
 
     rewards: list[float] | None
     failure: str | None
     body: dict[str, Any]
     failed: bool = False
+    total: float | None = None
+
+
+def finite_total(values: list[float]) -> float | None:
+    """The exact sum of finite ``values``, or None when it leaves the float range."""
+    try:
+        total = math.fsum(values)
+    except OverflowError:
+        return None
+    return total if math.isfinite(total) else None
 
 
 def _rewards(value: Any) -> list[float] | None:
@@ -198,6 +287,8 @@ def _rewards(value: Any) -> list[float] | None:
 def read_result(doc: Any) -> TrainerResult:
     """Interpret a result object (agentcore-rl-toolkit's shape: ``rewards`` float or list,
     ``status_code``, ``stop_reason``; agent_kit adds ``metrics`` and ``failure``)."""
+    if doc is None:
+        return TrainerResult(None, "the result object held null: no rewards", {"raw": None})
     if not isinstance(doc, dict):
         return TrainerResult(None, "the result object is not a JSON object", {"raw": str(doc)})
     body = {k: v for k, v in doc.items() if k != "payload"}
@@ -211,5 +302,9 @@ def read_result(doc: Any) -> TrainerResult:
     rewards = _rewards(body.get("rewards"))
     if rewards is None:
         return TrainerResult(None, "the result object has no finite rewards", body)
-    body["reward"] = math.fsum(rewards)
-    return TrainerResult(rewards, None, body)
+    total = finite_total(rewards)
+    if total is None:
+        reason = "the result object's rewards have no finite total (their sum overflows)"
+        return TrainerResult(None, reason, body)
+    body["reward"] = total
+    return TrainerResult(rewards, None, body, total=total)

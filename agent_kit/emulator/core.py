@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from agent_kit.contract import (
@@ -61,6 +62,18 @@ def body_hash(operation: str, fields: dict[str, Any]) -> str:
     """Stable hash of an operation's meaningful fields (ClientToken idempotency)."""
     text = json.dumps({"op": operation, **fields}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_total(rewards: list[float]) -> None:
+    """400 ValidationException for rewards whose sum leaves the float range."""
+    try:
+        total = math.fsum(rewards)
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total):
+        raise ValidationError(
+            "Rewards must have a finite total: these finite values sum past the float range"
+        )
 
 
 class Emulator(TurnPath):
@@ -140,10 +153,12 @@ class Emulator(TurnPath):
         self._lost(fault)
 
     def update_reward(self, job_arn: str | None, body: UpdateRewardBody) -> None:
-        """UpdateReward per the §4 table: READY → REWARDED with length-checked finite rewards."""
+        """UpdateReward per the §4 table: READY → REWARDED with length-checked finite rewards
+        whose total is finite too (``[1e308, 1e308]`` is a 400: nothing non-finite is stored)."""
         job_arn = self.check_job(job_arn)
         fault = self._report_chaos(body.trajectory_id)
         rewards = [float(r) for r in body.rewards]
+        _check_total(rewards)
         digest = body_hash(
             "UpdateReward", {"job": job_arn, "tid": body.trajectory_id, "rewards": rewards}
         )

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting.chaos import chaos_report
 from agent_kit.reporting.hints import connection_hint
 from agent_kit.reporting.metrics import (
@@ -425,6 +425,18 @@ def summarize_records(
     )
 
 
+def _check_finite_totals(store: RunStore, records: Sequence[Rollout]) -> None:
+    """A stored non-finite reward total (older versions stored one; the emulator now refuses
+    them) is a one-line RunStoreError naming the rollout: no metric can be computed over it."""
+    for record in records:
+        total = record.reward_total
+        if total is not None and not math.isfinite(total):
+            raise RunStoreError(
+                f"run store {store.path} holds a non-finite reward total ({total}) for rollout "
+                f"{record.id}: it cannot be summarised (the emulator now refuses such rewards)"
+            )
+
+
 def summarize(
     store: RunStore,
     job_arn: str | None = None,
@@ -446,6 +458,7 @@ def summarize(
     """
     job = resolve_job(store, job_arn)
     records = list(load_rollouts(store, job.arn) if records is None else records)
+    _check_finite_totals(store, records)
     summary = summarize_records(
         job,
         records,

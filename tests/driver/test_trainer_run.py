@@ -12,6 +12,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -172,3 +173,76 @@ def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
             reward = store.get_reward(row.id)
             assert reward is not None
             assert reward.total == 1.0
+
+
+def _edge_run(tmp_path: Path, write: str, retries: int = 0, **row: object) -> Any:
+    """One prompt × 2 rollouts of the result agent writing ``write``."""
+    dataset = tmp_path / "rows.jsonl"
+    task = json.dumps({"prompt": "play", "write": write, **row})
+    dataset.write_text(json.dumps({"prompt": task}) + "\n")
+    return asyncio.run(
+        run_local(
+            RunConfig(
+                entrypoint=str(AGENTS / "rltoolkit_result_agent.py"),
+                dataset=dataset,
+                job=_config(policy="random", max_retries=retries, rollout_timeout=60),
+                out=tmp_path / "runs",
+            )
+        )
+    )
+
+
+def _reasons(result: Any) -> list[str]:
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        return [row.reason or "" for row in store.list_trajectories(job_arn=result.job_arn)]
+
+
+def test_a_result_object_holding_null_fails_the_job_at_once(tmp_path: Path) -> None:
+    """An object that holds JSON null is read (not taken for a missing key and waited on):
+    the job fails saying the object held null and no rewards."""
+    result = _edge_run(tmp_path, "null")
+    assert result.status == "failed"
+    assert result.failure is not None
+    assert "held null" in result.failure
+    assert all("rollout_timeout" not in reason for reason in _reasons(result))
+
+
+def test_rewards_overflowing_to_inf_fail_the_rollout_and_store_nothing(tmp_path: Path) -> None:
+    """rewards [1e308, 1e308] do not crash the driver: the job fails saying the rewards have no
+    finite total, and no reward is stored."""
+    result = _edge_run(tmp_path, "overflow")
+    assert result.status == "failed"
+    assert result.failure is not None
+    assert "finite" in result.failure
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        for row in store.list_trajectories(job_arn=result.job_arn):
+            assert store.get_reward(row.id) is None
+
+
+def test_a_result_key_shared_by_two_rollouts_fails_the_job(tmp_path: Path) -> None:
+    """Two rollouts answering the same result_key are not rewarded from one object: the job
+    fails naming the shared key."""
+    result = _edge_run(tmp_path, "shared")
+    assert result.status == "failed"
+    assert result.failure is not None
+    assert "result_key" in result.failure
+    assert "/p0.json" in result.failure
+    with RunStore.open(result.run_dir, readonly=True) as store:
+        rows = store.list_trajectories(job_arn=result.job_arn)
+        assert len(rows) == 2
+        assert any("result_key" in (row.reason or "") for row in rows)
+
+
+def test_a_result_object_over_the_cap_is_a_final_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result object larger than $AGENT_KIT_MAX_RESULT_BYTES is not read: each rollout ends
+    with a limit: reason naming the cap (final, not retried), and nothing of it is stored."""
+    monkeypatch.setenv("AGENT_KIT_MAX_RESULT_BYTES", "2048")
+    result = _edge_run(tmp_path, "large", retries=2, size=8192)
+    reasons = _reasons(result)
+    assert len(reasons) == 2  # no retry
+    assert all(r.startswith("limit:") and "AGENT_KIT_MAX_RESULT_BYTES" in r for r in reasons)
+    assert result.succeeded == 0
+    text = (result.run_dir / "run.sqlite").read_bytes()
+    assert b"x" * 4096 not in text

@@ -445,6 +445,24 @@ async def test_control_bodies_and_job_arn_sources(h: Harness) -> None:
     assert h.emu.state(tid) is TrajectoryState.READY
 
 
+async def test_update_reward_refuses_rewards_without_a_finite_total(h: Harness) -> None:
+    """Rewards [1e308, 1e308] (each finite, their sum inf) are a 400 ValidationException in the
+    contract's shape and nothing is stored: the trajectory stays READY without a reward."""
+    tid = h.open()
+    await h.chat(tid)
+    await h.chat(tid)
+    auth = {"authorization": SIGV4, "x-amzn-sagemaker-job-arn": h.job_arn}
+    ok = await h.client.post("/complete-rollout", json={"TrajectoryId": tid}, headers=auth)
+    assert ok.status_code == 200, ok.text
+    for rewards in ([1e308, 1e308], [-1e308, -1e308]):
+        r = await h.client.post(
+            "/update-reward", json={"TrajectoryId": tid, "Rewards": rewards}, headers=auth
+        )
+        assert_error(r, 400, "ValidationException", "finite total")
+    assert h.emu.state(tid) is TrajectoryState.READY
+    assert h.emu.store.get_reward(tid) is None
+
+
 async def test_policy_errors_map_to_contract(h: Harness, emulator_policy: CannedPolicy) -> None:
     """A backend's JobRuntimeError passes through (429); any other exception is a recorded 500."""
     tid = h.open()

@@ -19,7 +19,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from agent_kit.cli.report import register
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting import svg as _svg
 from agent_kit.reporting.page import SCRIPT
 from agent_kit.reporting.report import render_html, render_json, render_terminal, write_reports
@@ -312,6 +312,20 @@ def test_cli_report_json_and_html(run_dir: Path, tmp_path: Path) -> None:
     table = CliRunner().invoke(_app(), ["report", str(run_dir), "--advantage", "rloo"])
     assert table.exit_code == 0, table.output
     assert "rollout/advantage/abs_mean" in table.stdout
+
+
+def test_cli_report_of_a_stored_non_finite_total_is_a_clear_error(run_dir: Path) -> None:
+    """A store holding a reward total of inf (written before the emulator refused such
+    rewards) is a one-line RunStoreError naming the rollout, never a traceback."""
+    with RunStore.open(run_dir) as store:
+        tid = next(r.id for r in store.list_trajectories() if store.get_reward(r.id))
+        store.set_reward(tid, [1e308, 1e308], None, None)
+    result = CliRunner().invoke(_app(), ["report", str(run_dir)])
+    assert isinstance(result.exception, RunStoreError), result.output
+    message = str(result.exception)
+    assert tid in message
+    assert "non-finite" in message
+    assert "\n" not in message
 
 
 def test_cli_report_errors(tmp_path: Path, run_dir: Path) -> None:
