@@ -158,7 +158,12 @@ class Attempts:
         else:
             params = spec.inference_params.to_openai()
             payload = trainer.payload(
-                spec.prompt, spec.trajectory_id, self.job_name, spec.prompt_index, params
+                spec.prompt,
+                spec.trajectory_id,
+                self.job_name,
+                spec.prompt_index,
+                params,
+                job_arn=self.job_arn,
             )
             recorded = trainer.recorded(payload)
         self.emu.open_trajectory(

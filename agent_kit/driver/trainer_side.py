@@ -7,7 +7,8 @@ does to an AgentCore runtime, played locally against any entrypoint that speaks 
 - each rollout attempt is invoked with the dataset row's fields at the payload's top level and
   a ``_rollout`` block: ``exp_id`` (the job name), ``input_id`` (``p<prompt index>``),
   ``s3_bucket``, ``base_url`` (the emulator's trainer route for *this* trajectory, so every
-  turn is recorded under it), ``model_id``, ``api_key`` (a per-run key the route checks) and
+  turn is recorded under it), ``model_id``, ``api_key`` (that trajectory's own key, an HMAC
+  of the run's trainer key, the job and the trajectory: it opens no other ``base_url``) and
   ``sampling_params``;
 - the agent must answer ``{"status": "processing", "result_key", …}``; the driver then polls
   S3 for that key until the rollout's deadline, stops the session, and records the object's
@@ -35,6 +36,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agent_kit.emulator.run_keys import trainer_api_key
 from agent_kit.errors import UsageError
 from agent_kit.trainer_contract import ROLLOUT_KEY, redacted_payload
 
@@ -173,8 +175,9 @@ class LocalS3:
 
 @dataclass(frozen=True)
 class TrainerSide:
-    """One run's trainer: its S3, the api_key its chat route checks, the emulator's URL, and
-    which rollouts answered which result key (:meth:`claim`)."""
+    """One run's trainer: its S3, the run's trainer key (never sent: each trajectory gets the
+    key derived from it, :meth:`api_key_for`), the emulator's URL, and which rollouts answered
+    which result key (:meth:`claim`)."""
 
     s3: LocalS3
     api_key: str
@@ -197,6 +200,10 @@ class TrainerSide:
         """The OpenAI-compatible base URL of one trajectory (the emulator's trainer route)."""
         return f"{self.endpoint}/trainer/{trajectory_id}/v1"
 
+    def api_key_for(self, job_arn: str, trajectory_id: str) -> str:
+        """The api_key of one trajectory's ``base_url`` (the emulator's trainer route checks it)."""
+        return trainer_api_key(self.api_key, job_arn, trajectory_id)
+
     def payload(
         self,
         prompt: str,
@@ -204,9 +211,12 @@ class TrainerSide:
         exp_id: str,
         prompt_index: int,
         params: dict[str, Any],
+        *,
+        job_arn: str,
     ) -> dict[str, Any]:
         """The rollout's payload: the row's fields at the top level (a JSON-object prompt is
-        spread, else ``{"prompt": row}``) and the ``_rollout`` block."""
+        spread, else ``{"prompt": row}``) and the ``_rollout`` block, with the trajectory's
+        own api_key."""
         try:
             row = json.loads(prompt)
         except ValueError:
@@ -219,7 +229,7 @@ class TrainerSide:
             "s3_bucket": self.s3.bucket,
             "base_url": self.base_url(trajectory_id),
             "model_id": MODEL_ID,
-            "api_key": self.api_key,
+            "api_key": self.api_key_for(job_arn, trajectory_id),
             "sampling_params": params,
         }
         return fields

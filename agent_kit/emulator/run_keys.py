@@ -8,6 +8,11 @@ and ``sagemaker-api-key-…`` bearer tokens against them. A *rollout token*
 (:meth:`RunKeys.mint`, ``Bearer agent-kit-rollout-<trajectory>.<mac>``) names one trajectory
 of one job and carries HMAC-SHA256(secret, job ARN + trajectory id): the emulator accepts it
 for that trajectory only (:meth:`RunKeys.check`), and a token it did not mint is refused.
+
+The agentcore-rl-toolkit mode's trainer route is bound the same way: the ``api_key`` of one
+trajectory's ``base_url`` is :func:`trainer_api_key` — HMAC-SHA256(the run's trainer key, job
+ARN + trajectory id) — so a rollout's key opens its own trajectory only, however predictable
+the trajectory ids are.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from typing import Final
 
 from agent_kit.errors import AccessDeniedError
 
-__all__ = ["TOKEN_PREFIX", "RunKeys"]
+__all__ = ["TOKEN_PREFIX", "TRAINER_KEY_PREFIX", "RunKeys", "trainer_api_key"]
 
 #: How a rollout token begins (after ``Bearer``).
 TOKEN_PREFIX: Final = "agent-kit-rollout-"  # noqa: S105 - a format prefix, not a secret
+#: How a trajectory's trainer api_key begins.
+TRAINER_KEY_PREFIX: Final = "agent-kit-trainer-"
 _MAX_TOKEN: Final = 2048
 
 
@@ -91,3 +98,11 @@ class RunKeys:
                 "The rollout token was not minted by this emulator run (forged or from another run)"
             )
         return job_arn, trajectory_id
+
+
+def trainer_api_key(run_key: str, job_arn: str, trajectory_id: str) -> str:
+    """The ``api_key`` of one trajectory's trainer ``base_url``: HMAC-SHA256(``run_key``, job
+    ARN + trajectory id), so it opens that trajectory alone (the run's key is never sent)."""
+    message = f"trainer\n{job_arn}\n{trajectory_id}".encode()
+    mac = hmac.new(run_key.encode(), message, hashlib.sha256).digest()
+    return TRAINER_KEY_PREFIX + _b64(mac)

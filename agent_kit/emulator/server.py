@@ -22,7 +22,10 @@ these routes:
   chat route as an open-source trainer serves it to agents under the agentcore-rl-toolkit
   contract (docs/trainers.md): the trajectory is named by the path (the per-rollout
   ``base_url`` the driver sends), the job is the trajectory's, and the caller must send
-  ``Authorization: Bearer <trainer_key>`` (403 otherwise). Turns are recorded like any other.
+  ``Authorization: Bearer <that trajectory's api_key>``
+  (:func:`~agent_kit.emulator.run_keys.trainer_api_key` of ``trainer_key``, the job and the
+  trajectory; 403 otherwise, also for a trajectory that does not exist). Turns are recorded
+  like any other.
 - ``GET /health`` → ``{"status": "healthy"}`` (no auth).
 - ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
   trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
@@ -74,7 +77,7 @@ from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.error_shapes import ErrorShapes, error_response, openai_error_response
 from agent_kit.emulator.gate import Guard, RequestGate
 from agent_kit.emulator.routes import ROUTE_CHAT, ROUTE_SAMPLE, ROUTE_STREAM, Routes
-from agent_kit.emulator.run_keys import RunKeys
+from agent_kit.emulator.run_keys import RunKeys, trainer_api_key
 from agent_kit.errors import AccessDeniedError, JobRuntimeError, UsageError
 
 __all__ = [
@@ -89,14 +92,21 @@ __all__ = [
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
 
 
-def _trainer_check(key: str) -> Callable[[Request], None]:
-    """The trainer route's check: ``Authorization: Bearer <key>`` and nothing else."""
+def _trainer_check(key: str, emu: Emulator) -> Callable[[Request], None]:
+    """The trainer route's check: ``Authorization: Bearer <api_key>`` of the trajectory the
+    path names (bound to it and its job; a trajectory that does not exist has no key)."""
 
     def check(request: Request) -> None:
+        tid = str(request.path_params.get("trajectory_id", ""))
+        row = emu.store.get_trajectory(tid) if 0 < len(tid) <= 256 else None
+        expected = trainer_api_key(key, "" if row is None else row.job_arn, tid)
         value = request.headers.get("authorization", "")
         given = value[7:].strip() if value[:7].lower() == "bearer " else ""
-        if not hmac.compare_digest(given.encode(), key.encode()):
-            raise AccessDeniedError("Missing or wrong api_key for the trainer's base_url")
+        if row is None or not hmac.compare_digest(given.encode(), expected.encode()):
+            raise AccessDeniedError(
+                "Missing or wrong api_key for this trainer base_url (each rollout's base_url "
+                "takes the api_key of its own _rollout block)"
+            )
 
     return check
 
@@ -142,7 +152,8 @@ def create_app(
     ``path_prefix`` (unreserved URL characters, segments separated by ``/``) mounts every route
     but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
     :class:`RequestGate`) when one is given; ``trainer_key`` serves the trainer's chat route
-    (see the module docstring) guarded by that bearer key. A bad prefix is a
+    (see the module docstring), each trajectory's path guarded by the api_key derived from it
+    (:func:`~agent_kit.emulator.run_keys.trainer_api_key`). A bad prefix is a
     :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
@@ -170,7 +181,7 @@ def create_app(
         ),
     ]
     if trainer_key is not None:
-        trainer = [Middleware(AuthGate, check=_trainer_check(trainer_key))]
+        trainer = [Middleware(AuthGate, check=_trainer_check(trainer_key, emu))]
         routes.append(
             Route(
                 "/trainer/{trajectory_id}" + ROUTE_CHAT,
