@@ -160,10 +160,10 @@ def create_app(
     if credentials is None and keys is not None:
         credentials = keys.credentials
     mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
-    checker = Auth(mode, secret, credentials, keys)
+    checker = Auth(mode, secret, credentials, keys, region=emu.region)
     shapes = ErrorShapes(prefix)
     r = Routes(emu, endpoint, prefix, keys)
-    service = [Middleware(AuthGate, check=checker.check)]
+    service = [Middleware(AuthGate, check=checker.check, settle=checker.settle)]
     admin = [Middleware(AuthGate, check=checker.check_secret)]
     post = ["POST"]
     routes: list[BaseRoute] = [

@@ -7,6 +7,7 @@ or the ``{}`` result, plus the job-level errors (unknown job, other account, bad
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import uuid
@@ -20,7 +21,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from conftest import RunningEmulator
 
-from agent_kit.contract import TrajectoryState
+from agent_kit.contract import CompleteRolloutBody, TrajectoryState
 from agent_kit.emulator.sse import chunks_from_completion
 from agent_kit.store import RunStore
 
@@ -395,3 +396,161 @@ def test_rollout_token_acts_on_its_own_trajectory_only(emulator: Any, run_store:
         reward = {"TrajectoryId": tid_a, "Rewards": [1.0]}
         assert call("/update-reward", a["apiKey"], tid_a, reward).status_code == 200
         assert run_store.get_reward(tid_a).rewards == [1.0]
+
+
+@pytest.fixture
+def verifying(emulator: Any) -> Iterator[str]:
+    """The emulator served on loopback verifying SigV4 against AKIDEXAMPLE's secret."""
+    from conftest import serve_app
+
+    from agent_kit.emulator.server import create_app
+
+    with serve_app(create_app(emulator, credentials={"AKIDEXAMPLE": "secret"})) as url:
+        yield url
+
+
+def _signed_at(url: str, emulator: Any, at: datetime.datetime, monkeypatch: Any) -> Any:
+    """POST one Sample signed by botocore's SigV4Auth as if its clock read ``at``; the
+    response (httpx) and the trajectory id."""
+    import botocore.auth
+    import httpx
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
+    request = AWSRequest(
+        method="POST",
+        url=url + "/sample",
+        data=BODY,
+        headers={
+            "X-Amzn-SageMaker-Job-Arn": emulator.default_job_arn,
+            "X-Amzn-SageMaker-Trajectory-Id": tid,
+        },
+    )
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: at)
+    botocore.auth.SigV4Auth(
+        Credentials("AKIDEXAMPLE", "secret"), "sagemaker", "us-west-2"
+    ).add_auth(request)
+    monkeypatch.undo()
+    return httpx.post(request.url, headers=dict(request.headers), content=BODY), tid
+
+
+@pytest.mark.parametrize(
+    "skew",
+    [
+        datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
+        datetime.timedelta(days=3),
+        datetime.timedelta(minutes=16),
+        datetime.timedelta(minutes=-16),
+    ],
+)
+def test_verify_refuses_a_request_dated_outside_fifteen_minutes(
+    emulator: Any, verifying: str, monkeypatch: pytest.MonkeyPatch, skew: Any
+) -> None:
+    """A request signed (botocore's SigV4Auth) with an X-Amz-Date in 2020, 3 days ahead or 16
+    minutes either way is 403 AccessDeniedException naming X-Amz-Date; no turn is recorded."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    at = skew if isinstance(skew, datetime.datetime) else now + skew
+    response, tid = _signed_at(verifying, emulator, at, monkeypatch)
+    assert response.status_code == 403, response.text
+    assert response.headers["x-amzn-ErrorType"] == "AccessDeniedException"
+    assert "X-Amz-Date" in response.json()["Message"]
+    assert emulator.turn_count(tid) == 0
+
+
+def test_verify_accepts_a_request_dated_within_fifteen_minutes(
+    emulator: Any, verifying: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock 14 minutes off either way is within AWS's window: the turns are recorded."""
+    for minutes in (14, -14):
+        at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=minutes)
+        response, tid = _signed_at(verifying, emulator, at, monkeypatch)
+        assert response.status_code == 200, response.text
+        assert emulator.turn_count(tid) == 1
+
+
+def test_verify_refuses_a_scope_of_another_region(emulator: Any, verifying: str) -> None:
+    """A request signed for eu-west-1 (a correct signature, another region's scope) is 403
+    naming the emulator's region."""
+    client = boto3.client(
+        "sagemakerjobruntime",
+        endpoint_url=verifying,
+        region_name="eu-west-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(retries={"total_max_attempts": 1}),
+    )
+    tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
+    with pytest.raises(client.exceptions.AccessDeniedException, match="us-west-2"):
+        client.sample(JobArn=emulator.default_job_arn, TrajectoryId=tid, Body=BODY)
+    assert emulator.turn_count(tid) == 0
+
+
+def test_verify_refuses_the_scope_date_disagreeing_with_x_amz_date(
+    emulator: Any, verifying: str
+) -> None:
+    """A credential scope dated another day than X-Amz-Date is 403."""
+    import httpx
+
+    captured = _captured_sample(verifying, emulator)
+    auth = captured["headers"]["Authorization"]
+    day = auth.split("/")[1]
+    headers = captured["headers"] | {"Authorization": auth.replace(day, "20200101", 1)}
+    r = httpx.post(captured["url"], headers=headers, content=captured["body"])
+    assert r.status_code == 403
+    assert r.headers["x-amzn-ErrorType"] == "AccessDeniedException"
+    assert "disagree" in r.json()["Message"]
+
+
+def _captured_sample(url: str, emulator: Any) -> dict[str, Any]:
+    """One Sample request as botocore signed and sent it (sent once, accepted)."""
+    captured: dict[str, Any] = {}
+
+    def keep(request: Any, **_: Any) -> None:
+        headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        captured.update(url=request.url, headers=headers, body=request.body)
+
+    client = _client(url)
+    client.meta.events.register("before-send", keep)
+    tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
+    client.sample(JobArn=emulator.default_job_arn, TrajectoryId=tid, Body=BODY)
+    captured["tid"] = tid
+    return captured
+
+
+def test_verify_refuses_an_exact_replay_of_a_signed_request(emulator: Any, verifying: str) -> None:
+    """One captured signed request replayed 3× is 403 each time (contract shape, "replay"),
+    so the trajectory keeps the one turn of the original."""
+    import httpx
+
+    captured = _captured_sample(verifying, emulator)
+    for _ in range(3):
+        r = httpx.post(captured["url"], headers=captured["headers"], content=captured["body"])
+        assert r.status_code == 403, r.text
+        assert r.headers["x-amzn-ErrorType"] == "AccessDeniedException"
+        assert "replay" in r.json()["Message"]
+    assert emulator.turn_count(captured["tid"]) == 1
+
+
+def test_verify_lets_a_refused_request_be_sent_again(emulator: Any, verifying: str) -> None:
+    """A signed request answered with an error (UpdateReward before CompleteRollout: 409) is
+    no replay when re-sent: botocore's retry of it may carry the very same signature."""
+    import httpx
+
+    captured: dict[str, Any] = {}
+
+    def keep(request: Any, **_: Any) -> None:
+        headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        captured.update(url=request.url, headers=headers, body=request.body)
+
+    client = _client(verifying)
+    client.meta.events.register("before-send", keep)
+    arn = emulator.default_job_arn
+    tid = emulator.open_trajectory(arn, "{}").id
+    client.sample(JobArn=arn, TrajectoryId=tid, Body=BODY)
+    with pytest.raises(client.exceptions.ConflictException):
+        client.update_reward(JobArn=arn, TrajectoryId=tid, Rewards=[1.0])
+    emulator.complete_rollout(arn, CompleteRolloutBody(trajectory_id=tid))
+    again = httpx.post(captured["url"], headers=captured["headers"], content=captured["body"])
+    assert again.status_code == 200, again.text
+    assert emulator.state(tid) is TrajectoryState.REWARDED
