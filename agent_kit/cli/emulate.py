@@ -17,6 +17,7 @@ from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
 
 if TYPE_CHECKING:
+    import uvicorn
     from starlette.applications import Starlette
 
     from agent_kit.emulator.core import Emulator
@@ -130,12 +131,7 @@ def _bind(host: str, port: int, run_store: RunStore) -> socket.socket:
 def _serve(app: Starlette, sock: socket.socket, emu: Emulator, run_store: RunStore) -> None:
     """Serve ``app`` on ``sock`` with uvicorn until Ctrl-C, then close the socket, the emulator
     and the store."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
-    )
-    server = uvicorn.Server(config)
+    server = _server(app)
     try:
         asyncio.run(server.serve(sockets=[sock]))
     except KeyboardInterrupt:
@@ -146,6 +142,18 @@ def _serve(app: Starlette, sock: socket.socket, emu: Emulator, run_store: RunSto
             asyncio.run(emu.aclose())
         finally:
             run_store.close()
+
+
+def _server(app: Starlette) -> uvicorn.Server:
+    """The uvicorn server ``emulate`` runs, with uvicorn's own signal handling and the guarded
+    config every emulator server uses (:func:`~agent_kit.emulator.serving.uvicorn_config`: a
+    connection that sends no complete request within the read timeout is dropped, before any
+    authentication; malformed framing is a quiet 400)."""
+    import uvicorn
+
+    from agent_kit.emulator.serving import uvicorn_config
+
+    return uvicorn.Server(uvicorn_config(app, timeout_graceful_shutdown=5))
 
 
 def _app(

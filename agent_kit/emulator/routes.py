@@ -31,27 +31,52 @@ from agent_kit.emulator.http_request import (
 from agent_kit.emulator.run_keys import RunKeys
 from agent_kit.emulator.schemas import MintRolloutBody, parse_body
 from agent_kit.emulator.sse import chunks_from_completion, dumps, eventstream_body, sse_body
-from agent_kit.errors import NotFoundError, ValidationError
+from agent_kit.errors import NotFoundError, QuotaExceededError, ValidationError
 
-__all__ = ["ROUTE_CHAT", "ROUTE_SAMPLE", "ROUTE_STREAM", "Routes"]
+__all__ = [
+    "MINT_MAX_BYTES",
+    "MINT_MAX_ROLLOUTS",
+    "ROUTE_CHAT",
+    "ROUTE_SAMPLE",
+    "ROUTE_STREAM",
+    "Routes",
+]
 
 ROUTE_SAMPLE: Final = "/sample"
 ROUTE_STREAM: Final = "/sample-with-response-stream"
 ROUTE_CHAT: Final = "/v1/chat/completions"
 _EMPTY: Final = b"{}"
+#: Default bound of the rollouts ``POST /_emulator/rollouts`` mints (the emulator keeps each).
+MINT_MAX_ROLLOUTS: Final = 10_000
+#: Default bound of the bytes of their prompts.
+MINT_MAX_BYTES: Final = 64 << 20
 
 
 class Routes:
-    """The endpoints of one app over one emulator (auth is done before they run)."""
+    """The endpoints of one app over one emulator (auth is done before they run).
+
+    The mint route keeps at most ``max_minted`` rollouts and ``max_minted_bytes`` bytes of
+    their prompts (the emulator keeps every trajectory it opens, in memory and in the store):
+    past either bound it answers 402 ServiceQuotaExceededException and opens nothing.
+    """
 
     def __init__(
-        self, emu: Emulator, endpoint: str | None, prefix: str, keys: RunKeys | None
+        self,
+        emu: Emulator,
+        endpoint: str | None,
+        prefix: str,
+        keys: RunKeys | None,
+        *,
+        max_minted: int = MINT_MAX_ROLLOUTS,
+        max_minted_bytes: int = MINT_MAX_BYTES,
     ) -> None:
         self.emu = emu
         self.keys = keys
         self.limit = emu.max_body_bytes
         self.endpoint = endpoint
         self.prefix = prefix
+        self.max_minted, self.max_minted_bytes = max_minted, max_minted_bytes
+        self.minted = self.minted_bytes = 0
 
     async def _json(self, request: Request) -> tuple[bytes, Any]:
         raw = await read_body(request, self.limit)
@@ -150,11 +175,32 @@ class Routes:
         tid = body.rollout_id
         if tid is not None and self.emu.state(tid) is not None:
             raise ValidationError(f"Trajectory {tid} already exists")
-        traj = self.emu.open_trajectory(arn, body.prompt_text, trajectory_id=tid)
+        prompt = body.prompt_text
+        size = len(prompt.encode("utf-8", "surrogatepass"))
+        self._check_mint_bound(size)
+        traj = self.emu.open_trajectory(arn, prompt, trajectory_id=tid)
+        self.minted += 1
+        self.minted_bytes += size
         url = self.endpoint or served_url(request.scope) + self.prefix
         token = None if self.keys is None else self.keys.mint(arn, traj.id)
         payload = self.emu.rollout_payload(traj, url, body.inference_params, api_key=token)
         return Response(dumps(payload), media_type="application/json")
+
+    def _check_mint_bound(self, size: int) -> None:
+        """402 when one more rollout of ``size`` prompt bytes would pass the mint bounds."""
+        if self.minted + 1 > self.max_minted:
+            what = f"its bound of {self.max_minted} rollouts"
+        elif self.minted_bytes + size > self.max_minted_bytes:
+            what = (
+                f"its bound of {self.max_minted_bytes} bytes of prompts "
+                f"({self.minted_bytes} kept, this one {size})"
+            )
+        else:
+            return
+        raise QuotaExceededError(
+            f"POST /_emulator/rollouts keeps every rollout it mints and has reached {what}: "
+            "restart agent-kit emulate for a fresh run"
+        )
 
     async def show_trajectory(self, request: Request) -> Response:
         """``GET /_emulator/trajectories/{trajectory_id}``."""

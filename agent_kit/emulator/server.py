@@ -30,7 +30,9 @@ these routes:
 - ``POST /_emulator/rollouts`` (``Content-Type: application/json`` only) → mints an OPEN
   trajectory, returns a ready-to-send payload whose ``endpoint`` is ``create_app``'s
   ``endpoint`` or the server's own address (never the request's ``Host`` header) and, when
-  the app has the run's keys, whose ``metadata.apiKey`` is the trajectory's rollout token;
+  the app has the run's keys, whose ``metadata.apiKey`` is the trajectory's rollout token
+  (at most ``max_minted`` rollouts and ``max_minted_bytes`` bytes of prompts: 402
+  ServiceQuotaExceededException past either, since the emulator keeps every one);
   ``GET /_emulator/trajectories/{id}`` → its state, turn count and reward (admin, no AWS auth).
 
 Errors are raised as :class:`~agent_kit.errors.JobRuntimeError` anywhere below and answered by
@@ -76,7 +78,14 @@ from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.error_shapes import ErrorShapes, error_response, openai_error_response
 from agent_kit.emulator.gate import Guard, RequestGate
-from agent_kit.emulator.routes import ROUTE_CHAT, ROUTE_SAMPLE, ROUTE_STREAM, Routes
+from agent_kit.emulator.routes import (
+    MINT_MAX_BYTES,
+    MINT_MAX_ROLLOUTS,
+    ROUTE_CHAT,
+    ROUTE_SAMPLE,
+    ROUTE_STREAM,
+    Routes,
+)
 from agent_kit.emulator.run_keys import RunKeys, trainer_api_key
 from agent_kit.errors import AccessDeniedError, JobRuntimeError, UsageError
 
@@ -111,6 +120,13 @@ def _trainer_check(key: str, emu: Emulator) -> Callable[[Request], None]:
     return check
 
 
+def _trainer_route(key: str, emu: Emulator, r: Routes) -> Route:
+    """The trainer's chat route, each trajectory's path guarded by its own api_key."""
+    trainer = [Middleware(AuthGate, check=_trainer_check(key, emu))]
+    path = "/trainer/{trajectory_id}" + ROUTE_CHAT
+    return Route(path, r.trainer_chat, methods=["POST"], middleware=trainer)
+
+
 async def _health(request: Request) -> Response:
     return Response(b'{"status":"healthy"}', media_type="application/json")
 
@@ -135,6 +151,8 @@ def create_app(
     path_prefix: str | None = None,
     gate: RequestGate | None = None,
     trainer_key: str | None = None,
+    max_minted: int = MINT_MAX_ROLLOUTS,
+    max_minted_bytes: int = MINT_MAX_BYTES,
 ) -> Starlette:
     """Build the ASGI app for ``emu`` (see the module docstring for routes and rules).
 
@@ -153,7 +171,9 @@ def create_app(
     but ``/health`` under ``/<path_prefix>``; every request passes ``gate`` (see
     :class:`RequestGate`) when one is given; ``trainer_key`` serves the trainer's chat route
     (see the module docstring), each trajectory's path guarded by the api_key derived from it
-    (:func:`~agent_kit.emulator.run_keys.trainer_api_key`). A bad prefix is a
+    (:func:`~agent_kit.emulator.run_keys.trainer_api_key`); ``max_minted`` and
+    ``max_minted_bytes`` bound the rollouts ``POST /_emulator/rollouts`` mints and the bytes of
+    their prompts (402 ServiceQuotaExceededException past either). A bad prefix is a
     :class:`UsageError`.
     """
     prefix = _prefix(path_prefix)
@@ -162,7 +182,8 @@ def create_app(
     mode: AuthMode = auth or ("verify" if credentials else "sigv4-or-bearer")
     checker = Auth(mode, secret, credentials, keys, region=emu.region)
     shapes = ErrorShapes(prefix)
-    r = Routes(emu, endpoint, prefix, keys)
+    bounds = {"max_minted": max_minted, "max_minted_bytes": max_minted_bytes}
+    r = Routes(emu, endpoint, prefix, keys, **bounds)
     service = [Middleware(AuthGate, check=checker.check, settle=checker.settle)]
     admin = [Middleware(AuthGate, check=checker.check_secret)]
     post = ["POST"]
@@ -181,15 +202,7 @@ def create_app(
         ),
     ]
     if trainer_key is not None:
-        trainer = [Middleware(AuthGate, check=_trainer_check(trainer_key, emu))]
-        routes.append(
-            Route(
-                "/trainer/{trajectory_id}" + ROUTE_CHAT,
-                r.trainer_chat,
-                methods=post,
-                middleware=trainer,
-            )
-        )
+        routes.append(_trainer_route(trainer_key, emu, r))
     return Starlette(
         routes=[
             Route("/health", _health, methods=["GET"]),

@@ -698,6 +698,33 @@ async def test_admin_mint_takes_json_only(h: Harness) -> None:
     assert ok.status_code == 200, ok.text
 
 
+async def test_admin_mint_keeps_a_bounded_number_of_rollouts(emulator: Emulator) -> None:
+    """Past max_minted rollouts POST /_emulator/rollouts is 402 ServiceQuotaExceededException
+    in the contract's shape and opens nothing more."""
+    async for h in _harness(emulator, max_minted=3):
+        for _ in range(3):
+            ok = await h.client.post("/_emulator/rollouts", json={"prompt": "p"})
+            assert ok.status_code == 200, ok.text
+        before = len(h.emu.store.list_trajectories())
+        over = await h.client.post("/_emulator/rollouts", json={"prompt": "p"})
+        assert_error(over, 402, "ServiceQuotaExceededException", "3 rollouts")
+        assert len(h.emu.store.list_trajectories()) == before
+
+
+async def test_admin_mint_keeps_a_bounded_number_of_prompt_bytes(emulator: Emulator) -> None:
+    """Prompts are counted in bytes: one that would pass max_minted_bytes is 402 and opens
+    nothing, while a smaller one still fits."""
+    async for h in _harness(emulator, max_minted_bytes=1000):
+        first = await h.client.post("/_emulator/rollouts", json={"prompt": "x" * 600})
+        assert first.status_code == 200, first.text
+        before = len(h.emu.store.list_trajectories())
+        big = await h.client.post("/_emulator/rollouts", json={"prompt": "y" * 600})
+        assert_error(big, 402, "ServiceQuotaExceededException", "1000 bytes")
+        assert len(h.emu.store.list_trajectories()) == before
+        small = await h.client.post("/_emulator/rollouts", json={"prompt": "z" * 300})
+        assert small.status_code == 200, small.text
+
+
 async def test_admin_mint_ignores_host_header(h: Harness) -> None:
     """The minted payload's endpoint is the server's own address, not the request's Host."""
     r = await h.client.post("/_emulator/rollouts", json={}, headers={"host": "evil.example:9"})
