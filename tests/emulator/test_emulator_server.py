@@ -26,7 +26,7 @@ from agent_kit.cli import app as cli_app
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.server import RequestGate, create_app
-from agent_kit.errors import ThrottlingError, UsageError
+from agent_kit.errors import AccessDeniedError, ThrottlingError, UsageError
 from agent_kit.store import RunStore
 
 SIGV4 = (
@@ -800,3 +800,43 @@ def test_verify_mode_without_credentials_is_refused(emulator: Emulator) -> None:
     """auth='verify' with no credentials to verify against is refused, naming the lenient way."""
     with pytest.raises(ValueError, match="lenient"):
         create_app(emulator, auth="verify")
+
+
+def test_replay_memory_is_bounded_and_forgets_the_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With room for 2 signatures, 3 accepted requests leave the newest refused as a replay
+    and the oldest forgotten (memory stays bounded); a signature answered with an error is
+    freed at once."""
+    import datetime
+
+    import botocore.auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from agent_kit.emulator.sigv4 import Verifier
+
+    at = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: at)
+    verifier = Verifier(RUN_KEYS, clock=at.timestamp, region="us-west-2", seen_max=2)
+
+    def signed(body: bytes) -> tuple[str, dict[str, str]]:
+        request = AWSRequest(method="POST", url="http://emu.test/sample", data=body)
+        botocore.auth.SigV4Auth(
+            Credentials("AKIDRUN", RUN_KEYS["AKIDRUN"]), "sagemaker", "us-west-2"
+        ).add_auth(request)
+        headers = {k.lower(): str(v) for k, v in request.headers.items()}
+        return headers["authorization"], headers | {"host": "emu.test"}
+
+    def verify(body: bytes) -> str:
+        value, headers = signed(body)
+        verifier.verify_header(value, "POST", "/sample", "", headers, body)
+        return value.rpartition("Signature=")[2]
+
+    sigs = [verify(b"%d" % i) for i in range(3)]
+    for sig in sigs:
+        verifier.settle(sig, accepted=True)
+    with pytest.raises(AccessDeniedError, match="replay"):
+        verify(b"2")
+    verifier.settle(verify(b"0"), accepted=False)  # forgotten, then answered with an error
+    verify(b"0")
