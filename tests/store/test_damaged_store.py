@@ -200,7 +200,7 @@ def test_readers_read_a_run_on_a_read_only_location(
             assert [job.arn for job in store.list_jobs()] == [ARN]
             assert len(store.list_turns("t1")) == 40
         assert main(["report", str(ro), "--json"]) == 0
-        assert '"rollouts"' in capsys.readouterr().out
+        assert '"schema":"agent_kit.summary/2"' in capsys.readouterr().out
         cassette = tmp_path / "c.jsonl"
         assert main(["replay", "export", str(ro), "-o", str(cassette)]) == 0
         assert cassette.stat().st_size > 0
