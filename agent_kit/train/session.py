@@ -22,6 +22,10 @@ SIGINT/SIGTERM (as ``agent-kit run``):
 
 ``resume`` continues a run directory: the job driver plays the slots left, and the trainer
 starts from the last saved adapter (steps already trained are not trained again).
+
+Nothing is written and the model is not loaded until the settings, the dataset,
+the holdout and the run directory are checked (:mod:`~agent_kit.train.checks`); the run
+directory's lock is taken first and the driver plays under it (``JobHooks.lock``).
 """
 
 from __future__ import annotations
