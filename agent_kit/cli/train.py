@@ -10,9 +10,10 @@ as the last line of stdout. Ctrl-C as for ``run``: the first stops after the rol
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -40,7 +41,8 @@ from agent_kit.cli.run_options import (
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
 from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.errors import UsageError
+from agent_kit.driver.job import ROLLOUTS_FAILED, JobResult
+from agent_kit.errors import RewardError, UsageError
 from agent_kit.train import TrainConfig, TrainResult, play_train
 from agent_kit.train.config import TRAIN_JOB
 
@@ -122,6 +124,7 @@ def train_cmd(
     if resume is None and (entrypoint is None or dataset is None):
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
     options = locals()
+    _refuse_changes_on_resume(options)
     job = settings_of(JobConfig, options)
     config = settings_of(
         TrainConfig, options, run=settings_of(RunConfig, options, job=job), eval=eval_file
@@ -130,6 +133,50 @@ def train_cmd(
         config.check()
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     _train_and_exit(config, as_json=as_json, mlflow=export_to)
+
+
+#: The flags that apply to a resumed run; every other one defines the run and is refused.
+_APPLY_ON_RESUME: Final = (
+    "resume",
+    "device",
+    "workers",
+    "mlflow",
+    "mlflow_uri",
+    "mlflow_experiment",
+    "as_json",
+)
+#: Flag spellings that are not ``--`` + the parameter's name.
+_FLAGS: Final = {"entrypoint": "ENTRYPOINT", "eval_file": "--eval", "as_json": "--json"}
+
+
+def _flag(name: str) -> str:
+    return _FLAGS.get(name, "--" + name.replace("_", "-"))
+
+
+def _refuse_changes_on_resume(options: dict[str, Any]) -> None:
+    """With ``--resume``, a UsageError naming every given flag that defines the run (the run
+    trains with the settings it recorded), and the flags that do apply."""
+    if options.get("resume") is None:
+        return
+    defaults = {name: p.default for name, p in inspect.signature(train_cmd).parameters.items()}
+    changed = [
+        name
+        for name, default in defaults.items()
+        if name not in _APPLY_ON_RESUME and options.get(name, default) != default
+    ]
+    if changed:
+        applied = ", ".join(_flag(name) for name in _APPLY_ON_RESUME[1:])
+        raise UsageError(
+            f"{', '.join(_flag(name) for name in changed)} cannot change a resumed run (it "
+            f"trains with its recorded settings); with --resume only {applied} apply"
+        )
+
+
+def _check_rollouts(result: JobResult) -> None:
+    """:class:`RewardError` (exit 6) when the training job's rollouts failed as a whole
+    (status ``rollouts_failed``), as for ``agent-kit run``."""
+    if result.status == ROLLOUTS_FAILED:
+        raise RewardError(result.failure or "the job's rollouts failed")
 
 
 def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
@@ -148,6 +195,7 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
     if result.job.status == "interrupted":
         exit_interrupted(result.stopped_by, err)
     result.job.raise_for_status()
+    _check_rollouts(result.job)
 
 
 def register(app: typer.Typer) -> None:

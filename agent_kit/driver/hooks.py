@@ -6,7 +6,10 @@
 - ``finish`` writes the run's outputs as the job ends (:data:`RunFinisher`: summary.json and
   report.html for :func:`agent_kit.driver.local.run_local`);
 - ``stop`` is the graceful stop: once set, no new rollout starts (see
-  :mod:`agent_kit.driver.stop`).
+  :mod:`agent_kit.driver.stop`);
+- ``lock`` is the run directory's lock when the caller took it already (``agent-kit train``
+  takes it before loading its model): the driver plays under it instead of taking its own, and
+  leaves its release to the caller.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_kit.store import RunStore
+from agent_kit.store.runlock import RunLock
 
 if TYPE_CHECKING:
     from agent_kit.reporting.summary_schema import Summary
@@ -86,3 +90,4 @@ class JobHooks:
     on_step: TrainHook | None = None
     finish: RunFinisher | None = None
     stop: asyncio.Event | None = None
+    lock: RunLock | None = None

@@ -135,6 +135,7 @@ from agent_kit.store.events import (
 )
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import RunFigures
+from agent_kit.store.runlock import RunLock
 
 if TYPE_CHECKING:
     from agent_kit.reporting.summary_schema import Summary
@@ -240,8 +241,10 @@ async def run_job(
     signature is 403); ``config.lenient_auth`` checks only the shape of credentials instead.
     """
     started = time.monotonic()
-    run = _open(config)
-    job = _Job(config, hooks or JobHooks(), invoker, policy, run, started)
+    hooks = hooks or JobHooks()
+    _refuse_untrained_resume(config, hooks)
+    run = _open(config, hooks.lock)
+    job = _Job(config, hooks, invoker, policy, run, started)
     try:
         return await job.run()
     except BaseException:
@@ -252,9 +255,23 @@ async def run_job(
         raise
 
 
-def _open(config: RunConfig) -> OpenedRun:
+def _refuse_untrained_resume(config: RunConfig, hooks: JobHooks) -> None:
+    """A training run (``agent-kit train``'s, see :meth:`RunLayout.is_training`) is resumed
+    only by its trainer (a step hook): played without one, its remaining steps would be
+    sampled but never trained. UsageError naming the command that continues it."""
+    if config.resume is None or hooks.on_step is not None:
+        return
+    layout = RunLayout(Path(config.resume))
+    if layout.is_training():
+        raise UsageError(
+            f"{config.resume} is a training run: continue it with {layout.resume_command()} "
+            "(run --resume would play its remaining steps without training them)"
+        )
+
+
+def _open(config: RunConfig, held: RunLock | None = None) -> OpenedRun:
     """The run directory to play: a new one, or the resumed one with the tunnel settings
-    given now (else the recorded ones)."""
+    given now (else the recorded ones); ``held`` is the run's lock when the caller took it."""
     advertise_url = config.advertise_url
     if advertise_url is not None:
         advertise_url = validate_advertise_url(advertise_url)
@@ -262,11 +279,11 @@ def _open(config: RunConfig) -> OpenedRun:
     if port is not None and not 0 <= port <= 65535:
         raise UsageError(f"emulator port must be 0..65535, got {port}")
     if config.resume is not None:
-        run = open_resume(Path(config.resume), config.entrypoint, config.dataset)
+        run = open_resume(Path(config.resume), config.entrypoint, config.dataset, held)
         run.advertise_url = advertise_url or run.advertise_url
         run.emulator_port = port if port is not None else run.emulator_port
     else:
-        run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out))
+        run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out), held)
         run.advertise_url, run.emulator_port = advertise_url, port
     run.run_dir.mkdir(parents=True, exist_ok=True)
     return run
@@ -296,7 +313,8 @@ class _Job:
         """Serve, play and finalize the opened run."""
         run, outcome = self.run_, self.outcome
         async with contextlib.AsyncExitStack() as stack:
-            stack.callback(run.lock.release)  # the very last thing to go
+            if run.owns_lock:
+                stack.callback(run.lock.release)  # the very last thing to go
             stack.callback(run.store.close)
             trainer_key, s3 = await self._trainer_s3(stack)
             # Bound now, served once _play starts it; on exit it stops, then the policy closes.

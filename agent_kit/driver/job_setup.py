@@ -127,13 +127,20 @@ class OpenedRun:
     emulator_port: int | None
     #: True when this command made the run directory (a new run, not a resume).
     created: bool = False
+    #: False when the caller holds :attr:`lock` (``JobHooks.lock``) and releases it itself.
+    owns_lock: bool = True
 
 
 def open_new(
-    entrypoint: str | None, dataset: str | Path | None, config: JobConfig | None, out_dir: Path
+    entrypoint: str | None,
+    dataset: str | Path | None,
+    config: JobConfig | None,
+    out_dir: Path,
+    held: RunLock | None = None,
 ) -> OpenedRun:
     """A new run ``out_dir/<job name>``: the config validated against the dataset, the run
-    directory locked (RunInUse if another driver holds it), its store created."""
+    directory locked (RunInUse if another driver holds it; ``held`` is its lock when the
+    caller took it already), its store created."""
     if entrypoint is None or dataset is None:
         raise UsageError("an entrypoint and a dataset are required")
     data = load_dataset(dataset)
@@ -142,7 +149,7 @@ def open_new(
     config = replace(config, name=job_name)
     run_dir = out_dir / job_name
     created = not run_dir.exists()
-    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    lock = held or RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
     try:
         existed = (run_dir / RUN_FILE).exists()
         store = RunStore.open(run_dir)
@@ -152,10 +159,22 @@ def open_new(
         # A store with no job is what a driver killed before it recorded its job leaves: there
         # is nothing to resume, so the new run takes it over (we hold the lock).
     except BaseException:
-        lock.release()
+        if held is None:
+            lock.release()
         raise
     return OpenedRun(
-        run_dir, lock, store, config, data, job_name, entrypoint, dataset, None, None, created
+        run_dir,
+        lock,
+        store,
+        config,
+        data,
+        job_name,
+        entrypoint,
+        dataset,
+        None,
+        None,
+        created,
+        owns_lock=held is None,
     )
 
 
@@ -168,18 +187,28 @@ def _check_before_resuming(run_dir: Path) -> None:
         raise type(exc)(f"{exc.message}; nothing was changed, the run was not resumed") from None
 
 
-def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | None) -> OpenedRun:
-    """An existing run to continue: locked, its store opened, settings read from its job
-    (entrypoint and dataset may be overridden); UsageError for a failed job, a missing record
-    or a dataset that changed."""
+def open_resume(
+    run_dir: Path,
+    entrypoint: str | None,
+    dataset: str | Path | None,
+    held: RunLock | None = None,
+) -> OpenedRun:
+    """An existing run to continue: locked (``held``: the lock the caller took already), its
+    store opened, settings read from its job (entrypoint and dataset may be overridden);
+    UsageError for a failed job, a missing record or a dataset that changed."""
     if not (run_dir / RUN_FILE).is_file():
         raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
-    lock = RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+    lock = held or RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
+
+    def let_go() -> None:
+        if held is None:
+            lock.release()
+
     try:
         _check_before_resuming(run_dir)
         store = RunStore.open(run_dir)
     except BaseException:
-        lock.release()
+        let_go()
         raise
     try:
         jobs = store.list_jobs()
@@ -201,7 +230,7 @@ def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | Non
             raise UsageError(f"dataset {dataset} changed since the run started; cannot resume")
     except BaseException:
         store.close()
-        lock.release()
+        let_go()
         raise
     advertise = recorded.get("advertise_url")
     port = recorded.get("emulator_port")
@@ -216,6 +245,7 @@ def open_resume(run_dir: Path, entrypoint: str | None, dataset: str | Path | Non
         dataset,
         validate_advertise_url(str(advertise)) if advertise else None,
         int(port) if port is not None else None,
+        owns_lock=held is None,
     )
 
 

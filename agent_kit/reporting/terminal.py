@@ -25,6 +25,7 @@ from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store.events import LIMIT_REASON
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
@@ -322,7 +323,7 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
         step("audit the reward function:", f"{program} doctor reward {where}")
     status = summary.job.status
     if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
-        step("play the remaining slots:", f"{program} run --resume {where}")
+        step("play the remaining slots:", RunLayout(run_dir).resume_command(program))
     return lines
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent_kit.errors import RunStoreError, UsageError
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.schema import SCHEMA_VERSION, check_version, migrate, user_version
 from agent_kit.store.store_file import (
     WRITE_FAILURE_CODES,
@@ -223,7 +224,7 @@ class StoreConnection:
                 raise
             error = RunStoreError(
                 f"cannot write run store {self.path}: {exc} (what it holds is kept; make room "
-                f"and continue with agent-kit run --resume {Path(self.path).parent})"
+                f"and continue with {RunLayout(Path(self.path).parent).resume_command()})"
             )
             if self.write_failure is None:
                 self.write_failure = error

@@ -110,3 +110,14 @@ class RunLayout:
     def trainer(self) -> Path:
         """``trainer/``."""
         return self.root / TRAINER_DIR
+
+    def is_training(self) -> bool:
+        """Whether this is an ``agent-kit train`` run (it holds ``train_config.json``): only
+        ``agent-kit train --resume`` continues it, training the steps left."""
+        return self.train_config.is_file()
+
+    def resume_command(self, program: str = "agent-kit") -> str:
+        """The command that continues this run: ``train --resume`` for a training run, else
+        ``run --resume``."""
+        command = "train" if self.is_training() else "run"
+        return f"{program} {command} --resume {self.root}"

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.emulator.policies.hf_model import TRAIN_HINT, LoadedModel
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store.layout import ADAPTERS_DIR, RunLayout
+from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
 
@@ -111,7 +112,7 @@ class GRPOSession:
         model = loaded.model
         peft_config = None
         if resume_from is not None:
-            model = peft.PeftModel.from_pretrained(model, str(resume_from), is_trainable=True)
+            model = _load_adapter(peft, model, resume_from)
         else:
             peft_config = peft.LoraConfig(
                 r=config.lora_r,
@@ -200,15 +201,19 @@ class GRPOSession:
             if isinstance(logs.get(key), int | float)
         }
         folder = adapter_dir(self.run_dir, self._step)
-        self.trainer.model.save_pretrained(str(folder))
+        save_adapter(self.trainer.model, folder, self.run_dir)  # RunStoreError: not written
         self._updates.put(StepUpdate(self._step, metrics, folder))
         self._step += 1
 
     def train_step(self, batch: StepBatch) -> StepUpdate:
         """Hand one step's samples to the trainer and wait for its update (blocking: call it
-        off the event loop). Raises :class:`AgentKitError` if the trainer failed."""
+        off the event loop). Raises :class:`AgentKitError` if the trainer failed, the
+        :class:`~agent_kit.errors.RunStoreError` of an adapter that could not be saved as it
+        is (the run stops resumably)."""
         self._batches.put(batch)
         update = self._updates.get()
+        if isinstance(update, RunStoreError):
+            raise update
         if isinstance(update, BaseException):
             raise AgentKitError(
                 f"the trainer failed: {type(update).__name__}: {update}"
@@ -220,6 +225,19 @@ class GRPOSession:
         self._batches.put(None)
         if self._thread.is_alive():
             self._thread.join()
+
+
+def _load_adapter(peft: Any, model: Any, folder: Path) -> Any:
+    """``model`` with the saved adapter of ``folder``, trainable; one PEFT cannot load is a
+    RunStoreError naming the folder (one line, not PEFT's traceback)."""
+    try:
+        return peft.PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+    except Exception as exc:  # noqa: BLE001 - PEFT, safetensors and torch raise many types
+        why = (str(exc).strip().splitlines() or [""])[0]
+        raise RunStoreError(
+            f"adapter {folder} cannot be loaded ({type(exc).__name__}: {why}); the run cannot "
+            "be resumed from it"
+        ) from None
 
 
 def agent_kit_advantage(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:

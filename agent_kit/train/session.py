@@ -22,6 +22,10 @@ SIGINT/SIGTERM (as ``agent-kit run``):
 
 ``resume`` continues a run directory: the job driver plays the slots left, and the trainer
 starts from the last saved adapter (steps already trained are not trained again).
+
+Nothing is written and the model is not loaded until the settings, the dataset,
+the holdout and the run directory are checked (:mod:`~agent_kit.train.checks`); the run
+directory's lock is taken first and the driver plays under it (``JobHooks.lock``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.config import RunConfig, default_job_name
-from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.hooks import JobHooks, StepBoundary
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.job_setup import step_prompts
@@ -43,10 +46,17 @@ from agent_kit.driver.local import run_local
 from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
 from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
-from agent_kit.errors import UsageError
 from agent_kit.store import RunStore
 from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
+from agent_kit.store.runlock import RunLock
+from agent_kit.train.checks import (
+    check_adapter,
+    check_inputs,
+    claim,
+    drop_unstarted,
+    recorded_config,
+)
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
@@ -79,12 +89,10 @@ def _settle(config: TrainConfig) -> tuple[TrainConfig, Path]:
     """The settings to train with and the run directory (a resume reads its recorded ones)."""
     resume = config.run.resume
     if resume is not None:
-        path = RunLayout(resume).train_config
-        if not path.is_file():
-            raise UsageError(f"nothing to resume: no {TRAIN_CONFIG_FILE} in {resume}")
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        settled = TrainConfig.from_dict(recorded, resume=resume, workers=config.run.workers)
-        return replace(settled, device=config.device).check(), resume
+        settled = recorded_config(
+            resume, device=config.device, resume=resume, workers=config.run.workers
+        )
+        return settled, resume
     config = config.check()
     name = config.job.name or default_job_name(config.run.entrypoint or "agent")
     return config.with_job(name=name), config.run.out / name
@@ -160,18 +168,37 @@ class _Steps:
 async def train(
     config: TrainConfig, stop: asyncio.Event | None = None, echo: Echo = print
 ) -> TrainResult:
-    """Run (or resume) one training run; see the module docstring."""
+    """Run (or resume) one training run; see the module docstring. Its settings, dataset,
+    holdout and run directory (the store and the last adapter of a resume) are checked before
+    anything is written and before the model loads; the run directory's lock is taken first and
+    held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
     config, run_dir = _settle(config)
+    data = check_inputs(config)
+    lock, created = claim(run_dir, resume=config.run.resume is not None)
+    try:
+        return await _train_locked(config, run_dir, len(data), lock, stop, echo)
+    except BaseException:
+        if created:
+            drop_unstarted(run_dir)
+        raise
+    finally:
+        lock.release()
+
+
+async def _train_locked(
+    config: TrainConfig,
+    run_dir: Path,
+    n_prompts: int,
+    lock: RunLock,
+    stop: asyncio.Event | None,
+    echo: Echo,
+) -> TrainResult:
+    """The training run, its inputs checked and its run directory locked (``lock``)."""
     job = config.job
-    dataset = config.run.dataset
-    if dataset is None:
-        raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
-    data = load_dataset(dataset)
-    batch = job.batch_size or 1
-    if batch > len(data):
-        raise UsageError(f"--batch-size {batch} is more than the dataset's {len(data)} prompts")
     spec = parse_model_spec(config.model)
     resumed = last_adapter(run_dir) if config.run.resume is not None else None
+    if resumed is not None:
+        check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
     session = GRPOSession(
@@ -184,8 +211,7 @@ async def train(
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
     backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
-    if config.run.resume is None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+    if config.run.resume is None:  # its directory exists: claim() made it
         text = json.dumps(config.to_dict(), indent=2)
         RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
     evals: dict[str, Any] = {}
@@ -195,10 +221,9 @@ async def train(
             with session.model.disable_adapter():
                 evals["base"] = await run_eval(config, backend, run_dir, "base")
         session.start()
-        hook = _Steps(config, session, backend, len(data), first_step, echo)
-        result = await run_local(
-            _run_config(config, backend.name), JobHooks(on_step=hook, stop=stop), policy=backend
-        )
+        hook = _Steps(config, session, backend, n_prompts, first_step, echo)
+        hooks = JobHooks(on_step=hook, stop=stop, lock=lock)
+        result = await run_local(_run_config(config, backend.name), hooks, policy=backend)
         backend.recorder = None
         if config.eval is not None and result.status == "completed":
             echo("evaluating the trained adapter on the holdout")

@@ -2,6 +2,7 @@
 
 The reward is the fraction of the characters of the final answer that are digits, so even a
 tiny random model's rollouts differ in reward (groups have variance, advantages are non-zero).
+A task with ``"explode": true`` makes the reward function raise (the rollout gets the floor).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ class Count(Environment):
     def reset(self, task: dict[str, Any]) -> str:
         """The first user message."""
         self.target = int(task["target"])
+        self.explode = bool(task.get("explode"))
         return f"Say the number {self.target}."
 
     @tool
@@ -31,7 +33,8 @@ class Count(Environment):
 
 def reward(env: Count, episode: Episode) -> Reward:
     """The share of digits in the final answer."""
-    del env
+    if env.explode:
+        raise ValueError("this task's reward fails on purpose")
     text = episode.final_text or ""
     digits = sum(ch.isdigit() for ch in text)
     return Reward.weighted(outcome=(digits / len(text) if text else 0.0, 1.0))

@@ -30,6 +30,7 @@ from agent_kit.reporting.summary import (
 )
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store import Rollout
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.rows import JobRow
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -181,6 +182,15 @@ def test_interrupted_names_resume(tmp_path: Path) -> None:
     text = _render(_interrupted(), tmp_path)
     assert "2 / 8 rewarded · 0 failed (no reward) · 6 pending" in text
     assert "    agent-kit run --resume RUN_DIR" in text.splitlines()
+
+
+def test_interrupted_training_run_names_train_resume(tmp_path: Path) -> None:
+    """The next block of an interrupted training run (its directory holds train_config.json)
+    resumes it with ``agent-kit train --resume``, which trains the steps left."""
+    RunLayout(tmp_path).train_config.write_text("{}", encoding="utf-8")
+    lines = _render(_interrupted(), tmp_path).splitlines()
+    assert "    agent-kit train --resume RUN_DIR" in lines
+    assert not any("run --resume" in line for line in lines)
 
 
 def test_next_fits_a_row_that_failed_the_job(tmp_path: Path) -> None:

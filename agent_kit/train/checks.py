@@ -1,0 +1,244 @@
+"""What ``agent-kit train`` checks before it writes anything or loads its model (20–30 s), and
+how it holds and keeps its run directory.
+
+- :func:`read_recorded` reads a run's ``train_config.json`` back for ``--resume``: a file that
+  is not a JSON object of settings of the right types is a
+  :class:`~agent_kit.errors.RunStoreError` naming it (exit 14), never a traceback.
+- :func:`check_inputs` loads the dataset and the holdout (``--eval``), so a file that cannot be
+  read is refused (UsageError) before anything is written.
+- :func:`claim` takes the run directory's lock (:class:`~agent_kit.store.runlock.RunLock`;
+  :class:`~agent_kit.errors.RunInUse` while another process plays the run) before the model
+  loads and before anything else is written: a new run refuses a directory that holds a run, a
+  resume checks the store (and the caller the last adapter: :func:`check_adapter`). A refusal
+  leaves the directory as it was; :func:`drop_unstarted` removes a new run's directory when the
+  run ends before its job was recorded.
+- :func:`save_adapter` saves an adapter whole or not at all (a folder beside it, renamed into
+  place); one that cannot be written (disk full, file size limit) is a ``RunStoreError``: the run
+  stops resumably, as it does when its store cannot be written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import MISSING, asdict, fields, replace
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.driver.dataset import Dataset, load_dataset
+from agent_kit.errors import RunStoreError, UsageError
+from agent_kit.store import RUN_FILE, RunStore
+from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
+from agent_kit.store.run_store import verify
+from agent_kit.store.runlock import RunLock
+from agent_kit.train.config import TRAIN_JOB, TrainConfig
+
+__all__ = [
+    "ADAPTER_CONFIG",
+    "ADAPTER_WEIGHTS",
+    "check_adapter",
+    "check_inputs",
+    "claim",
+    "drop_unstarted",
+    "read_recorded",
+    "recorded_config",
+    "save_adapter",
+]
+
+#: The files PEFT writes into an adapter folder.
+ADAPTER_CONFIG: Final = "adapter_config.json"
+ADAPTER_WEIGHTS: Final = "adapter_model.safetensors"
+#: The suffix of an adapter folder being written (never taken for a saved adapter).
+_PARTIAL: Final = ".partial"
+
+
+def _damaged(path: Path, why: str) -> RunStoreError:
+    return RunStoreError(f"{path} is damaged: {why}; the run cannot be resumed from it")
+
+
+def read_recorded(run_dir: Path) -> dict[str, Any]:
+    """The settings a training run recorded (``train_config.json``): UsageError when there is
+    none (nothing to resume), RunStoreError naming the file when it cannot be read back."""
+    path = RunLayout(run_dir).train_config
+    if not path.is_file():
+        raise UsageError(f"nothing to resume: no {TRAIN_CONFIG_FILE} in {run_dir}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise _damaged(path, "not UTF-8 text") from None
+    except ValueError as exc:
+        raise _damaged(path, f"not JSON ({exc})") from None
+    except OSError as exc:
+        raise RunStoreError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise _damaged(path, "not a JSON object")
+    why = _wrong_setting(data)
+    if why is not None:
+        raise _damaged(path, why)
+    return data
+
+
+def recorded_config(run_dir: Path, *, device: str, **run_changes: Any) -> TrainConfig:
+    """:func:`read_recorded` as a checked :class:`TrainConfig` to resume on ``device``, with
+    ``run_changes`` applied to its run; a setting it cannot take is a RunStoreError naming the
+    file, one out of range the UsageError of :meth:`TrainConfig.check`."""
+    data = read_recorded(run_dir)
+    try:
+        return replace(TrainConfig.from_dict(data, **run_changes), device=device).check()
+    except (TypeError, ValueError) as exc:
+        raise _damaged(RunLayout(run_dir).train_config, str(exc)) from None
+
+
+def _defaults() -> dict[str, Any]:
+    """The default of every setting a training run records (None where any type goes)."""
+    own = {f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING}
+    return {**asdict(TRAIN_JOB), **own}
+
+
+def _wrong_setting(data: dict[str, Any]) -> str | None:
+    """Why ``data`` is not a record of settings (a missing entrypoint or dataset, a value of
+    the wrong type), or None."""
+    for key in ("entrypoint", "dataset"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            return f"it records no {key}"
+    for key, default in _defaults().items():
+        value = data.get(key)
+        if value is None or default is None:
+            continue
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            ok = isinstance(value, type(default))
+        else:
+            kinds = (int, float) if isinstance(default, float) else (int,)
+            ok = isinstance(value, kinds) and not isinstance(value, bool)
+        if not ok:
+            return f"{key} is {value!r}, not {type(default).__name__}"
+    return None
+
+
+def check_inputs(config: TrainConfig) -> Dataset:
+    """The training dataset, loaded, with the holdout (``--eval``) read too: UsageError naming
+    the file that cannot be read, or a ``--batch-size`` larger than the dataset."""
+    dataset = config.run.dataset
+    if dataset is None:
+        raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
+    data = load_dataset(dataset)
+    batch = config.job.batch_size or 1
+    if batch > len(data):
+        raise UsageError(f"--batch-size {batch} is more than the dataset's {len(data)} prompts")
+    if config.eval is not None:
+        try:
+            load_dataset(config.eval)
+        except UsageError as exc:
+            raise UsageError(f"--eval: {exc.message}") from None
+    return data
+
+
+def _refuse_taken(run_dir: Path) -> None:
+    """UsageError when ``run_dir`` holds a run (a store with a job); a directory a run left
+    before it recorded its job is taken over."""
+    if not (run_dir / RUN_FILE).is_file():
+        return
+    with RunStore.open(run_dir, readonly=True) as store:
+        taken = bool(store.list_jobs())
+    if taken:
+        raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
+
+
+def _check_resumable(run_dir: Path) -> None:
+    """The store is there and readable (the caller checks the last adapter: it knows which)."""
+    if not (run_dir / RUN_FILE).is_file():
+        raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
+    verify(run_dir)
+
+
+def claim(run_dir: Path, *, resume: bool) -> tuple[RunLock, bool]:
+    """Lock ``run_dir`` for a training run and check it (see the module docstring); returns
+    the held lock and whether this call created the directory. RunInUse while another process
+    holds it; a refusal releases the lock and removes a directory this call created."""
+    if not resume:
+        _refuse_taken(run_dir)  # before anything is written, the lock file included
+    created = not run_dir.exists()
+    lock = RunLock.acquire(run_dir)
+    try:
+        if resume:
+            _check_resumable(run_dir)
+        else:
+            _refuse_taken(run_dir)  # again, now that no other process can start it
+    except BaseException:
+        lock.release()
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return lock, created
+
+
+def drop_unstarted(run_dir: Path) -> None:
+    """Remove a new run's directory when its job was never recorded (the run failed or was
+    stopped before it started playing): a new run that did not start leaves nothing."""
+    if not (run_dir / RUN_FILE).exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def check_adapter(folder: Path) -> None:
+    """RunStoreError naming ``folder`` when its adapter cannot be loaded: a config that is
+    not a JSON object, a weights file missing or cut short."""
+    config = folder / ADAPTER_CONFIG
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _damaged(folder, f"{ADAPTER_CONFIG} cannot be read ({exc})") from None
+    if not isinstance(data, dict):
+        raise _damaged(folder, f"{ADAPTER_CONFIG} is not a JSON object")
+    weights = folder / ADAPTER_WEIGHTS
+    if not weights.is_file():
+        raise _damaged(folder, f"no {ADAPTER_WEIGHTS}")
+    why = _safetensors_damage(weights)
+    if why is not None:
+        raise _damaged(folder, f"{ADAPTER_WEIGHTS} {why}")
+
+
+def _safetensors_damage(path: Path) -> str | None:
+    """Why a safetensors file is not whole (its header unreadable, or the file shorter than the
+    tensors its header lists), or None. Reads only the header."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as file:
+            length = int.from_bytes(file.read(8), "little")
+            if size < 8 + length:
+                return f"is cut short ({size} bytes, its header alone is {8 + length})"
+            header = json.loads(file.read(length))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return f"has no readable header ({exc})"
+    need = 8 + length + max(ends, default=0)
+    return f"is cut short ({size} of {need} bytes)" if size < need else None
+
+
+def _write_errors() -> tuple[type[BaseException], ...]:
+    """What a save that could not write raises: OSError, and safetensors' own error (its
+    writer reports a full disk as a SafetensorError)."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - installed with the train extra
+        return (OSError,)
+    return (OSError, SafetensorError)
+
+
+def save_adapter(model: Any, folder: Path, run_dir: Path) -> None:
+    """Save ``model``'s adapter (PEFT format) as ``folder``, whole or not at all; RunStoreError
+    when it cannot be written (the adapters saved before are kept, the run resumable)."""
+    partial = folder.with_name(folder.name + _PARTIAL)
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        model.save_pretrained(str(partial))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(partial, folder)
+    except _write_errors() as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise RunStoreError(
+            f"cannot save adapter {folder}: {why} (the steps trained before are kept; make room "
+            f"and continue with {RunLayout(run_dir).resume_command()})"
+        ) from None
