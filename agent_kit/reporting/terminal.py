@@ -333,6 +333,10 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
             step(f"{what}, in the report it writes:", f"{program} report {where} --html")
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"{program} doctor reward {where}")
+        step(
+            "plan a real job's shape, cost and time (the projection above keeps this run's):",
+            f"{program} job plan {where}",
+        )
     status = summary.job.status
     if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
         step("play the remaining slots:", f"{program} run --resume {where}")

@@ -191,6 +191,20 @@ def test_lowest_rollout_points_at_its_transcript(tmp_path: Path) -> None:
     assert "    agent-kit report RUN_DIR --html" in _render(_healthy(), run_dir).splitlines()
 
 
+def test_projection_says_what_job_it_prices(tmp_path: Path) -> None:
+    """The projection names the job it prices (100 steps of the run's own shape) and "next"
+    names ``agent-kit job plan`` for a real job's shape, so the two figures are not read as
+    one."""
+    text = " ".join(_render(_healthy(), tmp_path).split())
+    assert (
+        "projection: 100 steps of this run's shape (2 prompts × 4 rollouts a step, "
+        "800 rollouts)" in text
+    )
+    lines = _render(_healthy(), tmp_path).splitlines()
+    index = lines.index("    agent-kit job plan RUN_DIR")
+    assert "a real job's shape" in lines[index - 1]
+
+
 def test_header_says_whether_it_trained(tmp_path: Path) -> None:
     """An ``agent-kit run`` header says its steps were rollouts and nothing trained; a run
     directory of ``agent-kit train`` (train_config.json) says training; an evaluation job says
