@@ -86,11 +86,10 @@ def emulate(
 
     from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
-    from agent_kit.store import RunStore
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
     backend = load_policy(policy)
-    run_store = RunStore.open(run)
+    run_store = _open_store(run)
     emu = Emulator(
         run_store,
         backend,
@@ -111,6 +110,20 @@ def emulate(
     _print_banner(emu, keys, job_arn, url, policy, run_store.path)
     _serve(app, sock, emu, run_store)
     typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+def _open_store(run: Path) -> RunStore:
+    """The emulator's run store at ``--store``; a place that cannot hold one (a regular file
+    that is no store, a location where nothing can be created) is a usage error naming it."""
+    from agent_kit.store import RunStore, resolve_path
+
+    try:
+        return RunStore.open(run)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot open the run store {run} ({resolve_path(run)}): "
+            f"{exc.strerror or exc}; --store takes a run directory or a .sqlite file"
+        ) from None
 
 
 def _bind(host: str, port: int, run_store: RunStore) -> socket.socket:

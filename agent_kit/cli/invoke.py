@@ -1,5 +1,9 @@
 """``agent-kit invoke``: one rollout, and its turn-by-turn transcript (the debugging view).
 
+The view: every turn's new messages and the policy's reply, then the last turn's tool results
+(from the agent's answer: no request carries them), the rollout's state, its reward and its
+breakdown (once, as a table, rounded), and the rest of the agent's answer on one line.
+
 The transcript is read back from the run store; the command then exits 7 if the rollout was not
 reported and 6 if the agent's answer names an environment or reward-function failure (see
 :func:`_outcome_error`).
@@ -15,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from agent_kit.contract import TrajectoryState
@@ -28,8 +33,10 @@ from agent_kit.errors import (
     RewardError,
     UsageError,
 )
+from agent_kit.reporting.transcripts import NOT_RECORDED, fmt, last_tool_results
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, TurnRow
+from agent_kit.store.records import breakdown_of
 
 __all__ = ["register"]
 
@@ -85,6 +92,70 @@ def _print_transcript(console: Console, turns: list[TurnRow]) -> None:
         reply = choices[0].get("message", {}) if isinstance(choices[0], dict) else {}
         console.print(Text("  policy →", style="bold green"))
         _print_message(console, {"role": "assistant", **reply})
+
+
+#: Keys of the agent's answer that the view shows in their own lines (the reward, its
+#: breakdown table, the last tool result), so the answer's line leaves them out.
+_SHOWN_APART = frozenset({"reward", "reward_breakdown", "tool_log", "trajectory_id"})
+
+
+def _print_last_results(console: Console, turns: list[TurnRow], body: Any) -> None:
+    """The results of the last turn's tool calls: no request follows them, so they come from
+    the agent's answer (its ``tool_log``); a line says so when the answer keeps none."""
+    if not turns:
+        return
+    choices = turns[-1].response.get("choices") or [{}]
+    reply = choices[0].get("message", {}) if isinstance(choices[0], dict) else {}
+    calls = reply.get("tool_calls") if isinstance(reply, dict) else None
+    pending = len(calls) if isinstance(calls, list) else 0
+    results = last_tool_results(body if isinstance(body, dict) else None, turns[-1].idx, pending)
+    if results is None:
+        if pending:
+            console.print(Text(f"  {NOT_RECORDED} (the agent's answer has no tool_log)", "dim"))
+        return
+    for result in results:
+        label = f"  tool result ← {result.name}" + (f"({result.input})" if result.input else "")
+        status = f" [{result.status}]" if result.status not in ("", "success") else ""
+        console.print(Text(f"{label}{status}: ", style="bold yellow") + Text(result.output))
+
+
+def _print_breakdown(console: Console, body: Any) -> None:
+    """The reward breakdown once, as a table rounded to 4 significant digits."""
+    parts = breakdown_of(body if isinstance(body, dict) else None)
+    if not parts:
+        return
+    table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
+    table.add_column("  component", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    for name in ("value", "weight", "contribution"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for name, part in parts.items():
+        table.add_row(
+            f"  {name}",
+            str(part.get("kind", "")),
+            *(fmt(part.get(key)) for key in ("value", "weight", "contribution")),
+        )
+    console.print(Text("reward breakdown:", style="bold"))
+    console.print(table)
+
+
+def _answer_line(body: Any) -> str:
+    """The agent's answer without what the view shows apart: ``key value`` pairs, numbers
+    rounded, at most 2,000 characters."""
+    if not isinstance(body, dict):
+        return json.dumps(body, default=str)[:2000]
+    shown = []
+    for key, value in body.items():
+        if key in _SHOWN_APART:
+            continue
+        if isinstance(value, float):
+            text = fmt(value, 6)
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value, default=str)
+        else:
+            text = fmt(value)
+        shown.append(f"{key} {text}")
+    return " · ".join(shown)[:2000]
 
 
 def _outcome_json(outcome: InvokeOutcome, turns: list[TurnRow]) -> dict[str, Any]:
@@ -217,17 +288,17 @@ def _print_outcome(
     console.print(Text(f"rollout {outcome.trajectory_id}", style="bold underline"))
     _print_transcript(console, turns)
     result = outcome.result
+    body = result.body if result is not None else None
+    _print_last_results(console, turns, body)
     console.print(Text(f"state: {outcome.state}", style="bold"))
     if outcome.reason:
         console.print(Text(f"reason: {outcome.reason}", style="red"))
-    console.print(Text(f"reward (UpdateReward): {outcome.reward}", style="bold"))
+    console.print(Text(f"reward (UpdateReward): {fmt(outcome.reward, 6)}", style="bold"))
     if result is not None:
-        body = result.body
-        if isinstance(body, dict) and "reward_breakdown" in body:
-            console.print(Text(f"reward breakdown: {json.dumps(body['reward_breakdown'])}"))
+        _print_breakdown(console, body)
         console.print(
             Text(f"agent answered ({result.status}): ", style="dim")
-            + Text(json.dumps(body, default=str)[:2000] if body is not None else str(result.error))
+            + Text(_answer_line(body) if body is not None else str(result.error))
         )
     if kept:
         console.print(Text(f"run store: {outcome.store_path}", style="dim"))

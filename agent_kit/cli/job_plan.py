@@ -7,6 +7,8 @@ the dataset, and prints the plan as Rich tables or (``--json``) one JSON documen
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +17,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.program import program
 from agent_kit.deploy import jobs
+from agent_kit.deploy.jobs import TRAINING_HYPERPARAMETERS
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.errors import UsageError
 from agent_kit.reporting.plan import (
@@ -29,8 +33,8 @@ from agent_kit.reporting.plan import (
     plan_job,
 )
 from agent_kit.reporting.pricing import default_pricing, load_pricing
-from agent_kit.reporting.summary import resolve_job
-from agent_kit.reporting.summary_schema import flat_config
+from agent_kit.reporting.summary import SUMMARY_FILE, resolve_job
+from agent_kit.reporting.summary_schema import Projection, flat_config, read_summary
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, load_rollouts, resolve_path
 
@@ -46,6 +50,11 @@ def _dataset_rows(
     if rows is not None:
         return rows, "--dataset-rows"
     if dataset is not None:
+        if dataset.exists() and not dataset.is_file():
+            raise UsageError(
+                f"--dataset {dataset} is not a regular file (a dataset is a .jsonl, .json, "
+                ".csv or .parquet file)"
+            )
         return len(load_dataset(dataset)), str(dataset)
     recorded = config.get("dataset")
     if isinstance(recorded, str) and Path(recorded).is_file():
@@ -72,23 +81,58 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _shape_table(plan: JobPlan) -> Table:
+def _hyper_rows(table: Table, doc: dict[str, Any], ran: RanShape) -> None:
+    """The hyperparameters given with -H, apart from the service's defaults, and the shape the
+    recorded run played beside them."""
+    hyper, defaulted = doc["hyperparameters"], set(doc["defaulted"])
+    given = ", ".join(f"{k}={v}" for k, v in hyper.items() if k not in defaulted)
+    table.add_row("given (-H)", given or "none")
+    table.add_row(
+        "service defaults",
+        "(not given with -H): " + ", ".join(f"{k}={hyper[k]}" for k in doc["defaulted"])
+        if defaulted
+        else "none: every shape hyperparameter was given",
+    )
+    if ran.prompts is not None and ran.group_size is not None:
+        table.add_row(
+            "vs the run",
+            f"the recorded run played {ran.prompts} prompts × {ran.group_size} a step; the "
+            f"job plays {hyper['global_batch_size']} × {hyper['group_size']}",
+        )
+
+
+def _steps_text(shape: dict[str, Any], hyper: dict[str, Any]) -> str:
+    """How many steps, which limit ends them, and how often a row is played (a batch larger
+    than the dataset repeats rows within one epoch)."""
+    limit = shape["ends_by"]
+    text = f"{shape['steps']:,} (ended by {limit}={hyper[limit]}"
+    if shape["steps_per_epoch"] is not None:
+        text += f"; an epoch is {plural(shape['steps_per_epoch'], 'step')}"
+    text += ")"
+    if shape["epochs"] is not None:
+        text += (
+            f"; {shape['steps'] * shape['prompts_per_step']:,} prompts from "
+            f"{plural(shape['dataset_rows'], 'row')}: each row ≈ {shape['epochs']:.3g} "
+            f"time{'' if shape['epochs'] == 1 else 's'}"
+        )
+    return text
+
+
+def _shape_table(plan: JobPlan, ran: RanShape) -> Table:
     doc = plan.document()
     shape, recorded = doc["shape"], doc["source"]["recorded"]
     table = Table(title="planned job", show_header=False, title_justify="left")
     table.add_column("item", style="bold")
     table.add_column("value")
-    hyper = ", ".join(f"{k}={v}" for k, v in doc["hyperparameters"].items())
+    _hyper_rows(table, doc, ran)
     rows = shape["dataset_rows"]
-    table.add_row("hyperparameters", hyper)
     table.add_row(
         "dataset",
         "unknown"
         if rows is None
         else f"{plural(rows, 'row')}, {plural(shape['steps_per_epoch'], 'step')} an epoch",
     )
-    epochs = "" if shape["epochs"] is None else f", {shape['epochs']:.2f} epochs"
-    table.add_row("steps", f"{shape['steps']:,} (ended by {shape['ends_by']}{epochs})")
+    table.add_row("steps", _steps_text(shape, doc["hyperparameters"]))
     table.add_row(
         "rollouts",
         f"{shape['rollouts']:,} = {shape['steps']} × {shape['prompts_per_step']} prompts × "
@@ -140,14 +184,89 @@ def _clock_table(plan: JobPlan) -> Table:
     return table
 
 
-def _print_plan(plan: JobPlan) -> None:
+@dataclass(frozen=True)
+class RanShape:
+    """What the recorded run played: prompts a step, rollouts a prompt, and the run summary's
+    own projection (None where the run does not say)."""
+
+    prompts: int | None
+    group_size: int | None
+    projection: Projection | None
+
+
+def _ran_shape(run_dir: Path, config: dict[str, Any]) -> RanShape:
+    summary = read_summary(run_dir / SUMMARY_FILE)
+    prompts, group = config.get("batch_size"), config.get("group_size")
+    return RanShape(
+        prompts=prompts if isinstance(prompts, int) else None,
+        group_size=group if isinstance(group, int) else None,
+        projection=summary.projection if summary is not None else None,
+    )
+
+
+def _compared(plan: JobPlan, ran: RanShape) -> Text | None:
+    """Why the run summary's projection and this plan differ: each prices its own job."""
+    projection = ran.projection
+    if projection is None:
+        return None
+    shape, cost = plan.shape, plan.cost
+    return Text(
+        f"the run summary's projection priced another job: {projection.steps} steps of the "
+        f"run's own shape ({projection.batch_size} prompts × {projection.group_size}), "
+        f"{projection.slots:,} rollouts ≈ {projection.cost.total:,.2f} "
+        f"{projection.cost.currency}; this plan is {plural(shape.steps, 'step')} of "
+        f"{shape.global_batch_size} × {shape.group_size}, "
+        f"{shape.steps * shape.rollouts_per_step:,} rollouts ≈ {cost['total'].p50:,.2f} "
+        f"{cost['currency']} (p50), at the same recorded tokens per rollout",
+        style="dim",
+    )
+
+
+def _next_lines(plan: JobPlan, ran: RanShape, run_dir: Path) -> list[Text]:
+    """The commands to run next: plan the shape the run played (when it is a job's shape and
+    differs), then submit the job with the hyperparameters planned here."""
+    lines = [Text("next", style="bold")]
+    shape = plan.shape
+    closer = []  # -H values that bring the plan to the run's shape, where a job can take them
+    if ran.group_size is not None and ran.group_size != shape.group_size:
+        closer.append(f"-H group_size={ran.group_size}")
+    batches = TRAINING_HYPERPARAMETERS["global_batch_size"].choices
+    if str(ran.prompts) in batches and ran.prompts != shape.global_batch_size:
+        closer.append(f"-H global_batch_size={ran.prompts}")
+    if closer:
+        lines.append(Text("  plan the shape the run played:", style="dim"))
+        command = f"{program()} job plan {shlex.quote(str(run_dir))} {' '.join(closer)}"
+        lines.append(_command(command))
+    given = [f"-H {k}={v}" for k, v in plan.hyperparameters.items() if k not in set(plan.defaulted)]
+    submit = "  submit the job (after agent-kit deploy and uploading the dataset):"
+    lines.append(Text(submit, style="dim"))
+    lines.append(
+        _command(
+            f"{program()} job submit --runtime-arn ARN --train s3://BUCKET/train.jsonl "
+            "--model MODEL --role-arn ROLE_ARN --output s3://BUCKET/out " + " ".join(given)
+        )
+    )
+    return lines
+
+
+def _command(text: str) -> Text:
+    """A command, indented and never wrapped or cut, so it can be copied whole."""
+    return Text(f"    {text.rstrip()}", no_wrap=True, overflow="ignore")
+
+
+def _print_plan(plan: JobPlan, ran: RanShape, run_dir: Path) -> None:
     out = Console(highlight=False, soft_wrap=True)
-    parts: list[Any] = [_shape_table(plan), _money_table(plan), _clock_table(plan)]
+    parts: list[Any] = [_shape_table(plan, ran), _money_table(plan)]
+    compared = _compared(plan, ran)
+    if compared is not None:
+        parts.append(compared)
+    parts.append(_clock_table(plan))
     for flag in plan.flags:
         style = "bold red" if flag.level == "error" else "yellow"
         parts.append(Text.assemble((f"{flag.level}: ", style), f"{flag.message} [{flag.code}]"))
     verdict = "the plan fits the quotas" if plan.fits else "the plan does NOT fit (errors above)"
     parts.append(Text(verdict, style="bold green" if plan.fits else "bold red"))
+    parts.extend(_next_lines(plan, ran, run_dir))
     out.print(Group(*parts), soft_wrap=False, crop=False)
 
 
@@ -217,8 +336,8 @@ def plan_cmd(
         local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
     )
     if as_json:
-        typer.echo(json.dumps(plan.document()))
+        typer.echo(json.dumps(plan.document(), allow_nan=False))
         return
     for key in unknown:
         Console(stderr=True).print(f"[yellow]warning:[/] hyperparameter {key} is not validated")
-    _print_plan(plan)
+    _print_plan(plan, _ran_shape(run_dir, config), run_dir)

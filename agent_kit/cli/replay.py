@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.errors import RunStoreError
 from agent_kit.replay.cassette import load_recording, write_cassette
 from agent_kit.replay.engine import (
     DEFAULT_IGNORED_FIELDS,
@@ -165,23 +166,33 @@ def replay(
             run_dir, entrypoint, trajectories=trajectory, limit=limit, normalization=norm
         )
     else:
-        report = asyncio.run(
-            replay_run(
-                run_dir,
-                entrypoint=entrypoint,
-                trajectories=trajectory,
-                limit=limit,
-                continue_on_divergence=continue_on_divergence,
-                normalization=norm,
-                fork_at=fork_at,
-                policy=policy,
-                out_dir=out,
-                name=name,
-                concurrency=concurrency,
-                workers=workers,
-                rollout_timeout=timeout,
+        try:
+            report = asyncio.run(
+                replay_run(
+                    run_dir,
+                    entrypoint=entrypoint,
+                    trajectories=trajectory,
+                    limit=limit,
+                    continue_on_divergence=continue_on_divergence,
+                    normalization=norm,
+                    fork_at=fork_at,
+                    policy=policy,
+                    out_dir=out,
+                    name=name,
+                    concurrency=concurrency,
+                    workers=workers,
+                    rollout_timeout=timeout,
+                )
             )
-        )
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            where = Path(str(exc.filename))
+            raise RunStoreError(
+                f"cannot write the replay run under {where.parent}: {exc.strerror} "
+                f"({where.name}); the recorded run is only read: give --out DIR "
+                "somewhere writable"
+            ) from None
     _print(report, as_json=as_json, diffs=diffs)
     report.raise_for_mismatch()
 

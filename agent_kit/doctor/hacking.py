@@ -31,6 +31,8 @@ __all__ = [
 
 #: Correlation magnitude from which a length signal is reported as a warning.
 STRONG_CORRELATION: Final = 0.5
+#: Below this |r| a correlation with length says nothing about the reward.
+WEAK_CORRELATION: Final = 0.3
 
 
 def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -89,16 +91,32 @@ def length_signals(views: Sequence[EpisodeView]) -> list[Finding]:
                 )
             )
         else:
-            findings.append(
-                Finding(
-                    "hacking",
-                    "info",
-                    f"reward vs {measure}: r = {r:+.2f} (outcome terms: {_fmt(r_outcome)})",
-                    "",
-                    evidence,
-                )
-            )
+            title = f"reward vs {measure}: r = {r:+.2f}, {_verdict(measure, r, r_outcome)}"
+            findings.append(Finding("hacking", "info", title, "", evidence))
     return findings
+
+
+def _words(measure: str) -> str:
+    """A measure's name as words (``tool_calls`` → ``tool calls``)."""
+    return measure.replace("_", " ")
+
+
+def _verdict(measure: str, r: float, r_outcome: float | None) -> str:
+    """What a correlation the audit does not flag means, ending in its verdict."""
+    if abs(r) < WEAK_CORRELATION:
+        return f"weak: the reward hardly depends on {_words(measure)}, fine"
+    subject = "longer episodes" if measure == "turns" else f"episodes with more {_words(measure)}"
+    said = f"{subject} score {'higher' if r > 0 else 'lower'}"
+    if r_outcome is not None and r_outcome * r > 0:
+        return (
+            f"{said}; the outcome terms alone move the same way (r = {r_outcome:+.2f}): it "
+            "comes from which episodes succeed, fine"
+        )
+    outcome = "no outcome terms to compare" if r_outcome is None else f"r = {r_outcome:+.2f}"
+    return (
+        f"{said}; the outcome terms do not explain it ({outcome}), but it is under the "
+        f"|r| ≥ {STRONG_CORRELATION:g} that would be a warning: fine, watch it"
+    )
 
 
 def _fmt(value: float | None) -> str:
@@ -136,7 +154,7 @@ def unearned_rewards(views: Sequence[EpisodeView], threshold: float) -> list[Fin
                 "hacking",
                 "info",
                 f"all {plural(len(high), 'episode')} at or above {threshold:g} carry a "
-                "positive outcome term",
+                "positive outcome term: only solved episodes reach it, fine",
                 "",
                 evidence,
             )
@@ -193,8 +211,16 @@ def dominance(views: Sequence[EpisodeView]) -> list[Finding]:
         top = max(names, key=lambda n: shares[n], default=None)
         title = "no component dominates against its weight"
         if top is not None:
-            title += f" (largest: {top!r}, {shares[top]:.0%} of the variance)"
-        findings.append(Finding("hacking", "info", title, "", evidence))
+            title += (
+                f": the largest, {top!r}, makes {shares[top]:.0%} of the reward's variance "
+                f"with {declared[top]:.0%} of the declared weight"
+            )
+            if shares[top] > 1:
+                title += (
+                    " (the shares add up to 100%; one above 100% means other components pull "
+                    "against it)"
+                )
+        findings.append(Finding("hacking", "info", title + " — fine", "", evidence))
     return findings
 
 
@@ -240,7 +266,8 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
                 "info",
                 f"{plural(len(with_text), 'episode')} used text tool calls; "
                 f"component {best!r} penalizes "
-                f"them (r = {penalizing[best]:+.2f})",
+                f"them (r = {penalizing[best]:+.2f}): the policy learns to call tools properly, "
+                "fine",
                 "",
                 evidence,
                 ids,

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Final
 
-from agent_kit.doctor.findings import Finding
+from agent_kit.doctor.findings import Finding, Severity
 from agent_kit.doctor.invariants import EpisodeView
 from agent_kit.doctor.views import SHOWN, view_reward
 from agent_kit.reporting.breakdown import RunData, prompt_label
@@ -82,17 +82,22 @@ def zero_variance(views: Sequence[EpisodeView], data: RunData) -> list[Finding]:
     }
     hint = _zero_variance_hint(size, fix, always, never, temperature)
     ids = [v.trajectory_id for k in flat_groups[:SHOWN] for v in groups[k][:1]]
+    severity: Severity
+    if share >= 0.999:
+        severity, verdict = "error", "no group teaches the policy anything"
+    elif share >= 0.25:
+        severity, verdict = "warn", "a quarter or more of the job's groups would teach nothing"
+    else:
+        severity, verdict = "info", "fine (under a quarter)"
     title = (
         f"{len(flat_groups)} of {plural(len(groups), 'group')} ({share:.0%}) have zero reward "
-        "variance "
-        f"(no gradient at group size {size}); by success alone {expected:.0%} would be "
-        f"all-equal ({len(always)} prompts always, {len(never)} never solved)"
+        f"variance, so they give no gradient at group size {size}: {verdict}. Success alone "
+        f"would make {expected:.0%} of such groups all-equal: {len(always)} of "
+        f"{plural(len(rates), 'prompt')} succeeded in every rollout and {len(never)} in none"
+        + ("; the reward's other terms tell those apart" if expected > share + 0.05 else "")
     )
-    if share >= 0.999:
-        return [Finding("zero-variance", "error", title, hint, evidence, ids)]
-    if share >= 0.25:
-        return [Finding("zero-variance", "warn", title, hint, evidence, ids)]
-    return [Finding("zero-variance", "info", title, hint if flat_groups else "", evidence, ids)]
+    hint = hint if severity != "info" or flat_groups else ""
+    return [Finding("zero-variance", severity, title, hint, evidence, ids)]
 
 
 def _zero_variance_hint(
@@ -109,8 +114,9 @@ def _zero_variance_hint(
     if always or never:
         t = f" from {temperature}" if temperature is not None else ""
         parts.append(
-            f"{len(always)} prompts always and {len(never)} never succeed: a larger group "
-            f"only helps if equal outcomes score differently; raise the temperature{t}, or "
+            f"{len(always)} prompts succeed in every rollout and {len(never)} in none: a "
+            "larger group only helps if equal outcomes score differently; raise the "
+            f"temperature{t}, or "
             "drop / re-balance those prompts"
         )
     if not parts:

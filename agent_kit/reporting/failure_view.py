@@ -9,11 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_kit.reporting.breakdown import FailureOverview, RunData, failure_overview
+from agent_kit.reporting.breakdown import (
+    FailureOverview,
+    RunData,
+    breakdown_of,
+    failure_overview,
+    prompt_label,
+)
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import cell, esc, section, table, wide
 from agent_kit.reporting.summary_schema import AgentFailure, RolloutBrief, RunFigures, Summary
-from agent_kit.reporting.transcripts import fmt
+from agent_kit.reporting.transcripts import (
+    LOWEST,
+    below_threshold,
+    content_text,
+    fmt,
+    stop_reason,
+)
+from agent_kit.store import Rollout
 
 __all__ = ["briefs", "chaos_section", "cost_banner", "failures_section", "hints_html"]
 
@@ -81,11 +94,18 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
             f'<p class="warn">job status <b>{esc(status)}</b>'
             f"{': ' + esc(failure_reason) if failure_reason else ''}</p>"
         )
+    below = below_threshold(data.records, data.threshold) if data is not None else []
     nothing = not agent and not floor and not job_failures and not failed_n
-    if nothing:
+    if nothing and not below:
         out.append(
-            '<p class="ok" id="no-failures">No failures: every rollout was rewarded and the '
-            "agent reported no failure of its own.</p>"
+            '<p class="ok" id="no-failures">No failures: every rollout was rewarded, each at or '
+            "above the success threshold, and the agent reported no failure of its own.</p>"
+        )
+    elif nothing:
+        out.append(
+            '<p id="nothing-failed">No rollout failed (every one was rewarded) and the agent '
+            "reported no failure of its own, but some fell short of the success threshold: "
+            "where, below.</p>"
         )
     if agent:
         out.append(_agent_failures_table(agent))
@@ -99,7 +119,75 @@ def failures_section(summary: Summary, data: RunData | None) -> str:
     if failed_n:
         out.append(_failed_rollouts_table(summary, overview))
         out.append(briefs(summary.failed))
+    if data is not None and below:
+        out.append(_below_threshold_html(data, below))
     return section("failures", "Failures", "".join(out))
+
+
+def _components(record: Rollout) -> str:
+    """The weighted reward components of a rollout's breakdown, ``name contribution`` each
+    (weight-0 ones, which move no reward, left out); ``–`` without a breakdown."""
+    parts = breakdown_of(record.body) or {}
+    shown = [
+        f"{name} {fmt(part.get('contribution'), 3)}"
+        for name, part in parts.items()
+        if part.get("weight") not in (0, 0.0, None)
+    ]
+    return " · ".join(shown) or "–"
+
+
+def _last_result(record: Rollout, limit: int = 120) -> str:
+    """The last line of the last tool result in the agent's tool log (``–`` without one):
+    often the environment's own word on how the episode ended."""
+    log = (record.body or {}).get("tool_log")
+    entries = [e for e in log if isinstance(e, dict)] if isinstance(log, list) else []
+    if not entries:
+        return "–"
+    lines = [line.strip() for line in content_text(entries[-1].get("output")).splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return (last[:limit] + "…" if len(last) > limit else last) or "–"
+
+
+def _below_threshold_html(data: RunData, below: Sequence[Rollout]) -> str:
+    """Where the run fell short: how many rewarded rollouts are below the success threshold,
+    why they ended (by stop reason) and the lowest of them with their reward components, each
+    a link to its transcript (the report shows a transcript of every one listed)."""
+    rewarded = sum(1 for r in data.records if r.rewarded and r.reward is not None)
+    share = 100 * len(below) / rewarded if rewarded else 0.0
+    why = {r.id: stop_reason(r, r.invocation, data.threshold) for r in below}
+    by_reason: dict[str, list[str]] = {}
+    for record in below:
+        by_reason.setdefault(why[record.id], []).append(record.id)
+    reasons = "".join(
+        f"<tr><td>{esc(reason)}</td>{cell(len(ids))}<td>{_ids(ids[:LOWEST])}</td></tr>"
+        for reason, ids in sorted(by_reason.items(), key=lambda item: -len(item[1]))
+    )
+    lowest = "".join(
+        f'<tr data-trajectory="{esc(r.id)}"><td>{_ids([r.id])}</td>'
+        f"<td>{esc(prompt_label(r.prompt))}</td>{cell(r.reward)}"
+        f"<td>{esc(data.outcome(r))}</td><td>{esc(why[r.id])}</td>"
+        f"<td>{esc(_components(r))}</td><td>{esc(_last_result(r))}</td></tr>"
+        for r in below[:LOWEST]
+    )
+    return (
+        f"<h3>Below the success threshold</h3><p><b>{len(below)} of {rewarded} rewarded "
+        f"rollouts are below the success threshold {esc(fmt(data.threshold))}</b> "
+        f"({share:.0f}%: unsolved, or scored with the agent's floor reward). Why they ended:</p>"
+        + wide(
+            '<table id="below-threshold-reasons"><thead><tr><th>why it ended</th>'
+            f"<th>rollouts</th><th>first trajectories</th></tr></thead><tbody>{reasons}"
+            "</tbody></table>"
+        )
+        + f"<p>The {min(LOWEST, len(below))} lowest, with the reward components that moved "
+        "their reward (each links to its transcript; the transcripts' outcome filter shows "
+        "every unsolved one):</p>"
+        + wide(
+            '<table id="below-threshold"><thead><tr><th>rollout</th><th>prompt</th>'
+            "<th>reward</th><th>outcome</th><th>why it ended</th><th>reward components "
+            "(weighted)</th><th>last tool result (its last line)</th></tr></thead>"
+            f"<tbody>{lowest}</tbody></table>"
+        )
+    )
 
 
 def _failure_counts(

@@ -71,7 +71,8 @@ display:flex;gap:16px;align-items:center;z-index:1}[hidden]{display:none!importa
 tr.differs td{background:#fff8c5}
 """
 
-#: The page's only script: sortable tables and the transcript filters. Static text — no run
+#: The page's only script: sortable tables, the transcript filters, and opening the transcript
+#: a link or the address's ``#tx-ID`` points at. Static text — no run
 #: data is ever put in it (the page's data lives in escaped attributes) — and allowed by hash
 #: in the page's Content-Security-Policy, so no other script can run.
 SCRIPT: Final = """
@@ -148,6 +149,16 @@ SCRIPT: Final = """
     });
   }
   apply();
+  function openTarget() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var target = id ? document.getElementById(id) : null;
+    if (!target || target.tagName !== "DETAILS") { return; }
+    target.hidden = false;
+    target.open = true;
+    if (target.scrollIntoView) { target.scrollIntoView(); }
+  }
+  window.addEventListener("hashchange", openTarget);
+  openTarget();
 })();
 """
 

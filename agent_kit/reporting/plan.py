@@ -38,6 +38,7 @@ docs/plan.md):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_TRAIN_STEP_S",
     "INVOCATIONS_PER_S",
     "PLAN_SCHEMA",
+    "REGION_PATTERN",
     "SESSION_MEMORY_GB",
     "SESSION_VCPU",
     "SYNC_REQUEST_LIMIT_S",
@@ -88,6 +90,14 @@ SYNC_REQUEST_LIMIT_S: Final = 900.0
 #: Seconds of training update per step when the caller gives none: an assumption, not a figure
 #: anyone published (the reference run's wall clock is dominated by rollouts).
 DEFAULT_TRAIN_STEP_S: Final = 60.0
+#: Upper bounds of the plan's assumptions, so no figure overflows to inf or NaN: a policy call
+#: or a training step longer than the longest rollout_timeout MTRL allows (24 h) is no job; an
+#: agent 10,000 times slower than recorded is no plan; no account holds a million sessions.
+_LONGEST_S: Final = 86_400.0
+_MAX_AGENT_SCALE: Final = 10_000.0
+_MAX_SESSIONS: Final = 1_000_000.0
+#: The shape of an AWS region name (us-west-2, eu-central-1, us-gov-west-1, cn-north-1).
+REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}")
 _FEW_GROUPS: Final = 10
 _TOKENS: Final = ("prefill", "sample", "train")
 
@@ -193,16 +203,21 @@ class PlanSettings:
     invocations_per_s: float = INVOCATIONS_PER_S
 
     def __post_init__(self) -> None:
+        latency = 0.0 if self.turn_latency_s is None else self.turn_latency_s
         checks = (
-            ("train step seconds", self.train_step_s, 0.0),
-            ("agent scale", self.agent_scale, 0.0),
-            ("turn latency", 0.0 if self.turn_latency_s is None else self.turn_latency_s, 0.0),
-            ("other sessions", float(self.other_sessions), 0.0),
-            ("invocations per second", self.invocations_per_s, 1e-9),
+            ("train step seconds (--train-step-s)", self.train_step_s, 0.0, _LONGEST_S),
+            ("agent scale (--agent-scale)", self.agent_scale, 0.0, _MAX_AGENT_SCALE),
+            ("turn latency (--turn-latency)", latency, 0.0, _LONGEST_S),
+            ("other sessions (--other-sessions)", float(self.other_sessions), 0.0, _MAX_SESSIONS),
+            ("invocations per second", self.invocations_per_s, 1e-9, _MAX_SESSIONS),
         )
-        for name, value, low in checks:
-            if not math.isfinite(value) or value < low:
-                raise UsageError(f"{name} must be a finite number ≥ {low:g}, got {value}")
+        for name, value, low, high in checks:
+            if not math.isfinite(value) or not low <= value <= high:
+                raise UsageError(f"{name} must be from {low:g} to {high:g}, got {value:g}")
+        if not REGION_PATTERN.fullmatch(self.region):
+            raise UsageError(
+                f"--region {self.region!r} is not an AWS region name (e.g. us-west-2, eu-west-1)"
+            )
 
 
 @dataclass(frozen=True)
@@ -228,6 +243,8 @@ class JobPlan:
     wall_clock: dict[str, Any]
     assumptions: PlanSettings
     flags: list[Flag] = field(default_factory=list)
+    #: The shape hyperparameters nobody gave: the service's documented defaults.
+    defaulted: list[str] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -242,6 +259,7 @@ class JobPlan:
             "fits": self.fits,
             "source": self.source,
             "hyperparameters": self.hyperparameters,
+            "defaulted": self.defaulted,
             "passed_through": self.passed_through,
             "shape": {
                 "dataset_rows": shape.dataset_rows,
@@ -404,4 +422,5 @@ def plan_job(
         wall_clock=wall,
         assumptions=settings,
         flags=_flags(shape, figures, wall, settings, local_max_tokens),
+        defaulted=[name for name in _SHAPE_NAMES if name not in (hyperparameters or {})],
     )

@@ -160,8 +160,9 @@ def _projection(
     cost = _cost(counts, pricing, estimated)
     epochs = steps * batch_size / dataset_rows if dataset_rows else None
     text = (
-        f"this dataset × {steps} steps ({batch_size} prompts × {group_size} rollouts) "
-        f"≈ {_human(counts.total)} tokens ≈ {cost.total:,.2f} {cost.currency} ({cost.label})"
+        f"{steps} steps of this run's shape ({batch_size} prompts × {group_size} rollouts a "
+        f"step, {planned:,} rollouts) ≈ {_human(counts.total)} tokens ≈ {cost.total:,.2f} "
+        f"{cost.currency} ({cost.label})"
     )
     return Projection(
         steps=steps,

@@ -25,7 +25,7 @@ from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store.events import LIMIT_REASON
-from agent_kit.store.layout import RunLayout
+from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
@@ -127,15 +127,26 @@ def _retries(n: int) -> str:
     return f"{num(n)} retr{'y' if n == 1 else 'ies'}"
 
 
-def _headline(summary: Summary) -> list[RenderableType]:
+def _what_ran(summary: Summary, run_dir: Path | None) -> str:
+    """What the run's steps were: an ``agent-kit train`` run (its run directory holds
+    train_config.json) trained; an ``agent-kit run`` of a training job only played its steps'
+    rollouts (the emulator updates no weights); an evaluation job evaluated."""
+    steps = len(summary.steps)
+    if summary.job.mode == "evaluation":
+        return f"evaluation, {plural(steps, 'step')} of rollouts"
+    if run_dir is not None and (run_dir / TRAIN_CONFIG_FILE).is_file():
+        return f"training, {plural(steps, 'step')}"
+    return f"{plural(steps, 'step')} of rollouts, no training"
+
+
+def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableType]:
     job, counts, metrics = summary.job, summary.counts, summary.metrics
     timing, cost = summary.timing, summary.cost
     threshold = summary.settings.success_threshold
     title = Text()
     title.append(f"agent-kit run {job.name}", style="bold")
     title.append(f"  {job.status}", style=_STATUS_STYLE.get(job.status, "bold"))
-    steps = len(summary.steps)
-    title.append(f"  ({job.mode}, {steps} step{'' if steps == 1 else 's'})")
+    title.append(f"  ({_what_ran(summary, run_dir)})")
     rewarded, lost, pending = counts.rewarded, counts.lost, counts.pending
     succeeded = metrics.get("eval/reward/succeeded_rollouts")
     finished = rewarded + lost
@@ -315,12 +326,17 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
         step(what, row_command)
     if summary.lowest:
         worst = summary.lowest[0]
-        step(
-            f"replay the lowest-scoring rollout (reward {num(worst.reward)}):",
-            f"{program} replay {where} --trajectory {worst.id}",
-        )
+        what = f"read the lowest-scoring rollout turn by turn (reward {num(worst.reward)})"
+        if report.exists():  # the report keeps the transcripts of the lowest-scoring rollouts
+            step(f"{what}:", f"{report.resolve().as_uri()}#tx-{worst.id}")
+        else:
+            step(f"{what}, in the report it writes:", f"{program} report {where} --html")
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"{program} doctor reward {where}")
+        step(
+            "plan a real job's shape, cost and time (the projection above keeps this run's):",
+            f"{program} job plan {where}",
+        )
     status = summary.job.status
     if status in ("interrupted", "stopped") or (status == "running" and summary.counts.pending):
         step("play the remaining slots:", RunLayout(run_dir).resume_command(program))
@@ -330,13 +346,14 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
 def render_terminal(
     summary: Summary, run_dir: Path | None = None, *, program: str = "agent-kit"
 ) -> RenderableType:
-    """The end summary of a run, from its summary: a headline (rollouts
+    """The end summary of a run, from its summary: a headline (what its steps were: rollouts
+    only, training — a run directory of ``agent-kit train`` — or evaluation; rollouts
     rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
     table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
     grouped as the service names them, the projection, and — given the run's directory — what
     to do next (the report's ``file://`` link, ``agent-kit invoke`` of the row that failed the
-    job or ran into a limit, the replay command of the lowest-scoring rollout, the reward audit
+    job or ran into a limit, the lowest-scoring rollout's transcript in the report, the reward audit
     when a rollout was rewarded, the resume command of an unfinished run). Those commands start
     with ``program``: the CLI passes the one that runs as pasted in the user's shell
     (:func:`agent_kit.cli.program.program`, e.g. ``.venv/bin/agent-kit`` off PATH).
@@ -347,7 +364,7 @@ def render_terminal(
     Identifiers (the job ARN, paths, commands) are never wrapped: print with ``crop=False`` so
     one longer than the width is not cut either.
     """
-    parts: list[RenderableType] = [*_headline(summary), *_problems(summary)]
+    parts: list[RenderableType] = [*_headline(summary, run_dir), *_problems(summary)]
     chaos = _chaos_block(summary)
     if chaos:
         parts += [Text(""), *chaos]

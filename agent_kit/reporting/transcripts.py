@@ -37,10 +37,12 @@ from agent_kit.reporting.breakdown import (
 from agent_kit.store import Rollout, RunStore, TurnRow
 
 __all__ = [
+    "LOWEST",
     "MAX_TRANSCRIPTS",
     "NOT_RECORDED",
     "Selected",
     "ToolResult",
+    "below_threshold",
     "content_text",
     "fmt",
     "last_tool_results",
@@ -53,8 +55,9 @@ __all__ = [
 
 #: At most this many transcripts in one page.
 MAX_TRANSCRIPTS: Final = 40
-#: How many of the lowest-scoring rewarded rollouts lead the list.
-LOWEST: Final = 5
+#: How many of the lowest-scoring rewarded rollouts lead the list (the report's failures
+#: section lists as many of those below the success threshold, each linking to its transcript).
+LOWEST: Final = 10
 _MAX_FLOOR: Final = 15
 _MAX_FAILED: Final = 15
 _MAX_MESSAGE_CHARS: Final = 4000
@@ -312,6 +315,19 @@ def _round_robin(records: Iterable[Rollout]) -> list[Rollout]:
     return out
 
 
+def _lowest(records: Iterable[Rollout]) -> list[Rollout]:
+    """The rewarded rollouts, lowest reward first (ties: the smaller id)."""
+    rewarded = [r for r in records if r.rewarded and r.reward is not None]
+    return sorted(rewarded, key=lambda r: (float(r.reward or 0.0), r.id))
+
+
+def below_threshold(records: Iterable[Rollout], threshold: float) -> list[Rollout]:
+    """The rewarded rollouts below the success threshold (unsolved or floor-scored), lowest
+    reward first: a prefix of the order :func:`select_transcripts` starts with, so the first
+    :data:`LOWEST` of them always have a transcript on the page."""
+    return [r for r in _lowest(records) if float(r.reward or 0.0) < threshold]
+
+
 def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Selected]:
     """The rollouts to show, most telling first: the lowest-scoring rewarded ones (lowest
     first), the floor-reward ones, the failed ones, then a sample of the rest (round robin over
@@ -328,9 +344,7 @@ def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Sele
                 chosen.append(Selected(record, why))
                 cap -= 1
 
-    rewarded = [r for r in data.records if r.rewarded and r.reward is not None]
-    lowest = sorted(rewarded, key=lambda r: (float(r.reward or 0.0), r.id))
-    take(lowest, "lowest reward", LOWEST)
+    take(_lowest(data.records), "lowest reward", LOWEST)
     take((r for r in data.records if r.floor_reward and r.rewarded), "floor reward", _MAX_FLOOR)
     take((r for r in data.records if r.state in FAILED_STATES), "failed (no reward)", _MAX_FAILED)
     take(_round_robin(r for r in data.records if r.id not in seen), "sample", limit)

@@ -204,7 +204,9 @@ def create_project(
 
     Guarantees: the variables pass the template's validation before anything is written; an
     existing target directory is refused unless ``force`` (then template files overwrite and
-    other files stay, as cookiecutter's ``overwrite_if_exists`` does); rendering and hooks run
+    other files stay, as cookiecutter's ``overwrite_if_exists`` does, except that a symlink
+    where the template writes is refused, never written through; a target that is itself a
+    symlink is always refused); rendering and hooks run
     in a staging directory, so a failure there leaves the target exactly as it was and removes
     the staging files (only an OS error while copying over an existing target with ``force``
     can leave it partly updated).
@@ -227,6 +229,11 @@ def create_project(
         raise TemplateError(f"project_slug {slug!r} cannot name a directory")
     out = Path(output_dir).expanduser().resolve()
     target = out / slug
+    if target.is_symlink():
+        raise TemplateError(
+            f"{target} is a symlink; agent-kit new writes only into a real directory "
+            "(remove the link or choose another output directory)"
+        )
     if target.exists() and not target.is_dir():
         raise TemplateError(f"{target} exists and is not a directory")
     if target.exists() and not force:
@@ -349,7 +356,10 @@ def _render_staged(
     from cookiecutter.generate import generate_files
     from jinja2 import TemplateError as JinjaTemplateError
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agent-kit-new-", dir=out))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.agent-kit-new-", dir=out))
+    except OSError as exc:
+        raise TemplateError(f"cannot write into {out}: {exc.strerror or exc}") from None
     # The context cookiecutter() hands to generate_files, built from the validated values (no
     # user config, no replay file, and ``_cookiecutter`` holds the resolved values rather than
     # the template's raw ones); generate_files renders file names, contents and hooks with them
@@ -383,13 +393,38 @@ def _render_staged(
         if wheel_dir is not None:
             _write_runtime_wheel(info, rendered, wheel_dir)
         if target.exists():
-            shutil.copytree(rendered, target, dirs_exist_ok=True)
+            _copy_over(rendered, target)
         else:
             os.replace(rendered, target)
     except OSError as exc:
         raise TemplateError(f"cannot write {target}: {exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _copy_over(rendered: Path, target: Path) -> None:
+    """Copy the rendered tree over an existing ``target`` (``--force``) without ever writing
+    through a symlink: a path the template writes that is a symlink in ``target`` (a file or
+    a folder on the way) is refused up front, naming every one, and each file is written to a
+    temporary name and renamed over its place, so a link made meanwhile is replaced, never
+    followed. Files the template does not write (a ``.venv`` full of links) are not looked at.
+    """
+    written = sorted(path.relative_to(rendered) for path in rendered.rglob("*"))
+    links = [target / rel for rel in written if (target / rel).is_symlink()]
+    if links:
+        shown = ", ".join(f"{link} -> {os.readlink(link)}" for link in links)
+        raise TemplateError(
+            f"--force will not write through symlinks in {target}: {shown}; remove them "
+            "or render into another directory"
+        )
+    for rel in written:
+        source, dest = rendered / rel, target / rel
+        if source.is_dir():
+            dest.mkdir(exist_ok=True)
+            continue
+        partial = dest.with_name(f".{dest.name}.agent-kit-new")
+        shutil.copy2(source, partial)
+        os.replace(partial, dest)
 
 
 def _write_runtime_wheel(info: TemplateInfo, rendered: Path, wheel_dir: str) -> None:

@@ -64,13 +64,19 @@ def connect(uri: str) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
 
 
+#: SQLite's answers when ``mode=ro`` cannot create a WAL store's ``-shm`` beside it.
+_NO_SIDE_FILES: Final = frozenset({"SQLITE_CANTOPEN", "SQLITE_READONLY_DIRECTORY"})
+
+
 def connect_readonly(file: Path) -> sqlite3.Connection:
     """A read-only connection to ``file`` that never writes into it.
 
     SQLite's ``mode=ro`` first: it reads a WAL store, running or not, but needs the ``-wal``
     and ``-shm`` files to exist or to be creatable next to the file. On a read-only location
-    without them SQLite cannot open the file (``SQLITE_CANTOPEN``); then, when no ``-wal`` with
-    content exists (every commit is in the main file), the file is opened ``immutable=1``
+    without them SQLite cannot open the file (``SQLITE_CANTOPEN`` on a read-only mount,
+    ``SQLITE_READONLY_DIRECTORY`` in a directory without write permission); then, when no
+    ``-wal`` with content exists (every commit is in the main file), the file is opened
+    ``immutable=1``
     (no locks, no side files; SQLite ignores any WAL then, so it is used only when there is
     none). A non-empty ``-wal`` that cannot be read is refused with
     :class:`~agent_kit.errors.RunStoreError` rather than read without its latest commits.
@@ -82,7 +88,9 @@ def connect_readonly(file: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as exc:
         conn.close()
-        if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+        # CANTOPEN on a read-only mount; READONLY_DIRECTORY where permissions forbid the
+        # side files (a directory without write permission)
+        if getattr(exc, "sqlite_errorname", "") not in _NO_SIDE_FILES:
             raise
     except BaseException:
         conn.close()

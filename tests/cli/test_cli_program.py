@@ -65,16 +65,15 @@ def test_off_path_the_summary_names_the_script_relative_to_cwd(
     recorded: tuple[Path, str],
 ) -> None:
     """Started as ``.venv/bin/agent-kit`` with the venv off PATH, every "next" command starts
-    with that relative path, and the replay of the lowest-scoring rollout runs as pasted
-    through a shell (exit 0: identical)."""
+    with that relative path, and the job plan it names runs as pasted through a shell."""
     run_dir, out = recorded
     shown = f"{VENV_BIN.parent.name}/bin/agent-kit"
     commands = [c for c in _next_commands(out) if not c.startswith("file://")]
     assert commands
     assert all(c.startswith(f"{shown} ") for c in commands), commands
-    (replay,) = [c for c in commands if f" replay {run_dir} " in c]
+    (plan,) = [c for c in commands if c.endswith(f" job plan {run_dir}")]
     done = subprocess.run(
-        ["/bin/sh", "-c", replay],
+        ["/bin/sh", "-c", plan],
         cwd=VENV_BIN.parent.parent,
         env=_env(BARE_PATH),
         capture_output=True,
@@ -83,7 +82,7 @@ def test_off_path_the_summary_names_the_script_relative_to_cwd(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "identical" in done.stdout
+    assert "planned job" in done.stdout
 
 
 def test_on_path_the_summary_says_agent_kit(recorded: tuple[Path, str], tmp_path: Path) -> None:

@@ -65,7 +65,8 @@ def test_run_json_prints_summary_last(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --json (and no TTY) the run prints one end summary: the headline, the metrics
-    and the next steps (report link, replay of the lowest-scoring rollout, reward audit)."""
+    and the next steps (report link, the lowest-scoring rollout's transcript in it, reward
+    audit)."""
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]
     assert main([*argv, "--name", "table"]) == 0
@@ -77,7 +78,7 @@ def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert f"    {(run_dir / 'report.html').resolve().as_uri()}" in lines
     summary = json.loads((run_dir / "summary.json").read_text())
     lowest = summary["lowest"][0]["id"]
-    assert f"    agent-kit replay {run_dir} --trajectory {lowest}" in lines
+    assert f"    {(run_dir / 'report.html').resolve().as_uri()}#tx-{lowest}" in lines
     assert f"    agent-kit doctor reward {run_dir}" in lines
 
 

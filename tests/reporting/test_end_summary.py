@@ -168,12 +168,58 @@ def test_ids_are_never_wrapped(tmp_path: Path) -> None:
     """The job ARN and the commands stay on one line each, even on a narrow console."""
     run_dir = tmp_path / "a-run-directory-with-a-rather-long-name-to-overflow-the-console"
     run_dir.mkdir()
+    (run_dir / "report.html").write_text("<!DOCTYPE html>")
     console = Console(record=True, width=60, color_system=None)
     console.print(render_terminal(_healthy(), run_dir), crop=False)
     lines = console.export_text().splitlines()
     assert f"  job       {ARN}" in lines
     assert f"    agent-kit doctor reward {run_dir}" in lines
-    assert any(line.startswith(f"    agent-kit replay {run_dir} --trajectory ") for line in lines)
+    assert f"    {(run_dir / 'report.html').resolve().as_uri()}" in lines
+
+
+def test_lowest_rollout_points_at_its_transcript(tmp_path: Path) -> None:
+    """ "next" shows the lowest-scoring rollout itself (its transcript in report.html, by
+    anchor), not a replay that would only print "identical" and make another run folder."""
+    run_dir = tmp_path / "runs" / "wordle-golden"
+    run_dir.mkdir(parents=True)
+    (run_dir / "report.html").write_text("<!DOCTYPE html>")
+    text = _render(_healthy(), run_dir)
+    lines = text.splitlines()
+    assert "  read the lowest-scoring rollout turn by turn (reward 0.4):" in lines
+    assert "    file://RUN_DIR/report.html#tx-wordle-golden-s0-p0-g2-a0" in lines
+    assert "replay" not in text
+    (run_dir / "report.html").unlink()
+    assert "    agent-kit report RUN_DIR --html" in _render(_healthy(), run_dir).splitlines()
+
+
+def test_projection_says_what_job_it_prices(tmp_path: Path) -> None:
+    """The projection names the job it prices (100 steps of the run's own shape) and "next"
+    names ``agent-kit job plan`` for a real job's shape, so the two figures are not read as
+    one."""
+    text = " ".join(_render(_healthy(), tmp_path).split())
+    assert (
+        "projection: 100 steps of this run's shape (2 prompts × 4 rollouts a step, "
+        "800 rollouts)" in text
+    )
+    lines = _render(_healthy(), tmp_path).splitlines()
+    index = lines.index("    agent-kit job plan RUN_DIR")
+    assert "a real job's shape" in lines[index - 1]
+
+
+def test_header_says_whether_it_trained(tmp_path: Path) -> None:
+    """An ``agent-kit run`` header says its steps were rollouts and nothing trained; a run
+    directory of ``agent-kit train`` (train_config.json) says training; an evaluation job says
+    evaluation."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    first = _render(_healthy(), run_dir).splitlines()[0]
+    assert first.endswith("completed  (1 step of rollouts, no training)")
+    assert "(1 step of rollouts, no training)" in _render(_healthy(), None)
+    (run_dir / "train_config.json").write_text("{}")
+    assert _render(_healthy(), run_dir).splitlines()[0].endswith("completed  (training, 1 step)")
+    evaluation = _healthy()
+    evaluation.job.mode = "evaluation"
+    assert "(evaluation, 1 step of rollouts)" in _render(evaluation, None)
 
 
 def test_interrupted_names_resume(tmp_path: Path) -> None:

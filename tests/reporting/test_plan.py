@@ -3,7 +3,10 @@ wall clock and flags (agent_kit.reporting.plan)."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -264,3 +267,49 @@ def test_a_run_without_rewards_cannot_be_planned() -> None:
         PlanSettings(agent_scale=float("nan"))
     with pytest.raises(UsageError, match="at least one row"):
         job_shape({}, 0)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"turn_latency_s": 1e308}, "--turn-latency"),
+        ({"agent_scale": 1e308}, "--agent-scale"),
+        ({"train_step_s": 1e308}, "--train-step-s"),
+        ({"other_sessions": 10**9}, "--other-sessions"),
+        ({"region": "mars"}, "--region 'mars'"),
+        ({"region": "US-WEST-2"}, "--region"),
+    ],
+)
+def test_settings_beyond_any_real_job_are_refused(settings: dict[str, Any], message: str) -> None:
+    """A setting no real job can have (a policy call longer than the longest rollout_timeout, an
+    agent a billion times slower, a region name that is not one) is a usage error naming the
+    option, before any figure can overflow into inf or NaN."""
+    with pytest.raises(UsageError, match=re.escape(message)):
+        PlanSettings(**settings)
+
+
+def test_the_largest_settings_give_finite_figures_that_do_not_fit() -> None:
+    """At the largest accepted turn latency and agent scale the plan is finite (strict JSON)
+    and does not fit: its sessions outlast AgentCore's 15-minute limit."""
+    largest = PlanSettings(turn_latency_s=86_400.0, agent_scale=10_000.0, train_step_s=86_400.0)
+    plan = plan_job(_run(), _shape(), default_pricing(), largest)
+    json.dumps(plan.document(), allow_nan=False)
+    assert "sync-request-limit" in _codes(plan.flags)
+    assert plan.document()["fits"] is False
+
+
+def test_plan_names_the_hyperparameters_left_to_service_defaults() -> None:
+    """The document lists the shape hyperparameters nobody gave (the service's defaults) apart
+    from the given ones."""
+    shape, typed, _ = job_shape({"group_size": "4"}, 320)
+    plan = plan_job(_run(), shape, default_pricing(), hyperparameters=typed)
+    document = plan.document()
+    assert document["defaulted"] == [
+        "global_batch_size",
+        "max_steps",
+        "max_epochs",
+        "rollout_max_concurrency",
+        "rollout_timeout",
+        "sampling_max_tokens",
+    ]
+    assert document["hyperparameters"]["group_size"] == 4

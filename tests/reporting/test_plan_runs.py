@@ -126,3 +126,50 @@ def test_missing_run_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """A directory without a run store is a usage error."""
     assert main(["job", "plan", str(tmp_path)]) == 2
     assert "no run store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--agent-scale", "1e308"], "--agent-scale"),
+        (["--turn-latency", "1e308"], "--turn-latency"),
+        (["--agent-scale", "1e308", "--json"], "--agent-scale"),
+        (["--region", "mars"], "--region 'mars' is not an AWS region name"),
+        (["--dataset", "/dev/zero"], "/dev/zero is not a regular file"),
+    ],
+)
+def test_absurd_input_exits_2_with_one_line(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """An assumption no real job has (it overflowed into "fits: true" and NaN/Infinity in
+    --json), a region that is not one, or a dataset that is a device (it said "not found")
+    exits 2 with one error line naming it, and prints no plan."""
+    assert main(["job", "plan", str(runs["a"]), *args]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert message in err
+    assert len(err.splitlines()) == 1
+    assert "Traceback" not in err
+    assert captured.out == ""
+
+
+def test_plan_labels_defaults_explains_epochs_and_cost_and_names_next(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan says which hyperparameters are the service's defaults beside the shape the
+    run played, says how a batch larger than the dataset repeats rows (never "4.00 epochs"
+    against max_epochs=1), says what the run summary's projection priced instead, and names
+    the next commands (plan the shape that ran, then job submit)."""
+    monkeypatch.setenv("COLUMNS", "300")  # no cell wraps, so the text reads as one line
+    assert main(["job", "plan", str(runs["a"]), "--dataset-rows", "32"]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "service defaults (not given with -H): global_batch_size=128, group_size=8" in out
+    assert "the recorded run played 16 prompts × 4 a step" in out
+    assert "epochs)" not in out
+    assert "each row ≈ 4 times" in out
+    summary = json.loads((runs["a"] / "summary.json").read_text(encoding="utf-8"))
+    projection = summary["projection"]
+    assert f"{projection['cost']['total']:,.2f}" in out
+    assert "run summary's projection" in out
+    assert f"agent-kit job plan {runs['a']} -H group_size=4" in out
+    assert "agent-kit job submit --runtime-arn" in out

@@ -381,6 +381,53 @@ def test_failures_section_counts_and_ids(page: Node, summary: dict[str, Any]) ->
     assert "Failed rollouts" in failures.text()
 
 
+def test_failures_section_says_where_it_failed(page: Node) -> None:
+    """The failures section lists the rewarded rollouts below the success threshold, lowest
+    reward first, each with its outcome, why it ended, its weighted reward components and a
+    link to its transcript on the page; a line counts them against the rewarded ones."""
+    failures = page.one("section", id="failures")
+    assert "4 of 11 rewarded rollouts are below the success threshold 1" in failures.text()
+    rows = failures.one("table", id="below-threshold").one("tbody").all("tr")
+    ids = [r.get("data-trajectory") for r in rows]
+    assert ids == ["rl-test-s0-p1-g3", "rl-test-s0-p0-g2", "rl-test-s0-p0-g1", "rl-test-s0-p1-g0"]
+    transcripts = {t.get("id") for t in page.all("details", cls="tx")}
+    for row, tid in zip(rows, ids, strict=True):
+        assert row.one("a").get("href") == f"#tx-{tid}"
+        assert f"tx-{tid}" in transcripts
+    lowest = rows[0].text()
+    assert "unsolved" in lowest
+    assert "turn budget exhausted" in lowest
+    assert "outcome -1" in lowest
+    assert "strategy -0.2" in lowest
+    assert "points_probe" not in lowest  # a weight-0 component explains nothing
+    assert "LAST-RESULT-MARKER" in lowest  # the last tool result, from the agent's tool log
+    assert num(rows[0].all("td")[2]) == pytest.approx(-1.2)
+    assert "floor" in rows[1].text()
+    reasons = failures.one("table", id="below-threshold-reasons").text()
+    assert "turn budget exhausted" in reasons
+
+
+def test_unsolved_run_has_no_green_no_failures_box(tmp_path: Path) -> None:
+    """A run where every rollout was rewarded but one is below the threshold does not say
+    "No failures" in green: it lists the unsolved rollout with a link to its transcript."""
+    with RunStore.open(tmp_path / "unsolved") as store:
+        store.create_job(ARN, "unsolved", {"group_size": 2})
+        for sample, reward in enumerate((0.0, 1.0)):
+            tid = f"u-{sample}"
+            store.create_trajectory(
+                TrajectoryRow(id=tid, job_arn=ARN, state="OPEN", prompt="p", sample_index=sample)
+            )
+            _turns(store, tid)
+            store.set_reward(tid, [reward], None, None, state="REWARDED")
+        root = parse(render_html(summarize(store), store))
+    failures = root.one("section", id="failures")
+    assert not [n for n in failures.iter() if "ok" in (n.get("class") or "").split()]
+    assert "No failures" not in failures.text()
+    rows = failures.one("table", id="below-threshold").one("tbody").all("tr")
+    assert [r.get("data-trajectory") for r in rows] == ["u-0"]
+    assert "1 of 2 rewarded rollouts are below the success threshold 1" in failures.text()
+
+
 def _share(contributions: list[float], totals: list[float]) -> float:
     mc, mt = statistics.fmean(contributions), statistics.fmean(totals)
     cov = statistics.fmean(

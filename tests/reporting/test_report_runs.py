@@ -306,6 +306,71 @@ def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> N
     assert out["ascending"] == sorted(out["ascending"])
 
 
+#: Opens the report at a transcript's anchor (argv 3), then clicks a link of the failures
+#: section's below-threshold table; reports whether each target transcript is open.
+ANCHOR_CHECK = r"""
+const { createRequire } = require("module");
+const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
+const chromiumModule = req("@sparticuz/chromium");
+const chromium = chromiumModule.default || chromiumModule;
+const puppeteer = req("puppeteer-core");
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: await chromium.executablePath(),
+    args: [...chromium.args, "--no-sandbox", "--headless=new"],
+    headless: true,
+  });
+  const page = await browser.newPage();
+  const messages = [];
+  page.on("console", (m) => messages.push(m.type() + ": " + m.text()));
+  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));
+  const opened = (id) => page.evaluate((tid) => {
+    const e = document.getElementById("tx-" + tid);
+    return e.open && !e.hidden;
+  }, id);
+  const url = "file://" + process.argv[2];
+  await page.goto(url + "#tx-" + process.argv[3], { waitUntil: "load" });
+  const out = { direct: await opened(process.argv[3]) };
+  const links = await page.$$eval("#below-threshold a", (as) =>
+    as.map((a) => a.getAttribute("href").slice(4)));
+  const last = links[links.length - 1];
+  out.before = await opened(last);
+  await page.click('#below-threshold a[href="#tx-' + last + '"]');
+  await page.waitForFunction(
+    (id) => document.getElementById("tx-" + id).open, { timeout: 10000 }, last);
+  out.clicked = await opened(last);
+  out.messages = messages;
+  console.log(JSON.stringify(out));
+  await browser.close();
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_transcript_link_opens_its_transcript(runs: dict[str, Path], tmp_path: Path) -> None:
+    """In a real browser, report.html#tx-ID (the end summary's link to the lowest-scoring
+    rollout) and a click on a failures-section link both open that rollout's transcript."""
+    page = _page(runs["sloppy"])
+    links = [a.get("href") or "" for a in page.one(id="below-threshold").all("a")]
+    assert len(links) >= 2
+    target = links[1].removeprefix("#tx-")
+    script = tmp_path / "check.cjs"
+    script.write_text(ANCHOR_CHECK, encoding="utf-8")
+    proc = subprocess.run(
+        ["node", str(script), str((runs["sloppy"] / "report.html").resolve()), target],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "AGENT_KIT_BROWSER_DIR": str(_browser_dir())},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["direct"] is True
+    assert out["before"] is False
+    assert out["clicked"] is True
+    assert out["messages"] == []
+
+
 #: Lays each page out at 900 and 1400 CSS px (every <details> opened) and reports, per page and
 #: width: the page's scrollWidth, every token of a table cell, an id or code that spans more than
 #: one line box (a number, an id or code is one token up to a space; in other text a word may also

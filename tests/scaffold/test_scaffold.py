@@ -372,6 +372,9 @@ BAD_VARIABLES = [
     pytest.param({"project_name": "42 Agents"}, "project_slug '42_agents'", id="slug-digit"),
     pytest.param({"environment_class": "task_env"}, "environment_class", id="class-lower"),
     pytest.param({"tool_name": "reset"}, "tool_name 'reset' clashes", id="tool-reserved"),
+    pytest.param({"tool_name": "__init__"}, "tool_name '__init__' is not valid", id="dunder"),
+    pytest.param({"tool_name": "_attach"}, "starts with a letter", id="tool-private"),
+    pytest.param({"tool_name": "__class__"}, "starts with a letter", id="tool-class"),
     pytest.param({"max_turns": "0"}, "max_turns is 0", id="turns-zero"),
     pytest.param({"group_size": "many"}, "group_size 'many' is not a whole number", id="group"),
     pytest.param({"aws_region": "uswest2"}, "aws_region 'uswest2'", id="region"),
@@ -391,6 +394,18 @@ def test_bad_variables_are_refused_before_writing(
         scaffold.create_project(output_dir=out, extra_context=overrides)
     assert message in caught.value.message
     assert list(out.iterdir()) == []
+
+
+def test_every_environment_attribute_is_a_reserved_tool_name() -> None:
+    """The template refuses a tool_name equal to any attribute an Environment has (public ones
+    by name; private and dunder ones because a tool name must start with a letter)."""
+    from agent_kit import Environment
+
+    template = scaffold.find_template("agent")
+    defaults = scaffold.resolve_context(template)
+    for name in dir(Environment):
+        with pytest.raises(TemplateError, match=re.escape(f"tool_name {name!r}")):
+            scaffold.validate_context(template, {**defaults, "tool_name": name})
 
 
 @pytest.mark.parametrize(
@@ -459,6 +474,40 @@ def test_existing_directory_is_refused_unless_forced(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_agent"]
 
 
+def test_force_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    """--force over a project whose files or folders are symlinks refuses, naming them, and
+    leaves the files the links point at (outside the project) untouched."""
+    first = scaffold.create_project(output_dir=tmp_path / "out")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("keep me")
+    (outside / "tests").mkdir()
+    (outside / "tests" / "test_smoke.py").write_text("mine")
+    (first.path / "agent.py").unlink()
+    (first.path / "agent.py").symlink_to(outside / "secret.txt")
+    shutil.rmtree(first.path / "tests")
+    (first.path / "tests").symlink_to(outside / "tests")
+    with pytest.raises(TemplateError, match="symlink") as caught:
+        scaffold.create_project(output_dir=tmp_path / "out", force=True)
+    assert "agent.py" in caught.value.message
+    assert "tests" in caught.value.message
+    assert (outside / "secret.txt").read_text() == "keep me"
+    assert [p.name for p in (outside / "tests").iterdir()] == ["test_smoke.py"]
+    assert (outside / "tests" / "test_smoke.py").read_text() == "mine"
+
+
+def test_force_refuses_a_target_that_is_a_symlink(tmp_path: Path) -> None:
+    """--force onto a project directory that is itself a symlink refuses and writes nothing."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "my_agent").symlink_to(elsewhere)
+    with pytest.raises(TemplateError, match="symlink"):
+        scaffold.create_project(output_dir=out, force=True)
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_render_failure_leaves_nothing_half_written(tmp_path: Path) -> None:
     """A template that breaks midway (after some files are written) leaves no output at all."""
     broken = tmp_path / "broken"
@@ -505,6 +554,38 @@ def test_cli_new_bad_input_exits_2_with_a_message(
     assert "error:" in err
     assert message in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["/proc", "/proc/self"])
+def test_cli_new_into_an_unwritable_directory_exits_2_with_a_message(
+    where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``new -o`` onto a directory nobody may create files in (/proc, even as root) prints one
+    ``error:`` line naming the directory and exits 2, with no traceback."""
+    code = main(["new", "Order Bot", "--no-input", "-o", where])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: cannot write")
+    assert "Traceback" not in err
+    assert not Path(where, "order_bot").exists()
+
+
+def test_cli_new_into_a_read_only_directory_exits_2_with_a_message(tmp_path: Path) -> None:
+    """``new -o`` onto a read-only directory (file permissions binding, as root too) prints
+    one ``error:`` line naming the directory, exits 2 and writes nothing."""
+    from fakes.permissions import run_unprivileged
+
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        done = run_unprivileged(["new", "Order Bot", "--no-input", "-o", str(read_only)])
+    finally:
+        read_only.chmod(0o755)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: cannot write into {read_only}")
+    assert "Traceback" not in done.stderr
+    assert list(read_only.iterdir()) == []
 
 
 def test_cli_new_refuses_an_existing_directory(

@@ -25,7 +25,9 @@ RUNTIME_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}$")
 PYTHON_VERSION = re.compile(r"^3\.(1[0-3])$")
 CLASS_NAME = re.compile(r"^[A-Z][A-Za-z0-9_]{0,63}$")
-TOOL_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+# A tool becomes a method of the environment class: a leading underscore would name (or
+# override) a private or dunder attribute (``_attach``, ``__init__``, ``__class__``).
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SLUG = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
 WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")
 
@@ -33,8 +35,20 @@ WHOLE_NUMBER = re.compile(r"^[0-9]{1,6}$")
 # service's rollouts per prompt (2..32).
 INT_RANGES = {"max_turns": (1, 256), "group_size": (2, 32)}
 
-# Names agent.py already uses: a class or tool with one of them would shadow it.
-RESERVED_CLASS_NAMES = frozenset({"Environment", "Episode", "Reward", "RolloutApp"})
+# Names the project's files already use: a class or tool with one of them would shadow it.
+RESERVED_CLASS_NAMES = frozenset(
+    {
+        "Any",
+        "Environment",
+        "Episode",
+        "Path",
+        "PolicyReply",
+        "PolicyRequest",
+        "Reward",
+        "RolloutApp",
+        "ToolCall",
+    }
+)
 RESERVED_TOOL_NAMES = frozenset(
     {
         "done",
@@ -130,14 +144,16 @@ def validate(context: Mapping[str, object]) -> list[str]:
         "use a CapWords Python class name such as TaskEnv",
         problems,
     ) and (cls in RESERVED_CLASS_NAMES):
-        problems.append(f"environment_class {cls!r} clashes with a name agent.py imports")
+        problems.append(f"environment_class {cls!r} clashes with a name the project's files import")
 
     tool = text("tool_name")
     if _check_identifier(
         "tool_name",
         tool,
         TOOL_NAME,
-        "use a lower-case Python identifier of at most 64 characters, such as guess",
+        "use a lower-case Python identifier that starts with a letter (a leading underscore "
+        "would replace a private or built-in attribute of the environment class), at most 64 "
+        "characters, such as guess",
         problems,
     ) and (tool in RESERVED_TOOL_NAMES):
         problems.append(f"tool_name {tool!r} clashes with an Environment attribute; pick another")

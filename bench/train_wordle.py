@@ -1,0 +1,219 @@
+"""Wordle, learned on a CPU: a scripted expert, a warm start, GRPO, and the holdout before/after.
+
+One run, through the CLI exactly as a user would type it:
+
+1. ``agent-kit run`` records the Solver (examples/wordle/policies.py) on the first
+   ``--expert-rows`` train words (the warm start's episodes);
+2. ``agent-kit train … --warm-start <that run> --eval <holdout>`` fine-tunes SmolLM2-135M's LoRA
+   adapter on the Solver's rewarded episodes, trains ``--steps`` GRPO steps on the train split,
+   and plays the first ``--holdout-rows`` holdout words ``--eval-samples`` times with the base
+   model, the warm start and the trained adapter.
+
+It prints, per model: mean reward ± standard error over prompts, solve rate (reward ≥ 1, the
+success threshold), valid-guess rate (``guess_word`` calls whose word is in the game's word
+list), tool-call rate (turns that called a tool); then seconds per GRPO step, the whole run's
+minutes and the trainer's peak RSS. ``--record`` writes the ``train_wordle`` row into
+bench/results.md (bench/results.py). Aim: warm > base and trained > warm, each by more than two
+standard errors, within 60 minutes on 2 cores, peak RSS under 4 GB. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from agent_kit.store import RunStore, load_rollouts  # noqa: E402
+
+WORDLE = ROOT / "examples" / "wordle"
+LABELS = (("base", "base"), ("warm", "warm start"), ("adapter", "trained"))
+
+
+def _agent_kit() -> list[str]:
+    """The agent-kit command of this interpreter."""
+    return [sys.executable, "-m", "agent_kit.cli"]
+
+
+def _head(src: Path, rows: int, dest: Path) -> Path:
+    lines = src.read_text(encoding="utf-8").splitlines()[:rows]
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dest
+
+
+def _run(cmd: list[str]) -> None:
+    print("$", " ".join(cmd), flush=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    subprocess.run(cmd, check=False, env=env)
+
+
+def _allowed_words() -> frozenset[str]:
+    words = set()
+    for name in ("allowed.txt", "answers.txt"):
+        text = (WORDLE / "words" / name).read_text(encoding="utf-8")
+        words.update(w.strip().lower() for w in text.split() if w.strip())
+    return frozenset(words)
+
+
+def _calls(turn: Any) -> list[dict[str, Any]]:
+    response = turn.response if isinstance(turn.response, dict) else {}
+    choices = response.get("choices") or [{}]
+    message = choices[0].get("message") or {} if isinstance(choices[0], dict) else {}
+    calls = message.get("tool_calls") or []
+    return [c for c in calls if isinstance(c, dict)]
+
+
+def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | None]:
+    """Solve rate, valid-guess rate and tool-call rate of one evaluation run."""
+    with RunStore.open(run_dir, readonly=True) as store:
+        job = store.list_jobs()[-1]
+        records = load_rollouts(store, job.arn, with_turns=True)
+    rewards = [r.reward for r in records if r.reward is not None]
+    turns = calls = guesses = valid = 0
+    for record in records:
+        for turn in record.turn_rows:
+            turns += 1
+            made = _calls(turn)
+            calls += bool(made)
+            for call in made:
+                function = call.get("function") or {}
+                if function.get("name") != "guess_word":
+                    continue
+                guesses += 1
+                try:
+                    word = str(json.loads(function.get("arguments") or "{}").get("word", ""))
+                except (ValueError, AttributeError):
+                    word = ""
+                valid += word.strip().lower() in allowed
+    return {
+        "solve_rate": sum(r >= 1.0 for r in rewards) / len(records) if records else None,
+        "valid_guess_rate": valid / guesses if guesses else None,
+        "tool_call_rate": calls / turns if turns else None,
+    }
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return (
+        "n/a"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else format(value, spec)
+    )
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
+    """Whether b's mean is above a's by more than two standard errors of the difference."""
+    if a.get("mean") is None or b.get("mean") is None:
+        return None
+    se = math.sqrt((a.get("se") or 0.0) ** 2 + (b.get("se") or 0.0) ** 2)
+    return bool(b["mean"] - a["mean"] > 2 * se)
+
+
+def main() -> int:
+    """Record the expert, train, evaluate, print (and optionally record) the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--expert-rows", type=int, default=16)
+    parser.add_argument("--holdout-rows", type=int, default=16)
+    parser.add_argument("--eval-samples", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--warm-start-epochs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.out or Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        expert_data = _head(WORDLE / "train.jsonl", args.expert_rows, out / "expert.jsonl")
+        holdout = _head(WORDLE / "holdout.jsonl", args.holdout_rows, out / "holdout.jsonl")
+        agent = str(WORDLE / "agent.py")
+        solver = f"scripted:{WORDLE / 'policies.py'}:Solver"
+        _run([*_agent_kit(), "run", agent, "--dataset", str(expert_data), "--policy", solver,
+              "--group-size", "2", "--out", str(out), "--name", "solver", "--json"])  # fmt: skip
+        _run([*_agent_kit(), "train", agent, "--dataset", str(WORDLE / "train.jsonl"),
+              "--model", args.model, "--warm-start", str(out / "solver"),
+              "--warm-start-epochs", str(args.warm_start_epochs),
+              "--eval", str(holdout), "--eval-samples", str(args.eval_samples),
+              "--steps", str(args.steps), "--group-size", str(args.group_size),
+              "--batch-size", str(args.batch_size), "--max-tokens", str(args.max_tokens),
+              "--temperature", str(args.temperature), "--learning-rate", str(args.learning_rate),
+              "--lora-r", "16", "--device", "cpu", "--workers", "1", "--out", str(out),
+              "--name", "wordle", "--force"])  # fmt: skip
+        run_dir = out / "wordle"
+        doc = json.loads((run_dir / "train.json").read_text(encoding="utf-8"))
+        allowed = _allowed_words()
+        rows = {}
+        for label, name in LABELS:
+            figures = dict(doc.get("eval", {}).get(label) or {})
+            eval_dir = run_dir / "eval" / label
+            if eval_dir.is_dir():
+                figures.update(game_figures(eval_dir, allowed))
+            rows[label] = figures
+            print(
+                f"{name:>10}: reward {_fmt(figures.get('mean'))} ± {_fmt(figures.get('se'))}, "
+                f"solved {_fmt(figures.get('solve_rate'), '.0%')}, "
+                f"valid guesses {_fmt(figures.get('valid_guess_rate'), '.0%')}, "
+                f"tool calls {_fmt(figures.get('tool_call_rate'), '.0%')}"
+            )
+    wall = time.monotonic() - started
+    warm_beats = _differs(rows["base"], rows["warm"])
+    trained_beats = _differs(rows["warm"], rows["adapter"])
+    per_step = doc.get("seconds_per_step")
+    rss = doc.get("peak_rss_mb")
+    print(f"warm > base by 2 SE: {warm_beats}; trained > warm by 2 SE: {trained_beats}")
+    print(f"seconds per GRPO step: {_fmt(per_step, '.1f')}; whole bench {wall / 60:.1f} min")
+    print(f"peak RSS (trainer process): {_fmt(rss, '.0f')} MiB")
+    if args.record:
+        from results import record
+
+        def cell(label: str) -> str:
+            f = rows[label]
+            return (
+                f"{label} {_fmt(f.get('mean'))} ± {_fmt(f.get('se'))} "
+                f"(solved {_fmt(f.get('solve_rate'), '.0%')}, valid "
+                f"{_fmt(f.get('valid_guess_rate'), '.0%')}, tools "
+                f"{_fmt(f.get('tool_call_rate'), '.0%')})"
+            )
+
+        record(
+            "train_wordle",
+            [
+                {
+                    "benchmark (script)": (
+                        f"`agent-kit train --warm-start`, examples/wordle: Solver on "
+                        f"{args.expert_rows} words, {args.steps} GRPO steps of "
+                        f"{args.batch_size}×{args.group_size}, holdout {args.holdout_rows}×"
+                        f"{args.eval_samples} (`bench/train_wordle.py`)"
+                    ),
+                    "agent_kit": f"{cell('warm')}; {cell('adapter')}",
+                    "reference, same run": cell("base"),
+                    "ratio": (
+                        f"warm>base {warm_beats}, trained>warm {trained_beats}; "
+                        f"{_fmt(per_step, '.0f')} s/step, {wall / 60:.0f} min, "
+                        f"{_fmt(rss, '.0f')} MiB"
+                    ),
+                    "budget": "each > previous by 2 SE, ≤ 60 min, < 4 GB",
+                }
+            ],
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
