@@ -56,8 +56,13 @@ def prompt_text(value: Any) -> str:
 def load_dataset(path: str | Path) -> Dataset:
     """Load the prompt column of a dataset file; raise :class:`UsageError` on any problem."""
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise UsageError(f"dataset not found: {file}")
+    if not file.is_file():
+        raise UsageError(
+            f"dataset {file} is not a regular file (a dataset is a .jsonl, .json, .csv or "
+            ".parquet file)"
+        )
     suffix = file.suffix.lower()
     if suffix == ".jsonl":
         column, prompts = _load_jsonl(file)

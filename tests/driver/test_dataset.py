@@ -88,6 +88,14 @@ def test_missing_file(tmp_path: Path) -> None:
         load_dataset(tmp_path / "nope.jsonl")
 
 
+def test_a_device_or_folder_is_not_a_regular_file(tmp_path: Path) -> None:
+    """A path that exists but is no regular file (a device such as /dev/zero, a folder) is
+    named as such, never 'not found' (and never read: /dev/zero has no end)."""
+    for path in (Path("/dev/zero"), tmp_path):
+        with pytest.raises(UsageError, match="is not a regular file"):
+            load_dataset(path)
+
+
 def test_corrupt_parquet(tmp_path: Path) -> None:
     """A file named .parquet that is not parquet gives a UsageError."""
     path = _write(tmp_path / "bad.parquet", "not parquet at all")
