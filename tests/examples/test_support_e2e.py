@@ -129,3 +129,19 @@ def test_a_judge_answering_garbage_ends_its_rollouts_on_the_floor_with_the_reaso
     assert summary["floor_rewards"] == 6
     (failure,) = summary["agent_failures"]
     assert failure["reason"].startswith("judge: resolution: ")
+
+
+def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
+    """The first command of the example's README runs from the repository root as written
+    (its ``--out`` pointed at a temporary folder) and exits 0."""
+    import re
+    import shlex
+
+    text = (SUPPORT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    command = shlex.split(block.group(1).replace("\\\n", " ").splitlines()[0])
+    assert command[:2] == ["agent-kit", "run"]
+    command[command.index("--out") + 1] = str(tmp_path / "runs")
+    _agent_kit(*command[1:])
+    assert list((tmp_path / "runs").glob("*/summary.json"))
