@@ -16,7 +16,7 @@ from agent_kit.reporting.summary_schema import Auxiliary, AuxKindFigures
 from agent_kit.store import RunStore
 from agent_kit.store.rows import AuxTurnRow
 
-__all__ = ["auxiliary_of", "auxiliary_section"]
+__all__ = ["auxiliary_of", "auxiliary_section", "plan_auxiliary"]
 
 
 def auxiliary_of(
@@ -48,8 +48,8 @@ def auxiliary_of(
         by_kind=by_kind,
         calls_per_rollout=round(len(rows) / per, 4),
         tokens_per_rollout=round((inp + out) / per, 4),
-        cost=round(cost, 6),
-        cost_per_rollout=round(cost / per, 8),
+        cost=round(cost, 9),
+        cost_per_rollout=round(cost / per, 12),
         currency=pricing.currency,
         input_per_million=pricing.aux_input_per_million,
         output_per_million=pricing.aux_output_per_million,
@@ -62,3 +62,21 @@ def auxiliary_section(
 ) -> Auxiliary | None:
     """:func:`auxiliary_of` the job's recorded auxiliary calls."""
     return auxiliary_of(store.job_aux_turns(job_arn), rollouts, pricing)
+
+
+def plan_auxiliary(aux: Auxiliary | None, rollouts: int) -> dict[str, float | int | str] | None:
+    """The planned job's auxiliary calls: this run's per-rollout figures × ``rollouts`` (the
+    job's rollouts), priced as the run's section is; None when the run made no auxiliary call."""
+    if aux is None:
+        return None
+    return {
+        "calls_per_rollout": aux.calls_per_rollout,
+        "tokens_per_rollout": aux.tokens_per_rollout,
+        "cost_per_rollout": aux.cost_per_rollout,
+        "rollouts": rollouts,
+        "calls": round(aux.calls_per_rollout * rollouts),
+        "tokens": round(aux.tokens_per_rollout * rollouts),
+        "cost": round(aux.cost_per_rollout * rollouts, 6),
+        "currency": aux.currency,
+        "label": aux.label,
+    }

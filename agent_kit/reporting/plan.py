@@ -228,6 +228,9 @@ class JobPlan:
     wall_clock: dict[str, Any]
     assumptions: PlanSettings
     flags: list[Flag] = field(default_factory=list)
+    #: Auxiliary calls (judge, simulated user) per rollout and for the job, Bedrock on-demand
+    #: (:func:`agent_kit.reporting.auxiliary.plan_auxiliary`); None when the run made none.
+    auxiliary: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool:
@@ -261,6 +264,7 @@ class JobPlan:
             "wall_clock": self.wall_clock,
             "assumptions": asdict(self.assumptions),
             "flags": [asdict(f) for f in self.flags],
+            **({"auxiliary": self.auxiliary} if self.auxiliary is not None else {}),
         }
 
 
