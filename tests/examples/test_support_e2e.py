@@ -82,6 +82,9 @@ def test_the_example_runs_offline_with_judged_terms_and_auxiliary_tokens(
         resolution = body["reward_breakdown"]["resolution"]
         assert resolution["judged"] is True
         assert resolution["reason"] in ("resolved", "unresolved")
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "Auxiliary calls (judge, simulated user)" in report
+    assert "judged: resolved" in report
 
 
 def test_a_replay_of_the_judged_simulated_run_is_identical_without_any_model(
@@ -124,11 +127,12 @@ def test_a_judge_answering_garbage_ends_its_rollouts_on_the_floor_with_the_reaso
     tmp_path: Path,
 ) -> None:
     """A judge that answers prose instead of a score ends every rollout on the floor, the
-    summary naming ``judge: …`` as the agent-side failure."""
-    summary, _ = _run(tmp_path, "GarbageAux", "support-garbage")
+    summary and the report naming ``judge: …`` as the agent-side failure."""
+    summary, run_dir = _run(tmp_path, "GarbageAux", "support-garbage")
     assert summary["floor_rewards"] == 6
     (failure,) = summary["agent_failures"]
     assert failure["reason"].startswith("judge: resolution: ")
+    assert "judge: resolution: " in (run_dir / "report.html").read_text(encoding="utf-8")
 
 
 def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
@@ -145,3 +149,16 @@ def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
     command[command.index("--out") + 1] = str(tmp_path / "runs")
     _agent_kit(*command[1:])
     assert list((tmp_path / "runs").glob("*/summary.json"))
+
+
+def test_invoke_shows_a_failing_judge_and_exits_with_the_reward_code() -> None:
+    """``agent-kit invoke`` of one case with a garbage judge prints the floor reward's
+    ``judge: …`` reason and exits 6 (JudgeError, a RewardError)."""
+    proc = _agent_kit(
+        "invoke", str(SUPPORT / "agent.py"), "--dataset", str(SUPPORT / "cases.jsonl"),
+        "--policy", f"scripted:{POLICIES}:SupportAgent",
+        "--aux-policy", f"scripted:{POLICIES}:GarbageAux",
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 6, proc.stderr[-2000:]
+    assert "judge: resolution: " in proc.stderr
