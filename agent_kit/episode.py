@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 __all__ = ["Episode", "Failure", "FailureBoundary", "ToolCallRecord", "TurnRecord"]
 
-FailureBoundary = Literal["payload", "policy", "environment", "reward", "runtime", "limit"]
+FailureBoundary = Literal["payload", "policy", "environment", "reward", "judge", "runtime", "limit"]
 
 
 @dataclass(frozen=True)

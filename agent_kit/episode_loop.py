@@ -9,8 +9,16 @@ the service never kills a job over an agent-side problem:
 - ``environment``: ``reset`` or a tool raised → floor reward. Tools signal a *bad move* by
   returning text; raising means the environment itself is broken.
 - ``reward``: the reward function raised or returned a non-finite value → floor reward.
+- ``judge``: an LLM judge of the reward failed or answered nonsense
+  (:class:`~agent_kit.errors.JudgeError`) → floor reward, reason ``judge: …``.
 - ``limit``: the turn/tool-call limit or the wall-clock budget ran out before the environment
   finished → the reward function still scores it when ``score_unfinished`` (default), else floor.
+
+A reward function may be ``async`` (an LLM judge awaits its model). While the episode and its
+reward run, the episode's auxiliary target (:mod:`agent_kit.auxiliary`: where a judge's or a
+simulated user's model calls go) is the current one. When the agent ends its turn, the
+environment's :meth:`~agent_kit.environment.Environment.next_user_message` may answer as the
+user (a simulated user), and the conversation goes on.
 
 A rollout that made no policy call at all is retried once (fresh environment and conversation)
 while the wall-clock budget lasts: the service fails a job whose rollout never sampled.
@@ -19,6 +27,7 @@ while the wall-clock budget lasts: the service fails a job whose rollout never s
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -41,10 +50,11 @@ from strands.hooks import (
     HookRegistry,
 )
 
+from agent_kit.auxiliary import current_target, target_for, using_target
 from agent_kit.contract import RolloutPayload
 from agent_kit.environment import Environment, TextToolCall
 from agent_kit.episode import Episode, Failure, FailureBoundary, ToolCallRecord, TurnRecord
-from agent_kit.errors import AgentKitError, ContractError, RewardError
+from agent_kit.errors import AgentKitError, ContractError, JudgeError, RewardError
 from agent_kit.reward import Reward
 
 __all__ = [
@@ -58,7 +68,7 @@ __all__ = [
 
 logger = logging.getLogger("agent_kit.episode")
 
-RewardFunction = Callable[[Any, Episode], "Reward | float"]
+RewardFunction = Callable[[Any, Episode], "Reward | float | Awaitable[Reward | float]"]
 
 
 class ModelHandle(Protocol):
@@ -415,12 +425,28 @@ class _Play:
             if episode.stop_reason != "end_turn" or not self.settings.recover_text_tool_calls:
                 return
             follow_up = await self._recover(episode.final_text)
+            if follow_up is None and episode.failure is None:
+                follow_up = await self._next_user(episode.final_text)
             if follow_up is None:
                 return
             if self.env.done:
                 episode.stop_reason = "finished"
                 return
             prompt = follow_up
+
+    async def _next_user(self, text: str) -> str | None:
+        """The environment's next user message (a simulated user), or None to end."""
+        try:
+            message = await self.env.next_user_message(text)
+        except Exception as exc:  # noqa: BLE001 - a failing user is an environment failure
+            self.episode.failure = _user_failure("environment", _describe(exc), exc)
+            self.episode.stop_reason = "environment_error"
+            return None
+        if message is not None and not isinstance(message, str):
+            self._fail("environment", "next_user_message must return a str or None")
+            self.episode.stop_reason = "environment_error"
+            return None
+        return message or None
 
     async def _recover(self, text: str) -> str | None:
         try:
@@ -480,8 +506,22 @@ async def play_episode(
 ) -> EpisodeOutcome:
     """Play one episode and score it. Never raises except :class:`ContractError` (bad task).
 
-    The caller reports the returned reward; see :mod:`agent_kit.app`.
+    The caller reports the returned reward; see :mod:`agent_kit.app`. The episode's auxiliary
+    target (:func:`agent_kit.auxiliary.target_for` the payload, else the caller's current one)
+    is current while it plays and is scored.
     """
+    with using_target(target_for(payload) or current_target()):
+        return await _play_and_score(payload, environment, reward, settings, model_factory)
+
+
+async def _play_and_score(
+    payload: RolloutPayload,
+    environment: Callable[[], Environment],
+    reward: RewardFunction,
+    settings: EpisodeSettings,
+    model_factory: ModelFactory,
+) -> EpisodeOutcome:
+    """:func:`play_episode` under its auxiliary target."""
     started = time.monotonic()
     deadline = started + settings.budget_s
     task = payload.task()
@@ -524,11 +564,11 @@ async def play_episode(
             episode.failure.reason if episode.failure else "",
         )
     return EpisodeOutcome(
-        episode=episode, reward=_score(env, episode, reward, settings), attempts=attempts
+        episode=episode, reward=await _score(env, episode, reward, settings), attempts=attempts
     )
 
 
-def _score(
+async def _score(
     env: Environment, episode: Episode, reward_fn: RewardFunction, settings: EpisodeSettings
 ) -> Reward:
     failure = episode.failure
@@ -541,12 +581,18 @@ def _score(
             episode.failure = Failure("limit", reason)
         return Reward.floor_reward(settings.floor_reward, f"limit: {reason}")
     try:
-        value = Reward.of(reward_fn(env, episode))
+        returned = reward_fn(env, episode)
+        if inspect.isawaitable(returned):
+            returned = await returned
+        value = Reward.of(returned)
         if value.per_turn is not None and len(value.per_turn) != episode.turns:
             raise RewardError(
                 f"per_turn has {len(value.per_turn)} values "
                 f"but the episode has {episode.turns} turns"
             )
+    except JudgeError as exc:  # the judge's model failed or answered nonsense
+        episode.failure = Failure("judge", exc.message)
+        return Reward.floor_reward(settings.floor_reward, f"judge: {exc.message}")
     except Exception as exc:  # noqa: BLE001 - a broken reward function must not kill the job
         episode.failure = _user_failure("reward", _describe(exc), exc)
         return Reward.floor_reward(settings.floor_reward, f"reward: {episode.failure.reason}")

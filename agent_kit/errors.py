@@ -19,6 +19,7 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── PolicyError                     exit 5   the policy endpoint failed or answered garbage
     ├── EnvironmentFailure              exit 6   the user's environment raised (``invoke``)
     ├── RewardError                     exit 6   the reward function raised or was not finite
+    │   └── JudgeError                  exit 6   an LLM judge failed or answered nonsense
     ├── ReportingError                  exit 7   a rollout was not reported (``invoke``)
     ├── InvokerError                    exit 8   the agent could not be started or reached
     ├── JobFailed                       exit 9   the emulated job failed (service semantics)
@@ -54,6 +55,7 @@ __all__ = [
     "InvokerError",
     "JobFailed",
     "JobRuntimeError",
+    "JudgeError",
     "NotFoundError",
     "PolicyError",
     "QuotaExceededError",
@@ -196,6 +198,11 @@ class RewardError(AgentKitError):
     """The reward function raised or produced a non-finite value."""
 
     exit_code = 6
+
+
+class JudgeError(RewardError):
+    """An LLM judge of the reward failed (its model call, its structured answer) or answered
+    nonsense (a score outside 0..1): the rollout ends on the floor with reason ``judge: …``."""
 
 
 class ReportingError(AgentKitError):

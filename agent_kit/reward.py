@@ -32,11 +32,18 @@ def _finite(name: str, value: float) -> float:
 
 @dataclass(frozen=True)
 class Component:
-    """One named reward term: ``weight × value``, tagged as outcome or strategy."""
+    """One named reward term: ``weight × value``, tagged as outcome or strategy.
+
+    ``reason`` is why the term has its value, when someone said (an LLM judge's reason); it is
+    kept in the breakdown. ``judged`` marks a term scored by an LLM judge
+    (:class:`agent_kit.judge.Judge`), which ``agent-kit doctor reward`` audits.
+    """
 
     value: float
     weight: float = 1.0
     kind: RewardKind = "strategy"
+    reason: str | None = None
+    judged: bool = False
 
     @property
     def contribution(self) -> float:
@@ -117,16 +124,22 @@ class Reward:
         return cls(total=_finite("floor", value), floor=True, reason=reason)
 
     def breakdown(self) -> dict[str, dict[str, float | str]]:
-        """JSON-ready ``{name: {value, weight, contribution, kind}}``."""
-        return {
-            name: {
+        """JSON-ready ``{name: {value, weight, contribution, kind}}``, plus ``reason`` and
+        ``judged`` (true) for a term that has them."""
+        out: dict[str, dict[str, float | str]] = {}
+        for name, c in self.components.items():
+            entry: dict[str, float | str] = {
                 "value": c.value,
                 "weight": c.weight,
                 "contribution": c.contribution,
                 "kind": c.kind,
             }
-            for name, c in self.components.items()
-        }
+            if c.reason is not None:
+                entry["reason"] = c.reason
+            if c.judged:
+                entry["judged"] = True
+            out[name] = entry
+        return out
 
     def wire_values(self, turns: int) -> list[float]:
         """The ``Rewards`` list for UpdateReward: per-turn when it matches ``turns``, else total."""

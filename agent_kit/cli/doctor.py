@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.errors import UsageError
 from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RUN_FILE
@@ -62,8 +63,14 @@ def reward_cmd(
         Path | None,
         typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
     ] = None,
+    aux_policy: AuxPolicyOption = None,
+    judge_runs: Annotated[
+        int,
+        typer.Option(min=2, help="Times each audited episode is judged again (consistency)."),
+    ] = 3,
 ) -> None:
-    """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost."""
+    """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost,
+    and LLM judges (consistency, share of the variance, length/flattery/order bias)."""
     from agent_kit.doctor.findings import EXIT_FINDINGS
     from agent_kit.doctor.reward import audit_reward
     from agent_kit.reporting.pricing import load_pricing
@@ -71,7 +78,15 @@ def reward_cmd(
     if not run_dir.is_dir():
         raise UsageError(f"run directory not found: {run_dir}")
     prices = load_pricing(pricing) if pricing is not None else None
-    audit = audit_reward(run_dir, entrypoint=entrypoint, budget=budget, steps=steps, pricing=prices)
+    audit = audit_reward(
+        run_dir,
+        entrypoint=entrypoint,
+        budget=budget,
+        steps=steps,
+        pricing=prices,
+        aux_policy=aux_policy,
+        judge_runs=judge_runs,
+    )
     if as_json:
         typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
     else:

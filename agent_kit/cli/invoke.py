@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.contract import TrajectoryState
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, invoke_once
@@ -29,6 +30,7 @@ from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import (
     AgentKitError,
     EnvironmentFailure,
+    JudgeError,
     ReportingError,
     RewardError,
     UsageError,
@@ -192,6 +194,7 @@ def invoke(
     dataset: Annotated[Path | None, typer.Option(help="Take the prompt from this dataset.")] = None,
     row: Annotated[int, typer.Option(help="Row of --dataset (0-based).")] = 0,
     policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
+    aux_policy: AuxPolicyOption = None,
     temperature: Annotated[float, typer.Option(help="inferenceParams.temperature")] = 1.0,
     timeout: Annotated[float, typer.Option(help="Rollout timeout in seconds.")] = 120.0,
     seed: Annotated[int, typer.Option(help="Policy seed.")] = 0,
@@ -220,6 +223,7 @@ def invoke(
                 entrypoint,
                 text,
                 policy=policy,
+                aux_policy=aux_policy,
                 run_dir=run_dir,
                 rollout_timeout=timeout,
                 temperature=temperature,
@@ -276,6 +280,8 @@ def _outcome_error(outcome: InvokeOutcome, n_turns: int) -> AgentKitError | None
         reason = failure.get("reason")
         if failure.get("boundary") == "environment":
             return EnvironmentFailure(f"rollout {tid}: the environment failed: {reason}")
+        if failure.get("boundary") == "judge":
+            return JudgeError(f"rollout {tid}: judge: {reason}")
         if failure.get("boundary") == "reward":
             return RewardError(f"rollout {tid}: the reward function failed: {reason}")
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +22,7 @@ from agent_kit.deploy import jobs
 from agent_kit.deploy.jobs import TRAINING_HYPERPARAMETERS
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.errors import UsageError
+from agent_kit.reporting.auxiliary import auxiliary_section, plan_auxiliary
 from agent_kit.reporting.plan import (
     DEFAULT_TRAIN_STEP_S,
     SESSION_MEMORY_GB,
@@ -261,6 +262,15 @@ def _print_plan(plan: JobPlan, ran: RanShape, run_dir: Path) -> None:
     if compared is not None:
         parts.append(compared)
     parts.append(_clock_table(plan))
+    if (aux := plan.auxiliary) is not None:
+        parts.append(
+            Text(
+                f"auxiliary (judge, simulated user; Bedrock on demand, not MTRL tokens): "
+                f"{aux['calls_per_rollout']} calls and {aux['tokens_per_rollout']} tokens per "
+                f"rollout → {aux['tokens']:,} tokens ≈ {aux['cost']:,.2f} {aux['currency']} "
+                f"for the job ({aux['label']})"
+            )
+        )
     for flag in plan.flags:
         style = "bold red" if flag.level == "error" else "yellow"
         parts.append(Text.assemble((f"{flag.level}: ", style), f"{flag.message} [{flag.code}]"))
@@ -314,6 +324,7 @@ def plan_cmd(
     with RunStore.open(run_dir, readonly=True) as store:
         row = resolve_job(store, job)
         rollouts = load_rollouts(store, row.arn, with_turns=True)
+        aux = auxiliary_section(store, row.arn, len(rollouts), prices)
     config = flat_config(row.config)
     rows, rows_from = _dataset_rows(dataset, dataset_rows, config)
     shape, typed, unknown = job_shape(values, rows)
@@ -335,6 +346,7 @@ def plan_cmd(
         source={"run_dir": str(run_dir), "job": row.name, "dataset_rows_from": rows_from},
         local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
     )
+    plan = replace(plan, auxiliary=plan_auxiliary(aux, shape.steps * shape.rollouts_per_step))
     if as_json:
         typer.echo(json.dumps(plan.document(), allow_nan=False))
         return

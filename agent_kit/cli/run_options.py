@@ -20,6 +20,7 @@ __all__ = [
     "AdvertiseUrlOption",
     "AgentMemoryOption",
     "AsJsonOption",
+    "AuxPolicyOption",
     "BatchSizeOption",
     "ChaosOption",
     "ConcurrencyOption",
@@ -80,6 +81,16 @@ DatasetOption = Annotated[
 # -- the job's settings (JobConfig) ----------------------------------------------------------
 
 PolicyOption = Annotated[str, typer.Option(help=POLICY_HELP)]
+AuxPolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--aux-policy",
+        help="The model of the agent's LLM judge and simulated user (the emulator's /aux route): "
+        "any policy spec, e.g. scripted:FILE.py:NAME, local, hf:MODEL, openai:URL "
+        "(docs/judges.md). Without it those calls are refused.",
+        show_default=False,
+    ),
+]
 GroupSizeOption = Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")]
 BatchSizeOption = Annotated[
     int | None,

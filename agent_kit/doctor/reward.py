@@ -13,7 +13,9 @@ four checks:
 - **hacking**: reward vs length, rewards without an outcome, a dominating component, recovered
   text tool calls (:mod:`agent_kit.doctor.hacking`);
 - **projection** (here): tokens per slot × the planned job's slots → cost (the summary's
-  projection), an error above ``budget``.
+  projection), an error above ``budget``;
+- **judges**: for rewards with LLM-judged terms, the judge's self-consistency, its share of
+  the reward's variance and its bias probes (:mod:`agent_kit.doctor.judge_audit`).
 """
 
 from __future__ import annotations
@@ -142,13 +144,17 @@ def audit_reward(
     budget: float | None = None,
     steps: int | None = None,
     pricing: Pricing | None = None,
+    aux_policy: str | None = None,
+    judge_runs: int = 3,
 ) -> RewardAudit:
     """Audit the latest job of ``run_dir`` (see the module docstring).
 
     With ``entrypoint`` every finished episode is re-scored by that file's RolloutApp reward and
     its ``REWARD_ORDERINGS`` are checked; without it the orderings come from the entrypoint the
     run recorded (when that file still exists) and the recorded rewards are used. ``steps`` is
-    the planned job's length (default: the summary's projection, 100 steps).
+    the planned job's length (default: the summary's projection, 100 steps). Judged reward
+    terms are audited on ``aux_policy`` (default: the run's ``--aux-policy``), each audited
+    episode judged ``judge_runs`` times.
     """
     folder = Path(run_dir)
     if not resolve_path(folder).is_file():
@@ -180,6 +186,7 @@ def audit_reward(
     findings.extend(dominance(views))
     findings.extend(recovered_calls(views))
     findings.extend(projection(summary, budget))
+    findings.extend(_judge_findings(folder, data, path, aux_policy, judge_runs))
     order = {"error": 0, "warn": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return RewardAudit(
@@ -193,6 +200,27 @@ def audit_reward(
         live=live,
         in_flight=in_flight,
     )
+
+
+def _judge_findings(
+    folder: Path, data: RunData, path: Path | None, aux_policy: str | None, runs: int
+) -> list[Finding]:
+    """The judge audit, when the run's rewards have judged terms."""
+    from agent_kit.doctor.judge_audit import audit_judges, judged_names
+
+    if not judged_names([r.reward_breakdown for r in data.chosen]):
+        return []
+    spec = aux_policy or flat_config(data.job.config).get("aux_policy")
+    if path is None or not path.is_file() or not isinstance(spec, str):
+        return [
+            Finding(
+                "judge-bias",
+                "warn",
+                "the reward has LLM-judged terms, but the judge was not audited",
+                "pass --entrypoint and --aux-policy (the judge's model) to audit it",
+            )
+        ]
+    return audit_judges(folder, path, spec, data.chosen, k=runs)
 
 
 def _finished(store: RunStore, records: Sequence[Rollout]) -> tuple[list[Rollout], int]:

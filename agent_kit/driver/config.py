@@ -76,6 +76,9 @@ class JobConfig:
     #: ``--contract``: ``mtrl`` (the service's payload) or ``rl-toolkit`` (agentcore-rl-toolkit's
     #: ``_rollout`` payload, result objects in S3; see agent_kit.driver.trainer_side).
     contract: str = "mtrl"
+    #: ``--aux-policy SPEC``: the model that answers the agent's auxiliary calls (an LLM judge,
+    #: a simulated user) on the emulator's ``/aux`` route; None refuses them (docs/judges.md).
+    aux_policy: str | None = None
 
     def validated(self, n_prompts: int) -> JobConfig:
         """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its

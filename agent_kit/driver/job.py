@@ -377,6 +377,7 @@ class _Job:
             region=run.config.region,
             chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
             own_policy=self.policy is None,
+            aux_policy=run.config.aux_policy,
         )
 
     def _verifies(self) -> bool:

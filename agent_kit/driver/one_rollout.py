@@ -48,8 +48,10 @@ async def invoke_once(
     seed: int = 0,
     endpoint_url: str | None = None,
     lenient_auth: bool = False,
+    aux_policy: str | None = None,
 ) -> InvokeOutcome:
     """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``.
+    ``aux_policy`` answers the agent's judge and simulated-user calls (docs/judges.md).
 
     A ``.py`` entrypoint gets the run's own AWS keys and must sign with them, unless
     ``lenient_auth``."""
@@ -68,6 +70,7 @@ async def invoke_once(
         seed=seed,
         fail_fast=False,
         report_grace=report_grace,
+        aux_policy=aux_policy,
     ).validated(1)
     data = Dataset(path=Path("<prompt>"), column="prompt", prompts=(prompt,))
     store = RunStore.open(run)
@@ -77,6 +80,7 @@ async def invoke_once(
             policy,
             seed=seed,
             base_dir=Path.cwd(),
+            aux_policy=aux_policy,
             region=config.region,
             verify_auth=entrypoint.endswith(".py") and not lenient_auth,
         ) as svc:

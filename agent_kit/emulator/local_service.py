@@ -89,6 +89,7 @@ async def local_service(
     start: bool = True,
     own_policy: bool = True,
     verify_auth: bool = False,
+    aux_policy: str | PolicyBackendLike | None = None,
     **emulator_options: Any,
 ) -> AsyncIterator[LocalService]:
     """Serve an emulator over ``store`` on 127.0.0.1 for the ``async with`` block.
@@ -104,7 +105,8 @@ async def local_service(
     fresh :class:`~agent_kit.emulator.run_keys.RunKeys` (:attr:`LocalService.keys`): rollout
     tokens are always checked against them; with ``verify_auth=True`` SigV4 signatures and
     ``sagemaker-api-key-…`` bearers must also be made with their AWS keys (else only their
-    shape is checked).
+    shape is checked). ``aux_policy`` (a spec or a backend, closed with the service when it is
+    a spec or ``own_policy``) answers the auxiliary route (judge and simulated-user calls).
     """
     from agent_kit.emulator.server import RequestGate, create_app
 
@@ -112,8 +114,13 @@ async def local_service(
         from agent_kit.emulator.policies import load_policy
 
         policy = load_policy(policy, seed=seed or 0, base_dir=base_dir)
+    own_aux = own_policy or isinstance(aux_policy, str)
+    if isinstance(aux_policy, str):
+        from agent_kit.emulator.policies import load_policy
+
+        aux_policy = load_policy(aux_policy, seed=seed or 0, base_dir=base_dir)
     try:
-        emulator = Emulator(store, policy, seed=seed, **emulator_options)
+        emulator = Emulator(store, policy, seed=seed, aux_policy=aux_policy, **emulator_options)
         door = RequestGate() if gate else None
         keys = RunKeys.generate()
         app = create_app(
@@ -136,6 +143,8 @@ async def local_service(
     finally:
         if own_policy:
             await _close_policy(policy)
+        if own_aux and aux_policy is not None:
+            await _close_policy(aux_policy)
 
 
 async def _close_policy(policy: PolicyBackendLike) -> None:

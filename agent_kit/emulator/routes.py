@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
+from agent_kit.emulator.aux_route import AUX_KIND_HEADER, aux_turn
 from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.http_request import (
@@ -135,6 +136,24 @@ class Routes:
     async def chat(self, request: Request) -> Response:
         """``POST /v1/chat/completions``."""
         return await self._turn(request, ROUTE_CHAT)
+
+    async def aux_chat(self, request: Request) -> Response:
+        """``POST /aux/v1/chat/completions``: a judge's or simulated user's call
+        (:mod:`agent_kit.emulator.aux_route`), JSON or SSE per the body's ``stream``."""
+        headers = request.headers
+        job_arn = headers.get("x-amzn-sagemaker-job-arn")
+        trajectory_id = headers.get("x-amzn-sagemaker-trajectory-id")
+        check_bound(request, job_arn, trajectory_id)
+        _, body = await self._json(request)
+        chat = parse_chat(body)
+        kind = headers.get(AUX_KIND_HEADER)
+        outcome = await aux_turn(self.emu, job_arn, trajectory_id, body, kind=kind)
+        if not chat.stream:
+            return Response(outcome.response_json, media_type="application/json")
+        chunks = chunks_from_completion(outcome.response, include_usage=chat.include_usage)
+        return Response(
+            sse_body(chunks), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+        )
 
     async def trainer_chat(self, request: Request) -> Response:
         """``POST /trainer/{trajectory_id}/v1/chat/completions`` (the trainer's base_url)."""

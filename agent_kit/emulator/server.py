@@ -18,6 +18,9 @@ these routes:
   (``Bearer agent-kit-rollout-…``, minted from the run's secret) acts on its own job and
   trajectory only: a turn, CompleteRollout or UpdateReward for any other is 403
   AccessDeniedException, and a token the run did not mint is 403 too.
+- ``POST /aux/v1/chat/completions`` → the auxiliary model's answer to a judge's or simulated
+  user's call (header ``X-Agent-Kit-Aux-Kind: judge|user``; auth and headers as the chat
+  route), recorded as an auxiliary turn, never a policy turn (:mod:`~agent_kit.emulator.aux_route`).
 - ``POST /trainer/{trajectory_id}/v1/chat/completions`` (only with a ``trainer_key``): the
   chat route as an open-source trainer serves it to agents under the agentcore-rl-toolkit
   contract (docs/trainers.md): the trajectory is named by the path (the per-rollout
@@ -75,6 +78,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.aux_route import AUX_PREFIX
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.error_shapes import ErrorShapes, error_response, openai_error_response
 from agent_kit.emulator.gate import Guard, RequestGate
@@ -191,6 +195,7 @@ def create_app(
         Route(ROUTE_SAMPLE, r.sample, methods=post, middleware=service),
         Route(ROUTE_STREAM, r.sample_stream, methods=post, middleware=service),
         Route(ROUTE_CHAT, r.chat, methods=post, middleware=service),
+        Route(AUX_PREFIX + ROUTE_CHAT, r.aux_chat, methods=post, middleware=service),
         Route("/complete-rollout", r.complete_rollout, methods=post, middleware=service),
         Route("/update-reward", r.update_reward, methods=post, middleware=service),
         Route("/_emulator/rollouts", r.mint_rollout, methods=post, middleware=admin),

@@ -63,6 +63,7 @@ class ServiceState:
         lenient: bool = False,
         seed: int | None = None,
         chaos: Chaos | None = None,
+        aux_policy: PolicyBackendLike | None = None,
     ) -> None:
         if not (len(account_id) == 12 and account_id.isdigit()):
             raise UsageError(f"account id must be 12 digits, got {account_id!r}")
@@ -79,6 +80,9 @@ class ServiceState:
         self.default_job_arn: str | None = None
         #: Fault injection (``--chaos``); None answers every call as the contract says.
         self.chaos = chaos
+        #: The auxiliary model (``--aux-policy``) that answers judge and simulated-user calls
+        #: on ``/aux/v1/chat/completions`` (:mod:`agent_kit.emulator.aux_route`); None: refused.
+        self.aux_policy = aux_policy
         self._policy_calls: dict[str, int] = {}
         #: The connection of each trajectory's last policy call (bounded, oldest dropped).
         self._last_peer: OrderedDict[str, str] = OrderedDict()

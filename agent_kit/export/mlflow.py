@@ -33,6 +33,7 @@ works under ``-W error``): SQLAlchemy 2.1's deprecation of the ``noload`` loader
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -215,6 +216,24 @@ def _trace_ids(client: MlflowClient, experiment_id: str, **query: Any) -> list[s
 def _delete_traces(client: MlflowClient, experiment_id: str, ids: Sequence[str]) -> None:
     for start in range(0, len(ids), 100):
         client.delete_traces(experiment_id, trace_ids=list(ids[start : start + 100]))
+
+
+def with_aux_metrics(steps: Sequence[StepMetrics], summary: Summary) -> list[StepMetrics]:
+    """``steps`` with the run's auxiliary calls (judge, simulated user) on the last step:
+    ``auxiliary/{calls,input_tokens,output_tokens,cost}`` and ``auxiliary/<kind>/calls``."""
+    aux, out = summary.auxiliary, list(steps)
+    if aux is None or not out:
+        return out
+    values = {
+        "auxiliary/calls": float(aux.calls),
+        "auxiliary/input_tokens": float(aux.input_tokens),
+        "auxiliary/output_tokens": float(aux.output_tokens),
+        "auxiliary/cost": float(aux.cost),
+        **{f"auxiliary/{kind}/calls": float(v.calls) for kind, v in aux.by_kind.items()},
+    }
+    last = out[-1]
+    out[-1] = dataclasses.replace(last, values={**last.values, **values})
+    return out
 
 
 def _log_metrics(client: MlflowClient, run_id: str, steps: Sequence[StepMetrics]) -> int:
@@ -418,7 +437,9 @@ def export_run(
         }
         traces = rollout_traces(store, data, tags=tags)
         trained = load_train_figures(store)
-        steps = with_train_metrics(step_metrics(data, summary, store), trained)
+        steps = with_aux_metrics(
+            with_train_metrics(step_metrics(data, summary, store), trained), summary
+        )
         holdout, holdout_params = holdout_metrics(steps, trained)
         artifacts = _artifacts(folder, summary, store)
     artifacts += [

@@ -316,6 +316,7 @@ async def _replay(
 ) -> ReplayReport:
     """Serve the replay backend, play every episode, record and write the report."""
     from agent_kit.emulator.local_service import local_service
+    from agent_kit.replay.policy import AuxReplay
     from agent_kit.store import RunStore
 
     backend = _replay_backend(plan)
@@ -329,6 +330,7 @@ async def _replay(
             region=plan.region,
             own_policy=False,
             verify_auth=plan.target.endswith(".py"),  # its agents sign with the run's keys
+            aux_policy=AuxReplay(backend),
         )
         async with service as svc:
             job_arn = svc.emulator.create_job(plan.job_name, _job_config(plan, backend.name)).arn

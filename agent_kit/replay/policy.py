@@ -37,6 +37,7 @@ from agent_kit.store import Rollout
 
 __all__ = [
     "DEFAULT_IGNORED_FIELDS",
+    "AuxReplay",
     "Divergence",
     "Normalization",
     "ReplayBackend",
@@ -389,6 +390,44 @@ class ReplayBackend:
         """Close the live backend of a fork (nothing else to release)."""
         if self.live is not None:
             await self.live.aclose()
+
+
+class AuxReplay:
+    """The auxiliary backend of a replay: each judge or simulated-user call of a replayed
+    rollout is answered with the one recorded at the same auxiliary index of the rollout it
+    replays (matched as :class:`ReplayBackend` matches policy turns), so a judged, simulated
+    episode replays with no auxiliary model. A call the recording does not hold, or of another
+    kind than recorded, is a divergence (400)."""
+
+    def __init__(self, replay: ReplayBackend) -> None:
+        self.replay = replay
+        self.name = f"aux-{replay.name}"
+
+    async def complete(self, request: PolicyRequest) -> PolicyResult:
+        """The recorded answer of this auxiliary call."""
+        episode = self.replay.episode_for(request)
+        calls = self.replay.recording.aux.get(episode.id, [])
+        idx, kind = request.turn, request.context.get("aux_kind")
+        if idx >= len(calls) or calls[idx].kind != kind:
+            held = "none" if idx >= len(calls) else f"a {calls[idx].kind} call"
+            raise ReplayDivergenceError(
+                f"Replay of {episode.id} diverged at auxiliary call {idx}: a {kind} call, "
+                f"where the recording holds {held}"
+            )
+        recorded = calls[idx]
+        before = self.replay.normalization.view(recorded.request)
+        now = self.replay.normalization.view(request.raw)
+        if before != now:
+            diff = request_diff(before, now, label=f"auxiliary call {idx}")
+            raise ReplayDivergenceError(
+                f"Replay of {episode.id} diverged at auxiliary call {idx} ({kind}): "
+                f"{first_difference(before, now)}\n{diff}"[:4000]
+            )
+        usage = Usage(recorded.prompt_tokens, recorded.completion_tokens, recorded.usage_estimated)
+        return PolicyResult(response=copy.deepcopy(recorded.response), usage=usage)
+
+    async def aclose(self) -> None:
+        """Nothing to release (the replay backend is closed by its owner)."""
 
 
 def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> PolicyBackend:

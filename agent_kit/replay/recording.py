@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
-from agent_kit.store import Rollout, RunStore, load_rollouts, resolve_path
+from agent_kit.store import AuxTurnRow, Rollout, RunStore, load_rollouts, resolve_path
 
 __all__ = [
     "REPLAYABLE_STATES",
@@ -45,6 +45,9 @@ class Recording:
     job_arn: str | None = None
     job_name: str | None = None
     job: dict[str, Any] = field(default_factory=dict)
+    #: The auxiliary calls (judge, simulated user) of each recorded rollout, in order (a run
+    #: directory's; a cassette holds none).
+    aux: dict[str, list[AuxTurnRow]] = field(default_factory=dict)
 
     def by_id(self) -> dict[str, Rollout]:
         """Episodes keyed by rollout id."""
@@ -78,6 +81,7 @@ class Recording:
             self.job_arn,
             self.job_name,
             self.job,
+            self.aux,
         )
 
 
@@ -92,6 +96,7 @@ def read_run(path: Path) -> Recording:
             raise UsageError(f"{path} holds no job")
         job = jobs[-1]
         episodes = load_rollouts(store, job.arn, states=REPLAYABLE_STATES, with_turns=True)
+        aux = store.job_aux_turns(job.arn)
     config = job.config
     entry = config.get("entrypoint")
     entrypoint = Path(entry) if isinstance(entry, str) and entry.endswith(".py") else None
@@ -104,4 +109,5 @@ def read_run(path: Path) -> Recording:
         job_arn=job.arn,
         job_name=job.name,
         job=dict(settings or {}),
+        aux=aux,
     )

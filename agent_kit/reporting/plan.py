@@ -245,6 +245,9 @@ class JobPlan:
     flags: list[Flag] = field(default_factory=list)
     #: The shape hyperparameters nobody gave: the service's documented defaults.
     defaulted: list[str] = field(default_factory=list)
+    #: Auxiliary calls (judge, simulated user) per rollout and for the job, Bedrock on-demand
+    #: (:func:`agent_kit.reporting.auxiliary.plan_auxiliary`); None when the run made none.
+    auxiliary: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool:
@@ -279,6 +282,7 @@ class JobPlan:
             "wall_clock": self.wall_clock,
             "assumptions": asdict(self.assumptions),
             "flags": [asdict(f) for f in self.flags],
+            **({"auxiliary": self.auxiliary} if self.auxiliary is not None else {}),
         }
 
 

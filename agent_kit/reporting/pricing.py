@@ -15,6 +15,12 @@ Without a file, :func:`default_pricing` applies one blended rate *derived in cod
 published reference run (GPT-OSS-20B Wordle, 100 steps: prefill 491.6 M + sample 159.7 M +
 train 643.3 M tokens ≈ $339), labelled ``"blended rate of the published AWS reference run"``.
 It is an estimate, never a quote: every cost carries its label and source.
+
+Auxiliary model calls (an LLM judge, a simulated user) are not MTRL tokens: in a job they run
+in the agent's runtime on Bedrock, billed on demand per input and output token. They are priced
+apart, at ``aux_input_per_million`` / ``aux_output_per_million`` (pricing-file keys, with
+``aux_label``); without them, at the published Bedrock on-demand list price of Anthropic
+Claude 3 Haiku (:data:`BEDROCK_AUX_DEFAULT`), labelled so.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent_kit.errors import UsageError
 
 __all__ = [
+    "BEDROCK_AUX_DEFAULT",
     "DEFAULT_PRICING_LABEL",
     "PUBLISHED_REFERENCE_RUN",
     "Cost",
@@ -41,6 +48,13 @@ __all__ = [
 ]
 
 DEFAULT_PRICING_LABEL: Final = "blended rate of the published AWS reference run"
+#: The default price of auxiliary calls: Bedrock on-demand, Claude 3 Haiku (USD per million
+#: input and output tokens, the published list price), with its label.
+BEDROCK_AUX_DEFAULT: Final = (
+    0.25,
+    1.25,
+    "Bedrock on-demand list price of Claude 3 Haiku (set aux_*_per_million for your model)",
+)
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,10 @@ class Pricing(BaseModel):
     currency: str = Field(default="USD", min_length=1, max_length=16)
     label: str = Field(default="user pricing file", max_length=200)
     source: str = "default"
+    #: Auxiliary calls (judge, simulated user): Bedrock on-demand per million tokens.
+    aux_input_per_million: float = Field(default=BEDROCK_AUX_DEFAULT[0], ge=0, allow_inf_nan=False)
+    aux_output_per_million: float = Field(default=BEDROCK_AUX_DEFAULT[1], ge=0, allow_inf_nan=False)
+    aux_label: str = Field(default=BEDROCK_AUX_DEFAULT[2], max_length=200)
 
     @property
     def is_default(self) -> bool:
@@ -112,6 +130,9 @@ class _PricingFile(BaseModel):
     blended_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     currency: str = Field(default="USD", min_length=1, max_length=16)
     label: str = Field(default="user pricing file", max_length=200)
+    aux_input_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    aux_output_per_million: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    aux_label: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _one_way(self) -> _PricingFile:
@@ -180,6 +201,13 @@ def load_pricing(path: str | Path) -> Pricing:
         )
         raise UsageError(f"invalid pricing file {file}: {problems}") from None
     blended = parsed.blended_per_million
+    aux: dict[str, Any] = {}
+    if parsed.aux_input_per_million is not None or parsed.aux_output_per_million is not None:
+        aux = {
+            "aux_input_per_million": parsed.aux_input_per_million or 0.0,
+            "aux_output_per_million": parsed.aux_output_per_million or 0.0,
+            "aux_label": parsed.aux_label or parsed.label,
+        }
     return Pricing(
         prefill_per_million=blended if blended is not None else parsed.prefill_per_million or 0.0,
         sample_per_million=blended if blended is not None else parsed.sample_per_million or 0.0,
@@ -187,6 +215,7 @@ def load_pricing(path: str | Path) -> Pricing:
         currency=parsed.currency,
         label=parsed.label,
         source=str(file),
+        **aux,
     )
 
 

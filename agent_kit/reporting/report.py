@@ -142,6 +142,15 @@ def _tokens_section(summary: Summary) -> str:
         + table(["category", f"estimated cost ({cost.currency})"], cost_rows)
         + f"<p class=muted>pricing: {esc(cost.label)} (source: {esc(cost.source)})</p>"
     )
+    if (aux := summary.auxiliary) is not None:
+        rows = [(kind, v.calls, v.input_tokens, v.output_tokens) for kind, v in aux.by_kind.items()]
+        rows.append(("total", aux.calls, aux.input_tokens, aux.output_tokens))
+        body += (
+            "<h3>Auxiliary calls (judge, simulated user)</h3>"
+            + table(["kind", "calls", "input tokens", "output tokens"], rows)
+            + f"<p>≈ {esc(fmt(aux.cost))} {esc(aux.currency)} (Bedrock on demand, not MTRL "
+            f"tokens; {esc(aux.label)})</p>"
+        )
     if projection is not None:
         body += f"<h3>Projection</h3><p>{esc(projection.text)}</p>"
     return section("tokens", "Tokens and cost", body)

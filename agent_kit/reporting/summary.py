@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import RunStoreError, UsageError
+from agent_kit.reporting.auxiliary import auxiliary_section
 from agent_kit.reporting.chaos import chaos_report
 from agent_kit.reporting.hints import connection_hint
 from agent_kit.reporting.metrics import (
@@ -42,6 +43,8 @@ from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
     SUMMARY_SCHEMA_V1,
     AgentFailure,
+    Auxiliary,
+    AuxKindFigures,
     ChaosFault,
     ChaosSection,
     CostInfo,
@@ -72,6 +75,8 @@ __all__ = [
     "SUMMARY_SCHEMA",
     "SUMMARY_SCHEMA_V1",
     "AgentFailure",
+    "AuxKindFigures",
+    "Auxiliary",
     "ChaosFault",
     "ChaosSection",
     "CostInfo",
@@ -477,4 +482,7 @@ def summarize(
     hint = connection_hint(store, records)
     summary.hints = [hint] if hint else []
     summary.run = run_figures_of(job)  # the driver's figures survive a re-render
+    summary.auxiliary = auxiliary_section(
+        store, job.arn, len(records), pricing or default_pricing()
+    )
     return summary

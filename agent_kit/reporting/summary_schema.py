@@ -30,6 +30,8 @@ __all__ = [
     "SUMMARY_SCHEMA",
     "SUMMARY_SCHEMA_V1",
     "AgentFailure",
+    "AuxKindFigures",
+    "Auxiliary",
     "ChaosFault",
     "ChaosSection",
     "CostInfo",
@@ -167,6 +169,34 @@ class CostInfo(_Strict):
     estimated_tokens: bool
 
 
+class AuxKindFigures(_Strict):
+    """The auxiliary calls of one kind (``judge`` or ``user``)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+class Auxiliary(_Strict):
+    """Auxiliary model calls (LLM judges, simulated users): Bedrock on-demand tokens, counted
+    and priced apart from MTRL's prefill/sample/train (``agent_kit.reporting.auxiliary``)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    estimated: bool
+    by_kind: dict[str, AuxKindFigures]
+    calls_per_rollout: float
+    tokens_per_rollout: float
+    cost: float
+    cost_per_rollout: float
+    currency: str
+    input_per_million: float
+    output_per_million: float
+    label: str
+
+
 class Projection(_Strict):
     """``steps × batch_size × group_size`` slots at this run's tokens per slot."""
 
@@ -279,6 +309,8 @@ class Summary(_Strict):
     hints: list[str] = Field(default_factory=list)
     #: Figures the job driver adds about its own run (progress counters, elapsed time).
     run: RunFigures | None = None
+    #: Auxiliary model calls (judge, simulated user) and their Bedrock cost; None without any.
+    auxiliary: Auxiliary | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -184,6 +184,16 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
             f"{plural(num(summary.tokens.total), 'token')}{est} · {cost.label}",
         )
     )
+    aux = summary.auxiliary
+    if aux is not None:
+        kinds = ", ".join(f"{k} {num(v.calls)}" for k, v in aux.by_kind.items())
+        lines.append(
+            _line(
+                "auxiliary",
+                f"≈ {num(aux.cost)} {aux.currency} · {plural(num(aux.calls), 'call')} ({kinds}) · "
+                f"{plural(num(aux.total_tokens), 'token')} · {aux.label}",
+            )
+        )
     return lines
 
 

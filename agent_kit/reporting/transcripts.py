@@ -34,7 +34,7 @@ from agent_kit.reporting.breakdown import (
     is_non_finite,
     prompt_label,
 )
-from agent_kit.store import Rollout, RunStore, TurnRow
+from agent_kit.store import AuxTurnRow, Rollout, RunStore, TurnRow
 
 __all__ = [
     "LOWEST",
@@ -367,12 +367,13 @@ def _breakdown_html(record: Rollout, body: Mapping[str, Any] | None) -> str:
                 f'<td class="n"{value_attr(p.get(k))}>{_e(fmt(p.get(k)))}</td>'
                 for k in ("value", "weight", "contribution")
             )
-            + "</tr>"
+            + f"<td>{_e(_judged_note(p))}</td></tr>"
             for name, p in parts.items()
         )
         out.append(
             '<div class="wide"><table class="breakdown"><thead><tr><th>component</th>'
-            "<th>kind</th><th>value</th><th>weight</th><th>contribution</th></tr></thead>"
+            "<th>kind</th><th>value</th><th>weight</th><th>contribution</th><th>judge</th>"
+            "</tr></thead>"
             f"<tbody>{rows}</tbody></table></div>"
         )
     elif record.rewarded and not record.floor_reward:
@@ -426,8 +427,47 @@ def transcript_html(
         f"<div class=muted>task prompt (local view)</div><pre>{_e(_clip(record.prompt))}</pre>"
     )
     parts.append(_turns_html(store.list_turns(record.id), body))
+    parts.append(_aux_html(store.list_aux_turns(record.id)))
     parts.append("</details>")
     return "".join(parts)
+
+
+def _judged_note(part: Mapping[str, Any]) -> str:
+    """A judged component's reason (``judged: reason``), else nothing."""
+    if part.get("judged") is not True:
+        return ""
+    reason = part.get("reason")
+    return f"judged: {reason}" if reason else "judged"
+
+
+def _aux_html(calls: Sequence[AuxTurnRow]) -> str:
+    """The rollout's auxiliary calls (judge, simulated user): kind, tokens and the answer."""
+    if not calls:
+        return ""
+    items = []
+    for call in calls:
+        reply = _reply_of(call.response)
+        answer = content_text(reply.get("content")) if reply else ""
+        for tool in _calls(reply):
+            found = tool.get("function")
+            fn: dict[str, Any] = found if isinstance(found, dict) else {}
+            answer += f" {fn.get('name', '')}({fn.get('arguments', '')})"
+        items.append(
+            f"<li><b>{_e(call.kind)}</b> #{call.idx} · {fmt(call.prompt_tokens)} + "
+            f"{fmt(call.completion_tokens)} tokens — {_e(_clip(answer.strip()))}</li>"
+        )
+    return (
+        "<div class=muted>auxiliary calls (not policy turns: judge, simulated user)</div>"
+        f"<ul class=aux>{''.join(items)}</ul>"
+    )
+
+
+def _reply_of(response: Mapping[str, Any]) -> dict[str, Any] | None:
+    choices = response.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        return message if isinstance(message, dict) else None
+    return None
 
 
 def _turns_html(turns: Sequence[TurnRow], body: Mapping[str, Any] | None) -> str:

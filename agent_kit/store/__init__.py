@@ -23,7 +23,15 @@ from __future__ import annotations
 
 from agent_kit.store.events import INVOCATION_EVENT
 from agent_kit.store.records import Rollout, load_rollouts
-from agent_kit.store.rows import EventRow, JobRow, RewardRow, TrajectoryRow, TurnRow, TurnTotals
+from agent_kit.store.rows import (
+    AuxTurnRow,
+    EventRow,
+    JobRow,
+    RewardRow,
+    TrajectoryRow,
+    TurnRow,
+    TurnTotals,
+)
 from agent_kit.store.run_store import RUN_FILE, RunStore, TurnEvent, resolve_path
 from agent_kit.store.schema import SCHEMA_VERSION
 
@@ -31,6 +39,7 @@ __all__ = [
     "INVOCATION_EVENT",
     "RUN_FILE",
     "SCHEMA_VERSION",
+    "AuxTurnRow",
     "EventRow",
     "JobRow",
     "RewardRow",

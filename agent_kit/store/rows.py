@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
+    "AUX_KINDS",
+    "AuxTurnRow",
     "EventRow",
     "JobRow",
     "RewardRow",
     "TrajectoryRow",
     "TurnRow",
     "TurnTotals",
+    "aux_turn_from_row",
     "event_from_row",
     "job_from_row",
     "reward_from_row",
@@ -78,6 +81,28 @@ class TurnRow:
     latency_ms: float
     created_at: float = 0.0
     stream: bool = False
+
+
+#: The kinds of auxiliary call: an LLM judge scoring an episode, a simulated user's turn.
+AUX_KINDS: Final = ("judge", "user")
+
+
+@dataclass(frozen=True)
+class AuxTurnRow:
+    """One auxiliary model call of a trajectory (``kind`` judge or user): the request and
+    response bodies, usage and latency. Numbered apart from the policy's turns (``idx`` 0, 1, …
+    over the rollout's auxiliary calls) and never trained or billed as MTRL tokens."""
+
+    trajectory_id: str
+    idx: int
+    kind: str
+    request: dict[str, Any]
+    response: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+    latency_ms: float
+    created_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -157,6 +182,22 @@ def turn_from_row(r: Sequence[Any]) -> TurnRow:
         latency_ms=float(r[8]),
         created_at=float(r[9]),
         stream=bool(r[10]),
+    )
+
+
+def aux_turn_from_row(r: Sequence[Any]) -> AuxTurnRow:
+    """An ``aux_turns`` row."""
+    return AuxTurnRow(
+        trajectory_id=r[0],
+        idx=int(r[1]),
+        kind=r[2],
+        request=json.loads(r[3]),
+        response=json.loads(r[4]),
+        prompt_tokens=int(r[5]),
+        completion_tokens=int(r[6]),
+        usage_estimated=bool(r[7]),
+        latency_ms=float(r[8]),
+        created_at=float(r[9]),
     )
 
 

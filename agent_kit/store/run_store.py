@@ -30,12 +30,14 @@ from agent_kit.store.connection import StoreConnection
 from agent_kit.store.events import CREATED_REASON, INVOCATION_EVENT, STATE_EVENT
 from agent_kit.store.layout import RUN_FILE
 from agent_kit.store.rows import (
+    AuxTurnRow,
     EventRow,
     JobRow,
     RewardRow,
     TrajectoryRow,
     TurnRow,
     TurnTotals,
+    aux_turn_from_row,
     event_from_row,
     job_from_row,
     reward_from_row,
@@ -321,6 +323,66 @@ class RunStore(StoreConnection):
             turn = turn_from_row(r)
             turns.setdefault(turn.trajectory_id, []).append(turn)
         return turns
+
+    # -- auxiliary calls (judge, simulated user) --------------------------------------------
+
+    def add_aux_turn(self, row: AuxTurnRow) -> int:
+        """Append one auxiliary call as the trajectory's next auxiliary turn; returns its
+        index (``row.idx`` is ignored: the index is taken in the write transaction)."""
+        with self._tx() as conn:
+            found = conn.execute(
+                "SELECT count(*) FROM aux_turns WHERE trajectory_id = ?", (row.trajectory_id,)
+            ).fetchone()
+            idx = int(found[0])
+            conn.execute(
+                "INSERT INTO aux_turns(trajectory_id, idx, kind, request, response, "
+                "prompt_tokens, completion_tokens, usage_estimated, latency_ms, created_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    row.trajectory_id,
+                    idx,
+                    row.kind,
+                    _dumps(row.request),
+                    _dumps(row.response),
+                    row.prompt_tokens,
+                    row.completion_tokens,
+                    int(row.usage_estimated),
+                    row.latency_ms,
+                    row.created_at or time.time(),
+                ),
+            )
+        return idx
+
+    def _has_aux(self) -> bool:
+        """Whether the file has the ``aux_turns`` table (a version 1-2 file read as it is has
+        not)."""
+        row = self._one(
+            "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='aux_turns'"
+        )
+        return bool(row[0])
+
+    def list_aux_turns(self, trajectory_id: str) -> list[AuxTurnRow]:
+        """The auxiliary calls of a trajectory in order (none for a file without them)."""
+        if not self._has_aux():
+            return []
+        rows = self._all(
+            "SELECT * FROM aux_turns WHERE trajectory_id = ? ORDER BY idx", (trajectory_id,)
+        )
+        return [aux_turn_from_row(r) for r in rows]
+
+    def job_aux_turns(self, job_arn: str) -> dict[str, list[AuxTurnRow]]:
+        """Per trajectory of the job that made auxiliary calls, those calls in order."""
+        if not self._has_aux():
+            return {}
+        found: dict[str, list[AuxTurnRow]] = {}
+        for r in self._all(
+            "SELECT a.* FROM aux_turns a JOIN trajectories j ON j.id = a.trajectory_id "
+            "WHERE j.job_arn = ? ORDER BY a.trajectory_id, a.idx",
+            (job_arn,),
+        ):
+            row = aux_turn_from_row(r)
+            found.setdefault(row.trajectory_id, []).append(row)
+        return found
 
     # -- rewards, tokens, events -------------------------------------------------------------
 

@@ -17,6 +17,10 @@ Versions:
    ``rollout_done`` / ``job_failure`` reads and the recording loader's ``invocation`` read) and
    trajectories by (job, state, creation time) (stale-rollout sweeps, replayable episodes,
    summaries). Tables are unchanged, so a version 1 file stays readable as it is.
+3. The table ``aux_turns``: the auxiliary model calls of a rollout (an LLM judge's, a simulated
+   user's), each a turn of its own ``kind`` (``judge`` | ``user``) numbered apart from the
+   policy's turns, so every reader of ``turns`` still sees the policy's calls only. An older
+   file read as it is has no auxiliary calls (readers check for the table).
 """
 
 from __future__ import annotations
@@ -75,10 +79,20 @@ _V2_INDEXES: Final = (
     "CREATE INDEX IF NOT EXISTS trajectories_job_state ON trajectories(job_arn, state, created_at)",
 )
 
+_V3_AUX: Final = (
+    """CREATE TABLE IF NOT EXISTS aux_turns (
+    trajectory_id TEXT NOT NULL, idx INTEGER NOT NULL, kind TEXT NOT NULL,
+    request TEXT NOT NULL, response TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, usage_estimated INTEGER NOT NULL,
+    latency_ms REAL NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY (trajectory_id, idx))""",
+)
+
 #: Every schema step, oldest first; ``MIGRATIONS[i].version == i + 1``.
 MIGRATIONS: Final = (
     Migration(1, "initial tables", _V1_TABLES),
     Migration(2, "indexes for events by kind and trajectories by job and state", _V2_INDEXES),
+    Migration(3, "auxiliary model calls (judge, simulated user) as turns of their own", _V3_AUX),
 )
 #: The version this agent_kit writes (the last step's).
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version

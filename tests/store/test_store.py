@@ -346,11 +346,14 @@ def test_v1_store_is_migrated_to_the_current_version_with_rows_intact(tmp_path: 
         assert (reward.rewards, reward.total) == ([0.5], 0.5)
         assert [e.detail for e in store.list_events(kind="invocation")] == [{"status": "ok"}]
         assert store.get_token("tok") == ("UpdateReward", "h")
-        assert store.meta() == {"schema_version": "2", "created_at": "1700000000.5"}
+        assert store.meta() == {
+            "schema_version": str(SCHEMA_VERSION),
+            "created_at": "1700000000.5",
+        }
         store.add_turn(_turn("t1", 1))  # the migrated store takes new writes
         assert store.count_turns("t1") == 2
-    assert SCHEMA_VERSION == 2
-    assert _user_version(file) == 2
+    assert SCHEMA_VERSION == 3
+    assert _user_version(file) == 3
     assert {"events_kind", "trajectories_job_state"} <= _indexes(file)
 
 
@@ -360,7 +363,7 @@ def test_a_failing_migration_step_rolls_the_whole_migration_back(
     """A step that fails leaves the store at version 1 with none of the step's changes."""
     file = tmp_path / "old" / RUN_FILE
     _write_v1_store(file)
-    first, second = store_schema.MIGRATIONS
+    first, second, *_ = store_schema.MIGRATIONS
     broken = store_schema.Migration(
         2, second.purpose, (*second.statements, "CREATE INDEX broken ON no_such_table(x)")
     )
@@ -385,6 +388,39 @@ def test_readonly_open_reads_an_older_store_without_migrating(tmp_path: Path) ->
         assert store.count_turns("t1") == 1
     assert _user_version(file) == 1
     assert "events_kind" not in _indexes(file)
+
+
+def test_a_migrated_store_records_auxiliary_calls_apart_from_the_policy_turns(
+    tmp_path: Path,
+) -> None:
+    """A version 1 store migrated to version 3 stores judge/user calls in their own numbering,
+    lists them per trajectory and per job, and its policy turns stay as they were."""
+    from agent_kit.store import AuxTurnRow
+
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old") as store:
+        for kind in ("judge", "user", "judge"):
+            row = AuxTurnRow("t1", -1, kind, {"messages": []}, {"choices": []}, 5, 2, False, 1.0)
+            store.add_aux_turn(row)
+        assert [(a.idx, a.kind) for a in store.list_aux_turns("t1")] == [
+            (0, "judge"),
+            (1, "user"),
+            (2, "judge"),
+        ]
+        assert [len(v) for v in store.job_aux_turns(ARN).values()] == [3]
+        assert store.count_turns("t1") == 1
+
+
+def test_a_store_read_as_it_is_without_the_aux_table_has_no_auxiliary_calls(
+    tmp_path: Path,
+) -> None:
+    """A read-only open of a version 1 store lists no auxiliary calls (it has no aux table)."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old", readonly=True) as store:
+        assert store.list_aux_turns("t1") == []
+        assert store.job_aux_turns(ARN) == {}
 
 
 def test_migration_steps_are_numbered_in_order() -> None:

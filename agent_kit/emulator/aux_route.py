@@ -1,0 +1,140 @@
+"""The emulator's second model route: auxiliary calls (an LLM judge, a simulated user).
+
+In the real service an agent's judge and simulated user call their own model (Bedrock, with the
+runtime's role): the Job Runtime never sees them. Locally they call
+``POST {endpoint}/aux/v1/chat/completions`` (**[chosen]**), authenticated like the policy route,
+with the rollout's ``X-Amzn-SageMaker-Job-Arn`` / ``-Trajectory-Id`` headers and
+``X-Agent-Kit-Aux-Kind: judge|user``. The emulator answers with its *auxiliary* policy (any
+policy spec, ``--aux-policy``) and records the call as an auxiliary turn of the rollout
+(:class:`~agent_kit.store.rows.AuxTurnRow`, numbered apart from the policy's turns): it is never
+a policy turn, never counted in MTRL's prefill/sample/train tokens, and never trained.
+
+A call is admitted while its trajectory is OPEN (the judge scores before the agent reports);
+the auxiliary policy sees a :class:`~agent_kit.emulator.schemas.PolicyRequest` whose ``turn``
+is the auxiliary index and whose ``context`` carries ``aux_kind``; its RNG is seeded apart from
+the policy's turns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent_kit.contract import TrajectoryState
+from agent_kit.emulator.chat_request import parse_chat, policy_request
+from agent_kit.emulator.service import ServiceState
+from agent_kit.emulator.sse import dumps
+from agent_kit.errors import InternalServiceError, JobRuntimeError, NotFoundError, ValidationError
+from agent_kit.store.rows import AUX_KINDS, AuxTurnRow
+
+__all__ = ["AUX_KIND_HEADER", "AUX_PREFIX", "AuxOutcome", "aux_turn"]
+
+#: The path prefix of the auxiliary route (``{endpoint}/aux/v1/chat/completions``).
+AUX_PREFIX: Final = "/aux"
+#: The header naming the kind of an auxiliary call.
+AUX_KIND_HEADER: Final = "x-agent-kit-aux-kind"
+
+
+@dataclass(frozen=True)
+class AuxOutcome:
+    """One auxiliary call's answer (a chat.completion) and its recorded index."""
+
+    response: dict[str, Any]
+    response_json: bytes
+    idx: int
+
+
+def _admit(
+    emu: ServiceState, job_arn: str | None, trajectory_id: str | None
+) -> tuple[str, str, dict[str, Any]]:
+    """(job, trajectory id, the trajectory's policy context), once they and the state are
+    checked."""
+    job_arn = emu.check_job(job_arn)
+    if not trajectory_id or len(trajectory_id) > 256:
+        raise ValidationError("TrajectoryId must be 1..256 characters")
+    traj = emu._table.get(trajectory_id)
+    if traj is None or traj.job_arn != job_arn:
+        raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
+    if traj.state is not TrajectoryState.OPEN:
+        raise ValidationError(
+            f"Trajectory {trajectory_id} is not in valid status for an auxiliary call: "
+            f"{traj.state.value}"
+        )
+    return job_arn, trajectory_id, dict(traj.context)
+
+
+async def aux_turn(
+    emu: ServiceState,
+    job_arn: str | None,
+    trajectory_id: str | None,
+    body: Any,
+    *,
+    kind: str | None,
+) -> AuxOutcome:
+    """Answer one auxiliary call with the emulator's auxiliary policy and record it.
+
+    400 for an unknown kind, a sealed trajectory or an emulator without an auxiliary policy;
+    the policy's failure is a 500 and nothing is recorded.
+    """
+    started = time.perf_counter()
+    if kind not in AUX_KINDS:
+        raise ValidationError(
+            f"X-Agent-Kit-Aux-Kind must be one of {', '.join(AUX_KINDS)}, got {kind!r}"
+        )
+    policy = getattr(emu, "aux_policy", None)
+    if policy is None:
+        raise ValidationError(
+            "This emulator has no auxiliary model for judge and simulated-user calls: "
+            "start the run with --aux-policy SPEC (e.g. scripted:FILE.py:NAME)"
+        )
+    job_arn, trajectory_id, context = _admit(emu, job_arn, trajectory_id)
+    idx = len(emu.store.list_aux_turns(trajectory_id))
+    request = policy_request(
+        body,
+        seed=emu.seed,
+        trajectory_id=trajectory_id,
+        job_arn=job_arn,
+        turn=idx,
+        context={**context, "aux_kind": kind},
+        parsed=parse_chat(body),
+    )
+    request = dataclasses.replace(
+        request, rng=random.Random(f"{emu.seed}:{trajectory_id}:aux:{idx}")
+    )
+    try:
+        result = await policy.complete(request)
+        response = result.response
+        if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
+            raise TypeError("the auxiliary policy returned something that is not a chat.completion")
+    except JobRuntimeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any backend failure is a 5xx, nothing recorded
+        raise InternalServiceError(
+            f"The auxiliary policy failed: {type(exc).__name__}: {str(exc)[:500]}"
+        ) from None
+    usage = result.usage
+    prompt, completion = int(usage.prompt_tokens), int(usage.completion_tokens)
+    if response.get("usage") is None:
+        total = prompt + completion
+        usage_doc = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": total,
+        }
+        response = {**response, "usage": usage_doc}
+    row = AuxTurnRow(
+        trajectory_id=trajectory_id,
+        idx=idx,
+        kind=kind,
+        request=body,
+        response=response,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        usage_estimated=bool(usage.estimated),
+        latency_ms=(time.perf_counter() - started) * 1000.0,
+    )
+    stored = emu.store.add_aux_turn(row)
+    return AuxOutcome(response, dumps(response), stored)
