@@ -6,6 +6,7 @@ Both print a table (or ``--json``) and exit :data:`~agent_kit.doctor.findings.EX
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -62,6 +63,14 @@ def reward_cmd(
         Path | None,
         typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Also play one probe step of the run with this policy (e.g. hf:MODEL) and say "
+            "whether GRPO would have anything to learn (all groups equal is an error).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost."""
     from agent_kit.doctor.findings import EXIT_FINDINGS
@@ -72,6 +81,11 @@ def reward_cmd(
         raise UsageError(f"run directory not found: {run_dir}")
     prices = load_pricing(pricing) if pricing is not None else None
     audit = audit_reward(run_dir, entrypoint=entrypoint, budget=budget, steps=steps, pricing=prices)
+    if policy is not None:
+        from agent_kit.doctor.preflight import policy_preflight
+
+        probe = policy_preflight(run_dir, policy)
+        audit = dataclasses.replace(audit, findings=(*audit.findings, probe))
     if as_json:
         typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
     else:
