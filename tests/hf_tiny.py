@@ -46,3 +46,67 @@ def build_tiny_model(folder: Path) -> Path:
     model.save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
     return folder
+
+
+#: A Hermes-style chat template that renders ``tools`` (as Qwen's does) in its own words: a
+#: model saved with it samples and trains with its own template, not agent_kit's.
+HERMES_TOOLS_TEMPLATE = (
+    "{%- if messages[0].role == 'system' %}{%- set system = messages[0].content %}"
+    "{%- else %}{%- set system = '' %}{%- endif %}"
+    "{{- '<|im_start|>system\\n' + system }}"
+    "{%- if tools %}{{- '\\nTOOLS:' }}"
+    "{%- for tool in tools %}{{- '\\n' + (tool.function.name if tool.function is defined "
+    "else tool.name) }}{%- endfor %}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' %}"
+    "{{- '<|im_start|>user\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if message.content %}{{- message.content }}{%- endif %}"
+    "{%- for call in message.tool_calls or [] %}"
+    "{%- set fn = call.function if call.function is defined else call %}"
+    "{{- '<tool_call>' + {'name': fn.name, 'arguments': fn.arguments} | tojson + '</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '<|im_start|>tool\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def build_tool_model(folder: Path, chat_template: str | None = None) -> Path:
+    """A tiny random Llama that a few epochs of LoRA fine-tuning can teach a short constant
+    reply: its embeddings are large enough (std 0.4) for attention alone to single out a
+    token. It has no end-of-turn bias, so the base model rarely ends a turn by itself (its
+    turns run to the token cap). ``chat_template`` is written into the tokenizer's folder."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import torch
+    import transformers
+
+    from agent_kit.emulator.policies.local_model import default_model_path
+
+    gguf = default_model_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        initializer_range=0.4,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    model.save_pretrained(str(folder))
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    tokenizer.save_pretrained(str(folder))
+    return folder

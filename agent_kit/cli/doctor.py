@@ -6,6 +6,7 @@ Both print a table (or ``--json``) and exit :data:`~agent_kit.doctor.findings.EX
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -68,6 +69,14 @@ def reward_cmd(
         int,
         typer.Option(min=2, help="Times each audited episode is judged again (consistency)."),
     ] = 3,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Also play one probe step of the run with this policy (e.g. hf:MODEL) and say "
+            "whether GRPO would have anything to learn (all groups equal is an error).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost,
     and LLM judges (consistency, share of the variance, length/flattery/order bias)."""
@@ -87,6 +96,11 @@ def reward_cmd(
         aux_policy=aux_policy,
         judge_runs=judge_runs,
     )
+    if policy is not None:
+        from agent_kit.doctor.preflight import policy_preflight
+
+        probe = policy_preflight(run_dir, policy)
+        audit = dataclasses.replace(audit, findings=(*audit.findings, probe))
     if as_json:
         typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
     else:

@@ -10,8 +10,11 @@ as the last line of stdout. Ctrl-C as for ``run``: the first stops after the rol
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -63,7 +66,13 @@ def _fmt(figures: dict[str, Any]) -> str:
         return "no reward"
     text = f"{mean:.3f}" + (f" ± {se:.3f}" if se is not None else "")
     pass_k = figures.get("eval/reward/pass_at_k")
-    return text + (f", pass@k {pass_k:.3f}" if pass_k is not None else "")
+    text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
+    rate = figures.get("tool_call_rate")
+    return text + (f", tool-call rate {rate:.0%}" if rate is not None else "")
+
+
+#: The holdout rows, in order, and how the terminal names them.
+_EVAL_ROWS = (("base", "base"), ("warm", "warm start"), ("adapter", "trained"))
 
 
 def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) -> None:
@@ -72,9 +81,9 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         typer.echo(json.dumps(doc, ensure_ascii=False, default=str))
         return
     console.print(f"run directory: {result.run_dir} ({doc['status']})", markup=False)
-    for label in ("base", "adapter"):
+    for label, name in _EVAL_ROWS:
         if label in doc["eval"]:
-            console.print(f"holdout, {label}: {_fmt(doc['eval'][label])}", markup=False)
+            console.print(f"holdout, {name}: {_fmt(doc['eval'][label])}", markup=False)
     comparison = doc.get("comparison")
     if comparison is not None:
         verdict = "beats" if comparison["beats_base_by_2se"] else "does not beat"
@@ -109,6 +118,27 @@ def train_cmd(
     ] = None,
     eval_samples: Annotated[int, typer.Option(help="Samples per holdout prompt (k).")] = 4,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    warm_start: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Before GRPO, fine-tune the adapter on the good rollouts of this recorded run "
+            "(repeatable; any policy recorded it).",
+            show_default=False,
+        ),
+    ] = None,
+    warm_start_min_reward: Annotated[
+        float | None,
+        typer.Option(
+            help="Warm-start on rollouts with at least this reward (default: the run's success "
+            "threshold, else its top quarter).",
+            show_default=False,
+        ),
+    ] = None,
+    warm_start_epochs: Annotated[int, typer.Option(help="Warm-start epochs.")] = 3,
+    warm_start_lr: Annotated[float, typer.Option(help="Warm-start learning rate.")] = 2e-4,
+    force: Annotated[
+        bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
+    ] = False,
     concurrency: ConcurrencyOption = TRAIN_JOB.concurrency,
     seed: SeedOption = 0,
     out: OutOption = Path("runs"),
@@ -127,7 +157,11 @@ def train_cmd(
     _refuse_changes_on_resume(options)
     job = settings_of(JobConfig, options)
     config = settings_of(
-        TrainConfig, options, run=settings_of(RunConfig, options, job=job), eval=eval_file
+        TrainConfig,
+        options,
+        run=settings_of(RunConfig, options, job=job),
+        eval=eval_file,
+        warm_start=tuple(warm_start or ()),
     )
     if resume is None:
         config.check()
@@ -183,7 +217,7 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
     """Train, print the outcome and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    with aborts_exit(err):
+    with aborts_exit(err), quiet_warnings():
         result = play_train(
             config,
             on_stop=announcer(err, config.run.grace),
@@ -196,6 +230,17 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
         exit_interrupted(result.stopped_by, err)
     result.job.raise_for_status()
     _check_rollouts(result.job)
+
+
+@contextlib.contextmanager
+def quiet_warnings() -> Iterator[None]:
+    """Keep the libraries' deprecation and PEFT/TRL/transformers warnings off the terminal while
+    training (they are about the libraries' own code, not the user's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", module=r"(peft|trl|transformers|accelerate|torch)\b")
+        yield
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,8 @@ A training run (``agent-kit train``) adds what its store holds of the trainer
 every step's ``train/*`` metrics (loss, grad norm, KL, entropy, learning rate, trained tokens,
 dropped turns …) and ``timing_s/train_step`` beside its ``rollout/*``, and
 :func:`holdout_metrics` gives the holdout evaluations as ``holdout/<label>/*`` (``base`` at the
-first step, ``adapter`` and ``holdout/difference`` at the last) and as params.
+first step, as is ``warm`` (after the warm start, before GRPO), ``adapter`` and
+``holdout/difference`` at the last) and as params.
 """
 
 from __future__ import annotations
@@ -92,7 +93,13 @@ def with_train_metrics(steps: list[StepMetrics], figures: TrainFigures | None) -
 
 
 def _holdout_values(label: str, figures: dict[str, object]) -> dict[str, float]:
-    names = {"mean": "reward_mean", "se": "reward_se", "prompts": "prompts", "rollouts": "rollouts"}
+    names = {
+        "mean": "reward_mean",
+        "se": "reward_se",
+        "prompts": "prompts",
+        "rollouts": "rollouts",
+        "tool_call_rate": "tool_call_rate",
+    }
     values: dict[str, float] = {}
     for key, value in figures.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -123,7 +130,7 @@ def holdout_metrics(
         evaluation = figures.evals.get(label)
         if evaluation is None:
             continue
-        at = first if label == "base" else last
+        at = first if label in ("base", "warm") else last
         points.append(replace(at, values=_holdout_values(label, evaluation)))
         params[f"holdout.{label}.status"] = str(evaluation.get("status", ""))
     comparison = eval_comparison(figures.evals)

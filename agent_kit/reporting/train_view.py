@@ -4,7 +4,8 @@ An ``agent-kit train`` run stores one ``train_step`` event per trained step (the
 ``train/*`` metrics: loss, grad norm, KL, entropy, learning rate, trained tokens …, the step's
 seconds and the adapter saved) and one ``train_eval`` event per holdout evaluation (``base``:
 the model before training, ``adapter``: after; mean reward ± standard error over prompts,
-pass@k). :func:`load_train_figures` reads them back (reporting never imports the trainer: the
+pass@k, tool-call rate; ``warm``: after the warm start, before GRPO).
+:func:`load_train_figures` reads them back (reporting never imports the trainer: the
 store is the interface); :func:`train_section` renders them as the report's "Training" section
 (the reward curve over steps against the holdout means, the train metrics over steps, train vs
 eval, the steps); :func:`eval_comparison` is the adapter's difference to the base with its
@@ -28,8 +29,9 @@ from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 
 __all__ = ["EVAL_LABELS", "TrainFigures", "eval_comparison", "load_train_figures", "train_section"]
 
-#: The holdout evaluations of a training run, in order: before training, after.
-EVAL_LABELS: Final = ("base", "adapter")
+#: The holdout evaluations of a training run, in order: before training, after the warm start
+#: (when there was one), after GRPO.
+EVAL_LABELS: Final = ("base", "warm", "adapter")
 #: Train metrics drawn as curves over the steps, when recorded: (metric, title, y label).
 _CURVES: Final = (
     ("train/loss", "Loss per step (train/loss)", "loss (unitless)"),
@@ -163,6 +165,7 @@ def _evals_html(figures: TrainFigures) -> str:
             _number(e.get("mean")),
             _number(e.get("se")),
             _number(e.get("eval/reward/pass_at_k")),
+            _number(e.get("tool_call_rate")),
             e.get("prompts"),
             e.get("rollouts"),
             e.get("status"),
@@ -170,7 +173,16 @@ def _evals_html(figures: TrainFigures) -> str:
         for label in (*EVAL_LABELS, *sorted(set(figures.evals) - set(EVAL_LABELS)))
         if (e := figures.evals.get(label)) is not None
     ]
-    headers = ["model", "mean reward", "± se", "pass@k", "prompts", "rollouts", "status"]
+    headers = [
+        "model",
+        "mean reward",
+        "± se",
+        "pass@k",
+        "tool-call rate",
+        "prompts",
+        "rollouts",
+        "status",
+    ]
     body = table(headers, rows, "train-eval")
     comparison = eval_comparison(figures.evals)
     if comparison is not None:

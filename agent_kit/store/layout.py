@@ -16,6 +16,7 @@ __all__ = [
     "ADAPTERS_DIR",
     "EVAL_DIR",
     "LOGS_DIR",
+    "PREFLIGHT_DIR",
     "REPLAY_REPORT_FILE",
     "REPORT_FILE",
     "RUN_FILE",
@@ -24,6 +25,7 @@ __all__ = [
     "TRAIN_CONFIG_FILE",
     "TRAIN_HTML",
     "TRAIN_JSON",
+    "WARM_ADAPTER",
     "RunLayout",
 ]
 
@@ -44,6 +46,10 @@ TRAIN_JSON: Final = "train.json"
 TRAIN_HTML: Final = "train.html"
 #: A training run's LoRA adapters, one folder per saved step (``adapters/step-NNNN``).
 ADAPTERS_DIR: Final = "adapters"
+#: A training run's warm-start adapter, inside ``adapters/`` (``adapters/warm``).
+WARM_ADAPTER: Final = "warm"
+#: A training run's preflight probe step, a run directory of its own (``preflight/``).
+PREFLIGHT_DIR: Final = "preflight"
 #: A training run's holdout evaluations, one run directory each (``eval/base``, ``eval/adapter``).
 EVAL_DIR: Final = "eval"
 #: The trainer's own working folder (TRL's ``output_dir``).
@@ -100,6 +106,16 @@ class RunLayout:
     def adapters(self) -> Path:
         """``adapters/``."""
         return self.root / ADAPTERS_DIR
+
+    @property
+    def warm_adapter(self) -> Path:
+        """``adapters/warm``."""
+        return self.root / ADAPTERS_DIR / WARM_ADAPTER
+
+    @property
+    def preflight(self) -> Path:
+        """``preflight/``."""
+        return self.root / PREFLIGHT_DIR
 
     @property
     def evals(self) -> Path:

@@ -41,7 +41,10 @@ class TrainConfig:
     """One training run: ``run`` is the local run it plays (entrypoint, dataset, run directory,
     workers, and the job's settings); the rest is training's own. ``micro_batch`` is how many
     rollouts one forward/backward pass holds (gradients accumulate over the step's
-    ``batch_size × group_size`` rollouts; None: the largest divisor ≤ 4)."""
+    ``batch_size × group_size`` rollouts; None: the largest divisor ≤ 4). ``warm_start`` names
+    recorded runs whose good rollouts fine-tune the adapter before GRPO
+    (:mod:`~agent_kit.train.warm`); ``force`` trains even when the preflight finds nothing to
+    learn (:mod:`~agent_kit.train.preflight`)."""
 
     run: RunConfig
     model: str = "smollm2-135m"
@@ -54,6 +57,11 @@ class TrainConfig:
     eval: Path | None = None
     eval_samples: int = 4
     device: str = "auto"
+    warm_start: tuple[Path, ...] = ()
+    warm_start_min_reward: float | None = None
+    warm_start_epochs: int = 3
+    warm_start_lr: float = 2e-4
+    force: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -89,6 +97,14 @@ class TrainConfig:
                 f"--eval-samples must be 1..32, got {self.eval_samples}",
             ),
             (1 <= job.concurrency <= 256, f"--concurrency must be 1..256, got {job.concurrency}"),
+            (
+                1 <= self.warm_start_epochs <= 1000,
+                f"--warm-start-epochs must be 1..1000, got {self.warm_start_epochs}",
+            ),
+            (
+                0 < self.warm_start_lr <= 0.1,
+                f"--warm-start-lr must be in (0, 0.1], got {self.warm_start_lr}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -102,6 +118,9 @@ class TrainConfig:
             )
         if self.eval is not None and not self.eval.is_file():
             raise UsageError(f"--eval file {self.eval} not found")
+        for run in self.warm_start:
+            if not run.is_dir():
+                raise UsageError(f"--warm-start run directory {run} not found")
         return self
 
     @property
@@ -126,6 +145,7 @@ class TrainConfig:
             **{k: job[k] for k in _JOB_FIELDS},
             **own,
         }
+        data["warm_start"] = [str(p) for p in self.warm_start]
         return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
 
     @classmethod
@@ -145,9 +165,10 @@ class TrainConfig:
             out=path("out") or Path("runs"),
             workers=data.get("workers"),
         )
-        own = {f.name for f in fields(cls)} - {"run", "eval"}
+        own = {f.name for f in fields(cls)} - {"run", "eval", "warm_start"}
         return cls(
             run=replace(run, **run_changes),
             eval=path("eval"),
+            warm_start=tuple(Path(p) for p in data.get("warm_start") or ()),
             **{k: v for k, v in data.items() if k in own},
         )

@@ -30,7 +30,14 @@ from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
 
-__all__ = ["ADAPTERS_DIR", "GRPOSession", "StepUpdate", "adapter_dir", "last_adapter"]
+__all__ = [
+    "ADAPTERS_DIR",
+    "GRPOSession",
+    "StepUpdate",
+    "adapter_dir",
+    "last_adapter",
+    "quiet_trainer_libraries",
+]
 
 #: Where a run keeps its adapters, one folder per trained step.
 _LORA_TARGETS: Final = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -74,7 +81,9 @@ class _Stopped(Exception):
     """The session closed: ends ``trainer.train()`` in its thread."""
 
 
-def _trl() -> tuple[Any, Any, Any, Any]:
+def quiet_trainer_libraries() -> tuple[Any, Any, Any, Any]:
+    """``(trl, peft, datasets, transformers)``, imported now with their progress bars and info
+    logs off (the run prints its own lines); UsageError with the install command if missing."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         import datasets
@@ -83,6 +92,9 @@ def _trl() -> tuple[Any, Any, Any, Any]:
         import trl
     except ImportError as exc:
         raise UsageError(f"agent-kit train needs TRL and PEFT: {TRAIN_HINT} ({exc})") from None
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     return trl, peft, datasets, transformers
 
 
@@ -103,7 +115,7 @@ class GRPOSession:
         first_step: int = 0,
         resume_from: Path | None = None,
     ) -> None:
-        trl, peft, datasets, transformers = _trl()
+        trl, peft, datasets, transformers = quiet_trainer_libraries()
         self.run_dir = run_dir
         self._batches: queue.Queue[StepBatch | None] = queue.Queue()
         self._updates: queue.Queue[StepUpdate | BaseException] = queue.Queue()

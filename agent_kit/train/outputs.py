@@ -25,7 +25,7 @@ from agent_kit.driver.local import write_run_outputs
 from agent_kit.reporting.metrics import build_groups, training_metrics
 from agent_kit.reporting.page import document, esc, section, table
 from agent_kit.reporting.svg import lines
-from agent_kit.reporting.train_view import eval_comparison
+from agent_kit.reporting.train_view import EVAL_LABELS, eval_comparison
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
@@ -103,10 +103,15 @@ def record_evals(run_dir: Path, job_arn: str, evals: dict[str, Any]) -> bool:
 
 
 def write_train_outputs(
-    run_dir: Path, config: TrainConfig, job: JobResult, evals: dict[str, Any]
+    run_dir: Path,
+    config: TrainConfig,
+    job: JobResult,
+    evals: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Store the evaluations (:func:`record_evals`), write ``train.json`` and ``train.html``
-    into the run directory; return the document."""
+    into the run directory; return the document. ``extra`` (the warm start's and the
+    preflight's figures) is added to the document as it is."""
     record_evals(run_dir, job.job_arn, evals)
     steps = _steps(run_dir, job.job_arn)
     timed = [s["timing_s/train_step"] for s in steps if "timing_s/train_step" in s]
@@ -122,6 +127,7 @@ def write_train_outputs(
         "adapter": str(run_dir / adapters[-1]) if adapters else None,
         "seconds_per_step": sum(timed) / len(timed) if timed else None,
         "peak_rss_mb": peak_rss_mb(),
+        **(extra or {}),
     }
     text = json.dumps(doc, indent=2, default=str)
     (run_dir / TRAIN_JSON).write_text(text + "\n", encoding="utf-8")
@@ -136,7 +142,7 @@ def render_train_html(doc: dict[str, Any]) -> str:
     series: list[tuple[str, list[float | None]]] = [
         ("train reward", [s.get("rollout/reward/mean") for s in steps])
     ]
-    for label in ("base", "adapter"):
+    for label in EVAL_LABELS:
         mean = (doc["eval"].get(label) or {}).get("mean")
         if mean is not None:
             series.append((f"holdout {label}", [mean] * len(xs)))
@@ -144,13 +150,15 @@ def render_train_html(doc: dict[str, Any]) -> str:
     columns = ["step", "rollout/reward/mean", "train/loss", "train/grad_norm", "train/tokens"]
     rows = [[s.get(c) for c in columns] for s in steps]
     evals = [
-        [label, e.get("mean"), e.get("se"), e.get("eval/reward/pass_at_k")]
+        [label, e.get("mean"), e.get("se"), e.get("eval/reward/pass_at_k"), e.get("tool_call_rate")]
         for label, e in doc["eval"].items()
     ]
     parts = [
         f"<h1>Training run {esc(doc['job'])}</h1>",
         section("curve", "Reward", chart),
-        section("eval", "Holdout", table(["model", "mean", "± se", "pass@k"], evals)),
+        section(
+            "eval", "Holdout", table(["model", "mean", "± se", "pass@k", "tool-call rate"], evals)
+        ),
         section("steps", "Steps", table(columns, rows)),
     ]
     return document(f"agent-kit train: {doc['job']}", parts)

@@ -28,7 +28,7 @@ from agent_kit.reporting.metrics import build_groups
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_TOKENS_EVENT
 
-__all__ = ["Sample", "StepBatch", "merge_turns", "step_batch"]
+__all__ = ["Sample", "StepBatch", "merge_turns", "no_gradient_note", "step_batch"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +146,11 @@ def step_batch(
             batch.samples.append(merge_turns(turns, advantage))
             batch.rewards.append(rollout.reward)
     return batch
+
+
+def no_gradient_note(batch: StepBatch) -> str:
+    """Why a step's loss is 0, for its progress line: ``""`` when some sample has a non-zero
+    advantage, else that every group scored alike (no gradient)."""
+    if any(s.advantage != 0.0 for s in batch.samples):
+        return ""
+    return "; loss 0: every group scored alike (all advantages 0), nothing to learn this step"

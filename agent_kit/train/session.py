@@ -31,6 +31,7 @@ directory's lock is taken first and the driver plays under it (``JobHooks.lock``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -58,10 +59,12 @@ from agent_kit.train.checks import (
     recorded_config,
 )
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.evaluate import run_eval
+from agent_kit.train.evaluate import eval_figures, run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
 from agent_kit.train.outputs import TRAIN_JSON, write_train_outputs
-from agent_kit.train.samples import step_batch
+from agent_kit.train.preflight import preflight_or_stop
+from agent_kit.train.samples import no_gradient_note, step_batch
+from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
 
 __all__ = ["CONFIG_FILE", "TRAIN_JSON", "TrainResult", "play_train", "train"]
 
@@ -159,9 +162,10 @@ class _Steps:
         rewards = [r for r in batch.rewards if r is not None]
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
         self.echo(
-            f"step {step + 1}/{steps}: reward {mean:.3f}, "
+            f"step {step} (of 0-{steps - 1}): reward {mean:.3f}, "
             f"loss {update.metrics.get('train/loss', float('nan')):.4f}, "
-            f"grad norm {update.metrics.get('train/grad_norm', float('nan')):.3g}, {seconds:.1f}s"
+            f"grad norm {update.metrics.get('train/grad_norm', float('nan')):.3g}, {seconds:.1f}s, "
+            f"{detail['adapter']}{no_gradient_note(batch)}"
         )
 
 
@@ -201,13 +205,14 @@ async def _train_locked(
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
+    warm, extra = await asyncio.to_thread(prepare_warm_start, config, loaded, run_dir, echo)
     session = GRPOSession(
         config,
         loaded,
         run_dir,
         steps=max(1, job.steps - first_step),
         first_step=first_step,
-        resume_from=resumed[1] if resumed is not None else None,
+        resume_from=resumed[1] if resumed is not None else warm,
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
     backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
@@ -216,10 +221,15 @@ async def _train_locked(
         RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
     evals: dict[str, Any] = {}
     try:
-        if config.eval is not None:
-            echo("evaluating the base model on the holdout")
-            with session.model.disable_adapter():
-                evals["base"] = await run_eval(config, backend, run_dir, "base")
+        if config.run.resume is None:
+            run = _run_config(config, backend.name)
+            extra = {
+                "warm_start": extra,
+                "preflight": await preflight_or_stop(
+                    run, backend, run_dir, force=config.force, echo=echo
+                ),
+            }
+        evals.update(await _evals_before(config, session, backend, run_dir, first_step, echo))
         session.start()
         hook = _Steps(config, session, backend, n_prompts, first_step, echo)
         hooks = JobHooks(on_step=hook, stop=stop, lock=lock)
@@ -227,12 +237,39 @@ async def _train_locked(
         backend.recorder = None
         if config.eval is not None and result.status == "completed":
             echo("evaluating the trained adapter on the holdout")
-            evals["adapter"] = await run_eval(config, backend, run_dir, "adapter")
+            evals["adapter"] = await run_eval(config, backend, run_dir, "adapter", echo)
     finally:
         await asyncio.to_thread(session.close)
         await backend.aclose()
-    document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals)
+    document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals, extra)
     return TrainResult(job=result, document=document)
+
+
+async def _evals_before(
+    config: TrainConfig,
+    session: GRPOSession,
+    backend: HFPolicyBackend,
+    run_dir: Path,
+    first_step: int,
+    echo: Echo,
+) -> dict[str, Any]:
+    """The holdout before GRPO: the base model (adapter off) and, after a warm start, the warm
+    adapter (evaluated only before the first step; a resumed run reads a finished one back)."""
+    evals: dict[str, Any] = {}
+    if config.eval is None:
+        return evals
+    echo("evaluating the base model on the holdout")
+    with session.model.disable_adapter():
+        evals["base"] = await run_eval(config, backend, run_dir, "base", echo)
+    if config.warm_start and first_step == 0:
+        echo("evaluating the warm start on the holdout")
+        evals[WARM_LABEL] = await run_eval(config, backend, run_dir, WARM_LABEL, echo)
+    elif config.warm_start and (RunLayout(run_dir).evals / WARM_LABEL).is_dir():
+        with contextlib.suppress(Exception):  # an unfinished one cannot be played again now
+            evals[WARM_LABEL] = eval_figures(
+                RunLayout(run_dir).evals / WARM_LABEL, config.eval_samples
+            )
+    return evals
 
 
 def _run_config(config: TrainConfig, policy: str) -> RunConfig:

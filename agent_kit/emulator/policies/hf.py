@@ -6,11 +6,12 @@ sampled in-process, recording the exact tokens of every turn.
 policy ``agent-kit train`` samples and trains, and the way to play a trained adapter with every
 other command (``--policy hf:smollm2-135m+runs/NAME/adapters/step-0003``).
 
-Every turn renders the request's messages and tools with
-:data:`~agent_kit.emulator.policies.local_model.CHATML_TOOLS_TEMPLATE` (SmolLM2's own template
-drops tools), samples with the request's temperature and top-p from a generator seeded by the
-turn's RNG (run seed, rollout slot, turn), parses ``<tool_call>{"name", "arguments"}</tool_call>``
-blocks into OpenAI ``tool_calls`` and reports the tokenizer's exact usage.
+Every turn renders the request's messages and tools in the model's chat format
+(:mod:`~agent_kit.emulator.policies.hf_chat`: the tokenizer's own template when it renders tools,
+else agent_kit's ChatML tool template, as SmolLM2's own drops tools), samples with the request's
+temperature and top-p from a generator seeded by the turn's RNG (run seed, rollout slot, turn),
+parses the format's tool calls (Hermes ``<tool_call>`` blocks, or Llama 3.x's JSON object) into
+OpenAI ``tool_calls`` and reports the tokenizer's exact usage.
 
 Token-in, token-out: when a turn's history is the previous turn's history plus the assistant
 message this backend produced (what an agent sends back), the prompt is *continued* rather than
@@ -31,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -42,9 +42,9 @@ from typing import Any, Final
 
 from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
+from agent_kit.emulator.policies.hf_chat import chat_format, parse_tool_calls, render
 from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
-from agent_kit.emulator.policies.local_model import CHATML_TOOLS_TEMPLATE
-from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import UsageError, ValidationError
 
 __all__ = [
@@ -57,7 +57,6 @@ __all__ = [
 
 DEFAULT_MAX_TOKENS: Final = 256
 _KEPT_TRAJECTORIES: Final = 4096
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -95,42 +94,6 @@ class TurnTokens:
         )
 
 
-def parse_tool_calls(text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
-    """Split generated text into content and ``<tool_call>{"name", "arguments"}</tool_call>``
-    calls; a block that is not such JSON stays in the content as written."""
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    last = 0
-    for match in _TOOL_CALL.finditer(text):
-        call = _tool_call(match.group(1))
-        if call is None:
-            continue
-        kept.append(text[last : match.start()])
-        last = match.end()
-        calls.append(call)
-    kept.append(text[last:])
-    content = "".join(kept).strip()
-    return (content or None), tuple(calls)
-
-
-def _tool_call(body: str) -> ToolCall | None:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
-        return None
-    arguments = data.get("arguments", {})
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return ToolCall(name=data["name"], arguments=arguments)
-
-
 def _signature(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> str:
     return json.dumps([list(messages), list(tools)], sort_keys=True, default=str)
 
@@ -162,24 +125,19 @@ class HFPolicyBackend:
         self._history: OrderedDict[str, tuple[str, tuple[int, ...]]] = OrderedDict()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-kit-hf")
         tokenizer = loaded.tokenizer
-        eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+        self.chat = chat_format(tokenizer)
+        self._im_end = tokenizer.convert_tokens_to_ids(self.chat.end_token)
+        eos = {tokenizer.eos_token_id, self._im_end}
         self._stop_ids = frozenset(i for i in eos if isinstance(i, int) and i >= 0)
-        self._im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     # -- prompts
 
     def render(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *, gen: bool
     ) -> str:
-        """The chat text of ``messages`` and ``tools`` (with the assistant header when ``gen``)."""
-        text: str = self.loaded.tokenizer.apply_chat_template(
-            list(messages),
-            tools=list(tools) or None,
-            chat_template=CHATML_TOOLS_TEMPLATE,
-            tokenize=False,
-            add_generation_prompt=gen,
-        )
-        return text
+        """The chat text of ``messages`` and ``tools`` (with the assistant header when ``gen``)
+        in this model's chat format (:mod:`~agent_kit.emulator.policies.hf_chat`)."""
+        return render(self.loaded.tokenizer, self.chat, messages, tools, gen=gen)
 
     def _encode(self, text: str) -> list[int]:
         ids: list[int] = self.loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -196,9 +154,11 @@ class HFPolicyBackend:
             if _signature(messages[:last], tools) == signature:
                 head = self.render(messages[: last + 1], tools, gen=False)
                 full = self.render(messages, tools, gen=True)
-                if full.startswith(head) and head.endswith("<|im_end|>\n"):
+                ended = head.rstrip()
+                if full.startswith(head) and ended.endswith(self.chat.end_token):
                     closing = [] if ids and ids[-1] == self._im_end else [self._im_end]
-                    return (*ids, *closing, *self._encode("\n" + full[len(head) :]))
+                    tail = head[len(ended) :] + full[len(head) :]
+                    return (*ids, *closing, *self._encode(tail))
         return tuple(self._encode(self.render(messages, tools, gen=True)))
 
     # -- sampling
@@ -317,7 +277,7 @@ class HFPolicyBackend:
 
     def _result(self, request: PolicyRequest, tokens: TurnTokens) -> PolicyResult:
         text = self.loaded.tokenizer.decode(list(tokens.completion_ids), skip_special_tokens=True)
-        content, calls = parse_tool_calls(text)
+        content, calls = parse_tool_calls(text, self.chat.syntax)
         usage = Usage(len(tokens.prompt_ids), len(tokens.completion_ids), estimated=False)
         model = request.raw.get("model")
         completion = reply_to_completion(

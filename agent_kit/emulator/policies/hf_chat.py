@@ -1,0 +1,225 @@
+"""The chat format of the ``hf`` policy: how a conversation with tools becomes prompt text, how
+an assistant message (tool calls included) is written as the model would emit it, and how the
+model's text is read back into tool calls.
+
+One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
+
+- a tokenizer whose own chat template renders ``tools`` (Qwen's, Llama 3.x's, …) keeps it, and
+  the tool-call syntax is learnt from it: a probe assistant message with one tool call is
+  rendered, and its text says whether calls are Hermes-style ``<tool_call>{"name",
+  "arguments"}</tool_call>`` blocks (Qwen) or a bare JSON object ``{"name", "parameters"}``
+  (Llama 3.x, optionally after ``<|python_tag|>``);
+- any other (SmolLM2's GGUF template drops tools) gets agent_kit's
+  :data:`~agent_kit.emulator.policies.local_model.CHATML_TOOLS_TEMPLATE` and Hermes blocks.
+
+Sampling (:mod:`agent_kit.emulator.policies.hf`) and the warm start's supervised examples
+(``agent_kit.train.warm``) both render through :func:`render` and :func:`completion_text`, so
+the model is trained on exactly the text it samples with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from agent_kit.emulator.policies.local_model import CHATML_TOOLS_TEMPLATE
+from agent_kit.emulator.schemas import ToolCall
+
+__all__ = [
+    "ChatFormat",
+    "chat_format",
+    "completion_text",
+    "parse_tool_calls",
+    "render",
+]
+
+Syntax = Literal["hermes", "json"]
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_PROBE_TOOL: Final = "agent_kit_probe_tool"
+_PROBE_TOOLS: Final = (
+    {
+        "type": "function",
+        "function": {
+            "name": _PROBE_TOOL,
+            "description": "Probe.",
+            "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        },
+    },
+)
+_PROBE_MESSAGES: Final = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"})
+_PYTHON_TAG: Final = "<|python_tag|>"
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """How one tokenizer's conversations are written: ``template`` (None: the tokenizer's own),
+    the tool-call ``syntax``, the token that ends an assistant turn, and whether assistant
+    tool-call arguments are handed to the template as objects (own templates) or as the JSON
+    text the agent sent back (agent_kit's template)."""
+
+    template: str | None
+    syntax: Syntax
+    end_token: str
+    own: bool
+
+    @property
+    def label(self) -> str:
+        """A short description for messages: ``own template (hermes)`` or ``agent_kit ChatML``."""
+        return f"own template ({self.syntax})" if self.own else "agent_kit ChatML tool template"
+
+
+def _normalise(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as model templates expect them: tool-call arguments as objects, not text."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if not calls:
+            out.append(dict(message))
+            continue
+        fixed = []
+        for call in calls:
+            fn = dict(call.get("function") or call)
+            arguments = fn.get("arguments")
+            if isinstance(arguments, str):
+                with contextlib.suppress(ValueError):
+                    fn["arguments"] = json.loads(arguments) if arguments.strip() else {}
+            fixed.append({"type": "function", "id": call.get("id"), "function": fn})
+        out.append({**message, "tool_calls": fixed})
+    return out
+
+
+def render(
+    tokenizer: Any,
+    fmt: ChatFormat,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+    *,
+    gen: bool,
+) -> str:
+    """The chat text of ``messages`` and ``tools`` in ``fmt`` (with the assistant header when
+    ``gen``)."""
+    chosen = _normalise(messages) if fmt.own else list(messages)
+    text: str = tokenizer.apply_chat_template(
+        chosen,
+        tools=list(tools) or None,
+        chat_template=fmt.template,
+        tokenize=False,
+        add_generation_prompt=gen,
+    )
+    return text
+
+
+def completion_text(
+    tokenizer: Any,
+    fmt: ChatFormat,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+    reply: dict[str, Any],
+) -> tuple[str, str] | None:
+    """``(prompt, completion)``: the prompt the policy samples ``reply`` (an assistant message)
+    after, and the reply as the model writes it, up to and including its end-of-turn token;
+    None when the template does not render the prompt as a prefix of the conversation."""
+    prompt = render(tokenizer, fmt, messages, tools, gen=True)
+    full = render(tokenizer, fmt, [*messages, reply], tools, gen=False)
+    if not full.startswith(prompt):
+        return None
+    completion = full[len(prompt) :].rstrip()
+    if not completion.endswith(fmt.end_token):
+        completion += fmt.end_token
+    return prompt, completion
+
+
+def _renders_tools(tokenizer: Any) -> bool:
+    if not getattr(tokenizer, "chat_template", None):
+        return False
+    try:
+        text = tokenizer.apply_chat_template(
+            list(_PROBE_MESSAGES), tools=list(_PROBE_TOOLS), tokenize=False
+        )
+    except Exception:  # noqa: BLE001 - a template that cannot render tools has no tool support
+        return False
+    return isinstance(text, str) and _PROBE_TOOL in text
+
+
+def _end_token(tokenizer: Any, assistant: str) -> str:
+    tail = assistant.rstrip()
+    specials = sorted(
+        {str(t) for t in getattr(tokenizer, "all_special_tokens", [])}
+        | {str(t) for t in getattr(tokenizer, "added_tokens_encoder", {})},
+        key=len,
+        reverse=True,
+    )
+    for token in specials:
+        if token and tail.endswith(token):
+            return token
+    return str(tokenizer.eos_token or "")
+
+
+def chat_format(tokenizer: Any) -> ChatFormat:
+    """The :class:`ChatFormat` for ``tokenizer`` (see the module docstring)."""
+    if not _renders_tools(tokenizer):
+        return ChatFormat(CHATML_TOOLS_TEMPLATE, "hermes", "<|im_end|>", own=False)
+    call = {"name": _PROBE_TOOL, "arguments": {"x": 1}}
+    reply = {"role": "assistant", "content": "", "tool_calls": [{"function": call}]}
+    probe = ChatFormat(None, "hermes", "", own=True)
+    prompt = render(tokenizer, probe, _PROBE_MESSAGES, _PROBE_TOOLS, gen=True)
+    full = render(tokenizer, probe, [*_PROBE_MESSAGES, reply], _PROBE_TOOLS, gen=False)
+    assistant = full[len(prompt) :] if full.startswith(prompt) else full
+    syntax: Syntax = "hermes" if "<tool_call>" in assistant else "json"
+    return ChatFormat(None, syntax, _end_token(tokenizer, assistant), own=True)
+
+
+def parse_tool_calls(
+    text: str, syntax: Syntax = "hermes"
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Split generated text into content and tool calls in ``syntax``: Hermes
+    ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (a block that is not such JSON stays
+    in the content as written), or a reply that is one JSON object ``{"name", "parameters"}``
+    (or ``"arguments"``), optionally after ``<|python_tag|>``, several separated by ``;``."""
+    if syntax == "json":
+        return _parse_json_calls(text)
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    last = 0
+    for match in _TOOL_CALL.finditer(text):
+        call = _tool_call(match.group(1))
+        if call is None:
+            continue
+        kept.append(text[last : match.start()])
+        last = match.end()
+        calls.append(call)
+    kept.append(text[last:])
+    content = "".join(kept).strip()
+    return (content or None), tuple(calls)
+
+
+def _parse_json_calls(text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
+    body = text.strip().removeprefix(_PYTHON_TAG).strip()
+    calls = [_tool_call(part) for part in body.split(";") if part.strip()] if body else []
+    if body.startswith("{") and calls and all(c is not None for c in calls):
+        return None, tuple(c for c in calls if c is not None)
+    stripped = text.strip()
+    return (stripped or None), ()
+
+
+def _tool_call(body: str) -> ToolCall | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        return None
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ToolCall(name=data["name"], arguments=arguments)

@@ -1,0 +1,152 @@
+"""The preflight: is there anything to learn, said before paying for the training.
+
+GRPO learns from the differences inside a group: a group whose rollouts all score alike gives
+every one of them advantage 0, and a step made of such groups has loss 0 and no gradient (the
+measured default: SmolLM2-135M on a tool-using agent, every rollout on the floor after one turn).
+:func:`run_preflight` plays one probe step (``batch_size`` prompts × ``group_size`` rollouts of
+the first step's prompts, with the policy as it would start training: the base model or the
+warm-start adapter) as the run directory ``RUN_DIR/preflight`` and measures the share of
+all-equal groups and the tool-call rate (:class:`Preflight`). When every group is equal,
+``agent-kit train`` stops with :class:`NothingToLearn` (one line naming the remedies: a warm
+start, a bigger or tool-capable model, a graded reward) unless ``--force``;
+``agent-kit doctor reward RUN_DIR --policy SPEC`` reports the same probe as a finding.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.driver.config import RunConfig
+from agent_kit.driver.hooks import JobHooks
+from agent_kit.driver.local import run_local
+from agent_kit.emulator.policies.base import PolicyBackend
+from agent_kit.errors import UsageError
+from agent_kit.reporting.metrics import build_groups, is_degenerate
+from agent_kit.store import RunStore, load_rollouts
+from agent_kit.store.layout import PREFLIGHT_DIR
+from agent_kit.train.evaluate import progress_lines, tool_call_rate
+
+__all__ = [
+    "REMEDIES",
+    "NothingToLearn",
+    "Preflight",
+    "preflight_figures",
+    "preflight_or_stop",
+    "run_preflight",
+]
+
+#: What to do when every probe group scores alike.
+REMEDIES: Final = (
+    "a warm start from good episodes (--warm-start RUN_DIR), a bigger or tool-capable model "
+    "(--model), or a graded reward"
+)
+
+
+class NothingToLearn(UsageError):
+    """The preflight's probe groups all scored alike: training would have no gradient."""
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """One probe step's figures: ``groups`` scored, ``equal_groups`` of them all-equal, the
+    rewards seen (lowest, highest), the rollouts and the share of turns that called a tool."""
+
+    groups: int
+    equal_groups: int
+    rollouts: int
+    reward_min: float | None
+    reward_max: float | None
+    tool_call_rate: float | None
+
+    @property
+    def nothing_to_learn(self) -> bool:
+        """Every scored group is all-equal (or none was scored)."""
+        return self.equal_groups == self.groups
+
+    def line(self) -> str:
+        """One line: the figures, and when there is nothing to learn, why and the remedies."""
+        rate = "no turn" if self.tool_call_rate is None else f"{self.tool_call_rate:.0%}"
+        if not self.nothing_to_learn:
+            return (
+                f"preflight: {self.equal_groups} of {self.groups} probe groups all equal, "
+                f"tool-call rate {rate}: GRPO has a gradient"
+            )
+        if self.reward_min is None:
+            alike = "no probe group was scored"
+        elif self.reward_min == self.reward_max:
+            alike = f"all {self.groups} probe groups scored alike (reward {self.reward_min:g})"
+        else:
+            alike = f"every one of the {self.groups} probe groups scored alike within itself"
+        return (
+            f"nothing to learn: {alike}, tool-call rate {rate}, so every advantage is 0 and "
+            f"GRPO has no gradient; try {REMEDIES}; --force trains anyway"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (train.json's ``preflight``)."""
+        return {**asdict(self), "nothing_to_learn": self.nothing_to_learn}
+
+
+def preflight_figures(run_dir: Path) -> Preflight:
+    """The :class:`Preflight` figures of a finished probe run."""
+    store = RunStore.open(run_dir, readonly=True)
+    try:
+        job = store.list_jobs()[-1]
+        records = load_rollouts(store, job.arn, with_turns=True)
+    finally:
+        store.close()
+    groups = build_groups(records)
+    scored = [g for g in groups if g.rewards]
+    rewards = [r for g in scored for r in g.rewards if math.isfinite(r)]
+    return Preflight(
+        groups=len(scored),
+        equal_groups=sum(is_degenerate(g.rewards) for g in scored),
+        rollouts=len(records),
+        reward_min=min(rewards) if rewards else None,
+        reward_max=max(rewards) if rewards else None,
+        tool_call_rate=tool_call_rate(records),
+    )
+
+
+async def run_preflight(
+    run: RunConfig,
+    backend: PolicyBackend,
+    out: Path,
+    echo: Callable[[str], None] | None = None,
+) -> Preflight:
+    """Play one probe step of ``run``'s job with ``backend`` as ``out/preflight`` (an earlier
+    probe there is replaced) and return its figures."""
+    target = out / PREFLIGHT_DIR
+    if target.is_dir():
+        shutil.rmtree(target)
+    if run.job is None:
+        raise UsageError("the preflight needs the job's settings")
+    job = replace(run.job, name=PREFLIGHT_DIR, policy=backend.name, steps=1)
+    probe = replace(run, job=job, out=out, resume=None)
+    hooks = JobHooks(progress=progress_lines("preflight", echo)) if echo else None
+    result = await run_local(probe, hooks, policy=backend)
+    return preflight_figures(result.run_dir)
+
+
+async def preflight_or_stop(
+    run: RunConfig,
+    backend: PolicyBackend,
+    run_dir: Path,
+    *,
+    force: bool,
+    echo: Callable[[str], None],
+) -> dict[str, Any]:
+    """``agent-kit train``'s preflight (see the module docstring): play the probe step, echo its
+    line when training goes on, raise :class:`NothingToLearn` with it when every group is equal
+    and not ``force``; return its figures for train.json."""
+    echo("preflight: one probe step before training")
+    probe = await run_preflight(run, backend, run_dir, echo)
+    if probe.nothing_to_learn and not force:
+        raise NothingToLearn(probe.line())
+    echo(probe.line())
+    return probe.to_dict()

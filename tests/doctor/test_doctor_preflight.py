@@ -1,0 +1,41 @@
+"""``agent-kit doctor reward RUN_DIR --policy SPEC``: the training preflight as a finding.
+
+Real parts: the run command records a run (agent subprocess, emulator), the doctor plays one
+probe step of it with the given policy through the same driver.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_kit.cli import main
+
+AGENTS = Path(__file__).parents[1] / "agents"
+AGENT = str(AGENTS / "submit_agent.py")
+EXPERT = f"scripted:{AGENTS / 'submit_expert.py'}:expert"
+pytestmark = pytest.mark.e2e
+
+
+def test_a_policy_whose_probe_groups_are_all_equal_is_an_error_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The expert scores 1 in every probe rollout: the preflight finding is an error, exit 13."""
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(2)),
+        encoding="utf-8",
+    )
+    runs = tmp_path / "runs"
+    argv = ["run", AGENT, "--dataset", str(data), "--out", str(runs), "--name", "r"]
+    assert main([*argv, "--group-size", "2", "--workers", "1", "--policy", EXPERT, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "reward", str(runs / "r"), "--policy", EXPERT, "--json"]) == 13
+    findings = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["findings"]
+    (probe,) = [f for f in findings if f["check"] == "preflight"]
+    assert probe["severity"] == "error"
+    assert probe["title"].startswith("nothing to learn: all 2 probe groups scored alike")
+    assert probe["evidence"]["tool_call_rate"] == 1.0
+    assert (runs / "r" / "preflight" / "run.sqlite").is_file()
