@@ -106,7 +106,9 @@ def _wrong_setting(data: dict[str, Any]) -> str | None:
         value = data.get(key)
         if value is None or default is None:
             continue
-        if isinstance(default, bool) or not isinstance(default, int | float):
+        if isinstance(default, tuple):  # a JSON list (e.g. warm_start's run directories)
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif isinstance(default, bool) or not isinstance(default, int | float):
             ok = isinstance(value, type(default))
         else:
             kinds = (int, float) if isinstance(default, float) else (int,)
