@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -183,10 +184,11 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     # run's own display on stderr; the load takes seconds
     transformers.utils.logging.disable_progress_bar()
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(spec.path), **extra)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(spec.path), dtype=torch.float32, **extra
-        )
+        with _no_gguf_progress_bar(spec.gguf_file is not None):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(spec.path), **extra)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(spec.path), dtype=torch.float32, **extra
+            )
     except (OSError, ValueError, KeyError) as exc:
         raise PolicyError(f"cannot load model {spec.name} from {spec.path}: {exc}") from None
     if spec.gguf_file:
@@ -198,6 +200,28 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model=model, tokenizer=tokenizer, device=where, name=spec.name)
+
+
+@contextlib.contextmanager
+def _no_gguf_progress_bar(gguf: bool) -> Iterator[None]:
+    """Keep transformers' GGUF de-quantising bar off the terminal: it calls tqdm directly,
+    past ``disable_progress_bar()``, so its module's ``tqdm`` is a pass-through meanwhile."""
+    if not gguf:
+        yield
+        return
+    import importlib
+
+    gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+
+    def passthrough(iterable: Any, *_: Any, **__: Any) -> Any:
+        return iterable
+
+    saved = gguf_utils.tqdm
+    gguf_utils.tqdm = passthrough
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = saved
 
 
 def _with_adapter(model: Any, adapter: Path) -> Any:
