@@ -26,12 +26,14 @@ def _data(path: Path, targets: list[int], **task: object) -> Path:
 
 
 def _argv(tmp_path: Path, model: Path, data: Path) -> list[str]:
-    """One step of one prompt × two rollouts of the tiny model, one agent process."""
+    """One step of one prompt × two rollouts of the tiny model, one agent process (``--force``:
+    a tiny random model's probe groups may all score alike, and these tests are about what
+    comes after the preflight)."""
     return [
         *("train", AGENT, "--dataset", str(data), "--out", str(tmp_path / "runs")),
         *("--name", "tiny", "--model", str(model), "--device", "cpu", "--steps", "1"),
         *("--group-size", "2", "--batch-size", "1", "--max-tokens", "64", "--workers", "1"),
-        *("--concurrency", "2", "--learning-rate", "1e-3"),
+        *("--concurrency", "2", "--learning-rate", "1e-3", "--force"),
     ]
 
 
