@@ -32,7 +32,15 @@ README = HERE.parent / "README.md"
 HEAD_START, HEAD_END = "<!-- bench-train:start -->", "<!-- bench-train:end -->"
 COLUMNS = ("benchmark (script)", "agent_kit", "reference, same run", "ratio", "budget")
 #: Order of the scripts in the table.
-ORDER = ("emulator_overhead", "rollout_throughput", "replay_speed", "whole_run", "train_local")
+ORDER = (
+    "emulator_overhead",
+    "rollout_throughput",
+    "replay_speed",
+    "whole_run",
+    "train_local",
+    "train_vs_trl",
+    "hf_sampling",
+)
 
 
 def machine() -> str:

@@ -16,8 +16,9 @@ from agent_kit.errors import UsageError
 __all__ = ["TRAIN_JOB", "TrainConfig"]
 
 #: The job settings ``agent-kit train`` starts from (a small step on a CPU): 10 steps of 4
-#: prompts × 8 rollouts, 128 tokens a turn, 8 rollouts in flight.
-TRAIN_JOB: Final = JobConfig(steps=10, group_size=8, batch_size=4, max_tokens=128, concurrency=8)
+#: prompts × 8 rollouts, 128 tokens a turn, a whole step (32 rollouts) in flight, so the ``hf``
+#: policy samples the step's turns in one batch.
+TRAIN_JOB: Final = JobConfig(steps=10, group_size=8, batch_size=4, max_tokens=128, concurrency=32)
 
 #: The job fields a training run records in ``train_config.json`` (flat, beside its own).
 _JOB_FIELDS: Final = (

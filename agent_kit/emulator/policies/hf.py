@@ -22,9 +22,16 @@ rewritten is rendered afresh (and will not chain). Each turn is handed to ``reco
 as a :class:`TurnTokens`: prompt ids, completion ids, and the sampled tokens' log-probabilities
 under the sampling temperature.
 
+Sampling is batched: the turns in flight (every rollout's current turn) are sampled together
+by a :class:`~agent_kit.emulator.policies.hf_batch.BatchSampler`, one forward pass a token for
+all of them, a new turn joining at the next token. Each turn still draws from its own generator
+seeded by its RNG, and its log-probabilities are those of its own sequence (padding is masked
+out); :meth:`HFPolicyBackend.sample` is the one-sequence reference it is tested against.
+
 Settings (environment): ``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256),
-``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). One generation runs at a
-time (a one-thread executor); a cancelled turn stops at the next token.
+``AGENT_KIT_HF_BATCH`` (most turns sampled together, default 32; 1 samples one at a time),
+``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops
+at the next token.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from typing import Any, Final
 
 from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
+from agent_kit.emulator.policies.hf_batch import DEFAULT_MAX_BATCH, BatchSampler, SampleJob
 from agent_kit.emulator.policies.hf_chat import chat_format, parse_tool_calls, render
 from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
@@ -102,7 +110,9 @@ class HFPolicyBackend:
     """Samples every turn from a transformers model; see the module docstring.
 
     ``loaded`` is the model, tokenizer and device (the trainer passes its PEFT-wrapped model);
-    ``max_tokens`` caps every generation; ``recorder`` receives every turn's :class:`TurnTokens`.
+    ``max_tokens`` caps every generation; ``max_batch`` caps how many turns sample together
+    (default: ``AGENT_KIT_HF_BATCH``, else 32);
+    ``recorder`` receives every turn's :class:`TurnTokens`.
     """
 
     def __init__(
@@ -111,6 +121,7 @@ class HFPolicyBackend:
         *,
         name: str,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_batch: int | None = None,
         recorder: Callable[[TurnTokens], None] | None = None,
     ) -> None:
         import torch  # present: the model was loaded
@@ -129,6 +140,9 @@ class HFPolicyBackend:
         self._im_end = tokenizer.convert_tokens_to_ids(self.chat.end_token)
         eos = {tokenizer.eos_token_id, self._im_end}
         self._stop_ids = frozenset(i for i in eos if isinstance(i, int) and i >= 0)
+        self._batcher = BatchSampler(
+            loaded, pick=self._pick, stop_ids=self._stop_ids, max_rows=max_batch or _max_batch()
+        )
 
     # -- prompts
 
@@ -219,16 +233,16 @@ class HFPolicyBackend:
         logp = torch.log_softmax(logits / temperature, -1)
         probs = logp.exp()
         if top_p < 1.0:
+            # the nucleus is cut in sorted order but drawn from in vocabulary order, so that
+            # float noise reordering near-equal probabilities cannot change the draw
             sorted_probs, order = torch.sort(probs, descending=True)
             keep = (torch.cumsum(sorted_probs, 0) - sorted_probs) < top_p
-            sorted_probs = sorted_probs * keep
-            choice = torch.multinomial(sorted_probs / sorted_probs.sum(), 1, generator=generator)
-            token = int(order[choice])
-        else:
-            token = int(torch.multinomial(probs, 1, generator=generator))
+            probs = torch.zeros_like(probs).index_put_((order[keep],), sorted_probs[keep])
+        token = int(torch.multinomial(probs, 1, generator=generator))
         return token, float(logp[token])
 
-    def _turn(self, request: PolicyRequest, seed: int, stop: threading.Event) -> TurnTokens:
+    def _prepare(self, request: PolicyRequest) -> tuple[tuple[int, ...], int]:
+        """A turn's prompt ids and its token cap (what fits the model's context)."""
         prompt = self.prompt_ids(request)
         limit = (
             self.max_tokens
@@ -240,37 +254,34 @@ class HFPolicyBackend:
             raise ValidationError(
                 f"the prompt ({len(prompt)} tokens) does not fit the model's context"
             )
-        ids, logprobs = self.sample(
-            prompt,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            max_new_tokens=max(1, min(limit, room)),
-            seed=seed,
-            stop=stop,
-        )
-        tokens = TurnTokens(
-            request.trajectory_id, request.turn, prompt, tuple(ids), tuple(logprobs)
-        )
-        messages = list(request.messages)
+        return prompt, max(1, min(limit, room))
+
+    def _remember(self, request: PolicyRequest, tokens: TurnTokens) -> None:
+        """Keep a turn's ids so that the rollout's next turn continues them."""
         self._history[request.trajectory_id] = (
-            _signature(messages, request.tools),
-            (*prompt, *ids),
+            _signature(list(request.messages), request.tools),
+            (*tokens.prompt_ids, *tokens.completion_ids),
         )
         self._history.move_to_end(request.trajectory_id)
         while len(self._history) > _KEPT_TRAJECTORIES:
             self._history.popitem(last=False)
-        return tokens
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
-        """Sample one turn (see the module docstring); a cancelled turn stops at the next token."""
+        """Sample one turn in the running batch (see the module docstring); a cancelled turn
+        stops at the next token."""
         seed = request.rng.getrandbits(63)
-        stop = threading.Event()
         loop = asyncio.get_running_loop()
+        prompt, limit = await loop.run_in_executor(self._executor, self._prepare, request)
+        job = SampleJob(prompt, request.temperature, request.top_p, limit, seed)
         try:
-            tokens = await loop.run_in_executor(self._executor, self._turn, request, seed, stop)
+            ids, logprobs = await asyncio.wrap_future(self._batcher.submit(job))
         except asyncio.CancelledError:
-            stop.set()
+            job.stop.set()
             raise
+        tokens = TurnTokens(
+            request.trajectory_id, request.turn, prompt, tuple(ids), tuple(logprobs)
+        )
+        await loop.run_in_executor(self._executor, self._remember, request, tokens)
         if self.recorder is not None:
             self.recorder(tokens)
         return self._result(request, tokens)
@@ -292,23 +303,33 @@ class HFPolicyBackend:
         return PolicyResult(response=completion, usage=usage)
 
     async def aclose(self) -> None:
-        """Finish the generation in progress and release the worker thread."""
+        """Finish the turns in flight and release the worker threads."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._history.clear)
         self._executor.shutdown(wait=False)
+        await asyncio.to_thread(self._batcher.close)
 
 
-def _max_tokens() -> int:
-    raw = os.environ.get("AGENT_KIT_HF_MAX_TOKENS", "").strip()
+def _positive_setting(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_MAX_TOKENS
+        return default
     try:
         value = int(raw)
     except ValueError:
-        raise UsageError(f"AGENT_KIT_HF_MAX_TOKENS must be an integer, not {raw!r}") from None
+        raise UsageError(f"{name} must be an integer, not {raw!r}") from None
     if value < 1:
-        raise UsageError(f"AGENT_KIT_HF_MAX_TOKENS must be at least 1, not {value}")
+        raise UsageError(f"{name} must be at least 1, not {value}")
     return value
+
+
+def _max_tokens() -> int:
+    return _positive_setting("AGENT_KIT_HF_MAX_TOKENS", DEFAULT_MAX_TOKENS)
+
+
+def _max_batch() -> int:
+    """``AGENT_KIT_HF_BATCH``: the most turns sampled together (default 32)."""
+    return _positive_setting("AGENT_KIT_HF_BATCH", DEFAULT_MAX_BATCH)
 
 
 def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> HFPolicyBackend:

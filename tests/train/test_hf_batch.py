@@ -1,0 +1,234 @@
+"""The ``hf`` policy's continuous batching: turns sampled together are sampled as if alone."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_kit.emulator.policies import load_policy
+from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
+from agent_kit.emulator.policies.hf_batch import BatchSampler, SampleJob
+from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.errors import UsageError
+
+MAX_NEW = 16
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model: Path) -> Iterator[HFPolicyBackend]:
+    """The hf backend on the tiny model (batching on: up to 32 turns together)."""
+    policy = load_policy(f"hf:{tiny_model}")
+    assert isinstance(policy, HFPolicyBackend)
+    yield policy
+    asyncio.run(policy.aclose())
+
+
+def _prompts(backend: HFPolicyBackend, n: int) -> list[tuple[int, ...]]:
+    """``n`` prompts of different lengths (3 to 3 + 4n tokens)."""
+    encode = backend.loaded.tokenizer
+    return [
+        tuple(encode("count " * (1 + 4 * i) + "go", add_special_tokens=False)["input_ids"])
+        for i in range(n)
+    ]
+
+
+def _jobs(prompts: list[tuple[int, ...]], *, top_p: float = 0.9) -> list[SampleJob]:
+    return [SampleJob(p, 1.0, top_p, MAX_NEW, 1000 + i) for i, p in enumerate(prompts)]
+
+
+def _alone(backend: HFPolicyBackend, job: SampleJob) -> tuple[list[int], list[float]]:
+    """The one-sequence reference: the same turn sampled on its own."""
+    return backend.sample(
+        job.prompt,
+        temperature=job.temperature,
+        top_p=job.top_p,
+        max_new_tokens=job.max_new_tokens,
+        seed=job.seed,
+    )
+
+
+def _teacher_forced(backend: HFPolicyBackend, prompt: tuple[int, ...], ids: list[int]) -> Any:
+    """The log-probabilities of ``ids`` after ``prompt`` from one forward pass of the whole."""
+    with torch.no_grad():
+        logits = backend.loaded.model(input_ids=torch.tensor([[*prompt, *ids]])).logits[0]
+    start = len(prompt) - 1
+    logp = torch.log_softmax(logits[start : start + len(ids)].float(), -1)
+    return logp[torch.arange(len(ids)), ids]
+
+
+def _check_as_alone(backend: HFPolicyBackend, jobs: list[SampleJob]) -> None:
+    for job in jobs:
+        ids, logprobs = job.future.result(timeout=120)
+        alone_ids, alone_logprobs = _alone(backend, job)
+        assert ids == alone_ids
+        assert logprobs == pytest.approx(alone_logprobs, abs=1e-5)
+        forced = _teacher_forced(backend, job.prompt, ids)
+        assert torch.allclose(forced, torch.tensor(logprobs), atol=1e-4)
+
+
+def test_turns_started_together_sample_what_each_samples_alone(backend: HFPolicyBackend) -> None:
+    """Eight prompts of different lengths, left-padded into one batch, draw the same tokens and
+    log-probabilities as each sampled alone, and those log-probabilities are teacher-forced."""
+    sampler = BatchSampler(
+        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
+    )
+    jobs = _jobs(_prompts(backend, 8))
+    try:
+        sampler.submit_together(jobs)
+        _check_as_alone(backend, jobs)
+    finally:
+        sampler.close()
+    assert sampler.peak_rows == 8
+    assert len({len(job.future.result()[0]) for job in jobs}) > 1  # rows ended apart
+
+
+def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
+    backend: HFPolicyBackend,
+) -> None:
+    """Turns that arrive while a long turn is decoding join it at the next token (their caches
+    re-aligned onto the running one) and still sample as if alone, before and after rows leave."""
+    prompts = _prompts(backend, 7)
+    later = _jobs(prompts[:-1])
+    joined = threading.Event()
+
+    def pick(logits: Any, temperature: float, top_p: float, generator: Any) -> tuple[int, float]:
+        if not joined.is_set():  # the first draw of the first turn: the others arrive now
+            joined.set()
+            sampler.submit_together(later)
+        return backend._pick(logits, temperature, top_p, generator)
+
+    sampler = BatchSampler(backend.loaded, pick=pick, stop_ids=(), max_rows=32)
+    first = SampleJob(prompts[-1], 1.0, 0.9, MAX_NEW, 7)  # no stop ids: it runs to the cap
+    try:
+        sampler.submit(first)
+        assert len(first.future.result(timeout=120)[0]) == MAX_NEW
+        for job in later:
+            job.future.result(timeout=120)
+    finally:
+        sampler.close()
+    assert sampler.peak_rows == 1 + len(later)
+    reference = HFPolicyBackend(backend.loaded, name="reference", max_batch=1)
+    reference._stop_ids = frozenset()
+    _check_as_alone(reference, [first, *later])
+
+
+def test_a_stopped_turn_leaves_the_batch_and_the_others_go_on(backend: HFPolicyBackend) -> None:
+    """A turn whose caller went away ends at its next token; the rest sample as if alone."""
+    sampler = BatchSampler(
+        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
+    )
+    jobs = _jobs(_prompts(backend, 4))
+    jobs[1].stop.set()
+    try:
+        sampler.submit_together(jobs)
+        assert len(jobs[1].future.result(timeout=120)[0]) == 1
+        _check_as_alone(backend, [jobs[0], *jobs[2:]])
+    finally:
+        sampler.close()
+
+
+def test_a_failed_forward_fails_the_turns_in_flight_and_the_next_ones_sample(
+    backend: HFPolicyBackend,
+) -> None:
+    """An error while sampling reaches every turn in flight as that error; later turns sample."""
+    calls = 0
+
+    def pick(logits: Any, temperature: float, top_p: float, generator: Any) -> tuple[int, float]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("out of memory (simulated)")
+        return backend._pick(logits, temperature, top_p, generator)
+
+    sampler = BatchSampler(backend.loaded, pick=pick, stop_ids=backend._stop_ids, max_rows=32)
+    failed = _jobs(_prompts(backend, 3))
+    try:
+        sampler.submit_together(failed)
+        for job in failed:
+            with pytest.raises(RuntimeError, match="simulated"):
+                job.future.result(timeout=120)
+        after = _jobs(_prompts(backend, 2))
+        sampler.submit_together(after)
+        _check_as_alone(backend, after)
+    finally:
+        sampler.close()
+
+
+def test_top_p_draws_do_not_depend_on_float_noise_in_the_logits(backend: HFPolicyBackend) -> None:
+    """With top-p, logits that differ by float rounding (as a batch's do) draw the same token for
+    the same seed, even among near-equal probabilities whose sorted order the noise changes."""
+    noise = torch.Generator().manual_seed(3)
+    flips = 0
+    for seed in range(40):
+        logits = 0.01 * torch.randn(4000, generator=noise)
+        nudged = logits * (1 + 1e-6 * torch.randn(4000, generator=noise))
+        one = backend._pick(logits, 1.0, 0.9, torch.Generator().manual_seed(seed))
+        two = backend._pick(nudged, 1.0, 0.9, torch.Generator().manual_seed(seed))
+        flips += one[0] != two[0]
+    assert flips == 0
+
+
+def _request(index: int) -> PolicyRequest:
+    return PolicyRequest(
+        messages=(
+            {"role": "system", "content": "Answer."},
+            {"role": "user", "content": "Say it " * (index + 1)},
+        ),
+        tools=(),
+        temperature=1.0,
+        top_p=1.0,
+        max_tokens=MAX_NEW,
+        rng=random.Random(index),
+        trajectory_id=f"job-s0-p{index}-g0-a0",
+        job_arn="arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/job",
+        turn=0,
+        raw={"model": "default"},
+    )
+
+
+def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six turns awaited together through complete() record the same tokens as the same turns
+    played one after another with batching off (``AGENT_KIT_HF_BATCH=1``)."""
+
+    async def play(policy: HFPolicyBackend, together: bool) -> list[TurnTokens]:
+        seen: list[TurnTokens] = []
+        policy.recorder = seen.append
+        if together:
+            await asyncio.gather(*(policy.complete(_request(i)) for i in range(6)))
+        else:
+            for i in range(6):
+                await policy.complete(_request(i))
+        await policy.aclose()
+        return sorted(seen, key=lambda t: t.trajectory_id)
+
+    batched = load_policy(f"hf:{tiny_model}")
+    monkeypatch.setenv("AGENT_KIT_HF_BATCH", "1")
+    single = load_policy(f"hf:{tiny_model}")
+    assert isinstance(batched, HFPolicyBackend)
+    assert isinstance(single, HFPolicyBackend)
+    assert single._batcher.max_rows == 1
+    together = asyncio.run(play(batched, True))
+    alone = asyncio.run(play(single, False))
+    assert [t.completion_ids for t in together] == [t.completion_ids for t in alone]
+    assert [t.prompt_ids for t in together] == [t.prompt_ids for t in alone]
+    for one, two in zip(together, alone, strict=True):
+        assert one.logprobs == pytest.approx(two.logprobs, abs=1e-5)
+
+
+@pytest.mark.parametrize("value", ["0", "many"])
+def test_a_bad_batch_setting_is_a_usage_error(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """AGENT_KIT_HF_BATCH that is not a positive integer is refused with one clear message."""
+    monkeypatch.setenv("AGENT_KIT_HF_BATCH", value)
+    with pytest.raises(UsageError, match="AGENT_KIT_HF_BATCH"):
+        load_policy(f"hf:{tiny_model}")
