@@ -175,7 +175,10 @@ def fine_tune(
     args = trl.SFTConfig(
         output_dir=str(RunLayout(out.parent.parent).trainer / WARM_LABEL),
         use_cpu=loaded.device == "cpu",
-        per_device_train_batch_size=min(config.micro(), len(examples)),
+        # One example a pass, gradients accumulated over the micro-batch: a long multi-turn
+        # prompt's full-vocabulary logits are what bounds the memory (Wordle: 9 GB at 4 a pass).
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=min(config.micro(), len(examples)),
         num_train_epochs=config.warm_start_epochs,
         learning_rate=config.warm_start_lr,
         lr_scheduler_type="constant",
