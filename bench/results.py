@@ -40,6 +40,7 @@ ORDER = (
     "train_local",
     "train_vs_trl",
     "hf_sampling",
+    "train_wordle",
 )
 
 
@@ -100,16 +101,33 @@ def page_table(text: str) -> str:
 
 
 def headline(data: dict[str, Any]) -> str:
-    """The README's line: the train_local row as a sentence ('' when it was never recorded)."""
+    """The README's lines, each a recorded row as a sentence ('' for one never recorded): what
+    `agent-kit train` learned on echo and on Wordle, and its speed against a bare TRL run."""
+    lines = []
     runs = data.get("train_local")
-    if not runs:
-        return ""
-    row = runs["rows"][0]
-    return (
-        f"Measured ({runs['date']}, {runs['machine']}): {row['benchmark (script)']} took "
-        f"SmolLM2-135M's holdout reward from {row['reference, same run']} to "
-        f"{row['agent_kit']} ({row['ratio']} peak RSS).\n"
-    )
+    if runs:
+        row = runs["rows"][0]
+        lines.append(
+            f"Measured ({runs['date']}, {runs['machine']}): {row['benchmark (script)']} took "
+            f"SmolLM2-135M's holdout reward from {row['reference, same run']} to "
+            f"{row['agent_kit']} ({row['ratio']} peak RSS).\n"
+        )
+    runs = data.get("train_wordle")
+    if runs:
+        row = runs["rows"][0]
+        lines.append(
+            f"Wordle ({runs['date']}, load {runs['load_average']}): {row['benchmark (script)']}: "
+            f"{row['reference, same run']}; {row['agent_kit']} ({row['ratio']}).\n"
+        )
+    runs = data.get("train_vs_trl")
+    if runs:
+        row = runs["rows"][0]
+        lines.append(
+            f"Speed ({runs['date']}, load {runs['load_average']}): a training step takes "
+            f"{row['ratio']} of a bare TRL `GRPOTrainer`'s ({row['agent_kit']} against "
+            f"{row['reference, same run']}; `bench/train_vs_trl.py`).\n"
+        )
+    return "".join(lines)
 
 
 def _between(path: Path, start: str, end: str, body: str) -> None:
