@@ -29,3 +29,15 @@ def test_the_support_template_renders_the_example_as_a_project(tmp_path: Path) -
     assert "--dataset data/cases.jsonl" in agent
     assert "examples/support" not in agent
     assert "Help Desk" in (root / "README.md").read_text()
+
+
+def test_the_rendered_agent_is_the_example_but_for_its_run_command(tmp_path: Path) -> None:
+    """The rendered agent.py is examples/support/agent.py line for line, except the three lines
+    of its docstring's run command (the template is a copy: this keeps the two in step)."""
+    made = scaffold.create_project("support", project_name="Help Desk", output_dir=tmp_path)
+    ours = (made.path / "agent.py").read_text().splitlines()
+    example = (ROOT / "examples" / "support" / "agent.py").read_text().splitlines()
+    assert len(ours) == len(example)
+    differ = [i for i, (a, b) in enumerate(zip(ours, example, strict=True)) if a != b]
+    assert len(differ) <= 3
+    assert all("examples/support" in example[i] for i in differ)
