@@ -116,7 +116,7 @@ def headline(data: dict[str, Any]) -> str:
     if runs:
         row = runs["rows"][0]
         lines.append(
-            f"Wordle ({runs['date']}, load {runs['load_average']}): {row['benchmark (script)']}: "
+            f"Wordle ({runs['date']}, {runs['machine']}): {row['benchmark (script)']}: "
             f"{row['reference, same run']}; {row['agent_kit']} ({row['ratio']}).\n"
         )
     runs = data.get("train_vs_trl")

@@ -119,6 +119,25 @@ def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
     return bool(b["mean"] - a["mean"] > 2 * se)
 
 
+def _play(args: argparse.Namespace, out: Path) -> None:
+    """Record the Solver, then train with a warm start from it and the holdout evaluations."""
+    expert_data = _head(WORDLE / "train.jsonl", args.expert_rows, out / "expert.jsonl")
+    holdout = _head(WORDLE / "holdout.jsonl", args.holdout_rows, out / "holdout.jsonl")
+    agent = str(WORDLE / "agent.py")
+    solver = f"scripted:{WORDLE / 'policies.py'}:Solver"
+    _run([*_agent_kit(), "run", agent, "--dataset", str(expert_data), "--policy", solver,
+          "--group-size", "2", "--out", str(out), "--name", "solver", "--json"])  # fmt: skip
+    _run([*_agent_kit(), "train", agent, "--dataset", str(WORDLE / "train.jsonl"),
+          "--model", args.model, "--warm-start", str(out / "solver"),
+          "--warm-start-epochs", str(args.warm_start_epochs),
+          "--eval", str(holdout), "--eval-samples", str(args.eval_samples),
+          "--steps", str(args.steps), "--group-size", str(args.group_size),
+          "--batch-size", str(args.batch_size), "--max-tokens", str(args.max_tokens),
+          "--temperature", str(args.temperature), "--learning-rate", str(args.learning_rate),
+          "--lora-r", "16", "--device", "cpu", "--workers", "1", "--out", str(out),
+          "--name", "wordle", "--force"])  # fmt: skip
+
+
 def main() -> int:
     """Record the expert, train, evaluate, print (and optionally record) the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,27 +153,24 @@ def main() -> int:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--warm-start-epochs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here")
+    parser.add_argument(
+        "--from-out",
+        type=Path,
+        default=None,
+        help="read the figures of a finished bench's --out folder instead of playing again "
+        "(the whole run's minutes from its files' times)",
+    )
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
-        out = args.out or Path(scratch)
+        out = args.from_out or args.out or Path(scratch)
         out.mkdir(parents=True, exist_ok=True)
-        expert_data = _head(WORDLE / "train.jsonl", args.expert_rows, out / "expert.jsonl")
-        holdout = _head(WORDLE / "holdout.jsonl", args.holdout_rows, out / "holdout.jsonl")
-        agent = str(WORDLE / "agent.py")
-        solver = f"scripted:{WORDLE / 'policies.py'}:Solver"
-        _run([*_agent_kit(), "run", agent, "--dataset", str(expert_data), "--policy", solver,
-              "--group-size", "2", "--out", str(out), "--name", "solver", "--json"])  # fmt: skip
-        _run([*_agent_kit(), "train", agent, "--dataset", str(WORDLE / "train.jsonl"),
-              "--model", args.model, "--warm-start", str(out / "solver"),
-              "--warm-start-epochs", str(args.warm_start_epochs),
-              "--eval", str(holdout), "--eval-samples", str(args.eval_samples),
-              "--steps", str(args.steps), "--group-size", str(args.group_size),
-              "--batch-size", str(args.batch_size), "--max-tokens", str(args.max_tokens),
-              "--temperature", str(args.temperature), "--learning-rate", str(args.learning_rate),
-              "--lora-r", "16", "--device", "cpu", "--workers", "1", "--out", str(out),
-              "--name", "wordle", "--force"])  # fmt: skip
+        if args.from_out is not None:
+            first = (out / "expert.jsonl").stat().st_mtime
+            started -= (out / "wordle" / "train.json").stat().st_mtime - first
+        else:
+            _play(args, out)
         run_dir = out / "wordle"
         doc = json.loads((run_dir / "train.json").read_text(encoding="utf-8"))
         allowed = _allowed_words()
