@@ -54,8 +54,9 @@ __all__ = ["register"]
 ModelOption = Annotated[
     str,
     typer.Option(
-        help="Model: smollm2-135m (the packaged GGUF, offline), a Hugging Face model directory "
-        "or a .gguf file."
+        help="Model: smollm2-135m (the packaged GGUF, offline), a Hugging Face model directory, "
+        "a .gguf file, or a hub id OWNER/NAME (from the local cache, or downloaded where the hub "
+        "is reachable)."
     ),
 ]
 
