@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from agent_kit.store import RunStore, load_rollouts  # noqa: E402
+from agent_kit.train.evaluate import tool_call_rate  # noqa: E402
 
 WORDLE = ROOT / "examples" / "wordle"
 LABELS = (("base", "base"), ("warm", "warm start"), ("adapter", "trained"))
@@ -80,13 +81,10 @@ def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | No
         job = store.list_jobs()[-1]
         records = load_rollouts(store, job.arn, with_turns=True)
     rewards = [r.reward for r in records if r.reward is not None]
-    turns = calls = guesses = valid = 0
+    guesses = valid = 0
     for record in records:
         for turn in record.turn_rows:
-            turns += 1
-            made = _calls(turn)
-            calls += bool(made)
-            for call in made:
+            for call in _calls(turn):
                 function = call.get("function") or {}
                 if function.get("name") != "guess_word":
                     continue
@@ -99,7 +97,7 @@ def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | No
     return {
         "solve_rate": sum(r >= 1.0 for r in rewards) / len(records) if records else None,
         "valid_guess_rate": valid / guesses if guesses else None,
-        "tool_call_rate": calls / turns if turns else None,
+        "tool_call_rate": tool_call_rate(records),
     }
 
 

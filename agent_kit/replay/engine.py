@@ -145,12 +145,16 @@ def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
 
 
 def _new_ids(job_name: str, episodes: Sequence[Rollout]) -> list[str]:
+    """The replay's trajectory ids: each episode's slot under the driver's id scheme, the
+    attempt raised where two episodes share a slot."""
+    from agent_kit.driver.attempt import trajectory_id_for
+
     seen: set[str] = set()
     out = []
     for e in episodes:
         attempt = 0
         while True:
-            tid = f"{job_name}-s{e.step}-p{e.prompt_index}-g{e.sample_index}-a{attempt}"
+            tid = trajectory_id_for(job_name, e.step, e.prompt_index, e.sample_index, attempt)
             if tid not in seen:
                 break
             attempt += 1
