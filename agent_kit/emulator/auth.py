@@ -25,7 +25,7 @@ from typing import Final, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_kit.emulator.run_keys import TOKEN_PREFIX, RunKeys
 from agent_kit.emulator.sigv4 import LENIENT_HINT, Verifier
@@ -41,8 +41,6 @@ AuthMode = Literal["verify", "sigv4-or-bearer", "none"]
 BODY_CHECK: Final = "agent_kit.body_check"
 #: Scope key of the (job ARN, trajectory id) a rollout token binds the request to.
 BOUND_ROLLOUT: Final = "agent_kit.bound_rollout"
-#: Scope key of a verified SigV4 signature held until its request is answered.
-_HELD_SIGNATURE: Final = "agent_kit.held_signature"
 _BEARER_PREFIX: Final = "sagemaker-api-key-"
 _TOKEN_CACHE_MAX: Final = 4096
 
@@ -87,8 +85,8 @@ class Auth:
     (``Bearer agent-kit-rollout-…``) is checked against the run's secret in every mode but
     ``"none"`` and binds the request to its trajectory (scope key :data:`BOUND_ROLLOUT`).
     ``region`` (the emulator's) is the only region a verified signature's scope may name; a
-    verified SigV4 header must also be dated within 15 minutes and not be a replay
-    (:class:`~agent_kit.emulator.sigv4.Verifier`).
+    verified SigV4 header must also be dated within 5 minutes of now, as AWS requires
+    (:class:`~agent_kit.emulator.sigv4.Verifier`); a repeated signature is no reason to refuse.
     """
 
     def __init__(
@@ -141,16 +139,8 @@ class Auth:
 
         def run(body: bytes) -> None:
             verifier.verify_header(value, request.method, path, query, request.headers, body)
-            scope[_HELD_SIGNATURE] = value.rpartition("Signature=")[2].strip()
 
         return run
-
-    def settle(self, scope: Scope, status: int | None) -> None:
-        """After the answer: a verified SigV4 signature answered 2xx is remembered (its replay
-        is refused), one answered with an error (or none) is freed for the client's retry."""
-        sig = scope.pop(_HELD_SIGNATURE, None)
-        if sig is not None and self.verifier is not None:
-            self.verifier.settle(sig, status is not None and 200 <= status < 300)
 
     def _rollout(self, token: str) -> tuple[str, str]:
         if self.keys is None:
@@ -180,38 +170,14 @@ class Auth:
 
 class AuthGate:
     """Route middleware: run ``check`` on the request before the endpoint (raises into the
-    app's exception handlers, so the error has the route's shape), and ``settle`` with the
-    answer's status (None: no answer) once the endpoint is done."""
+    app's exception handlers, so the error has the route's shape)."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        check: Callable[[Request], None],
-        settle: Callable[[Scope, int | None], None] | None = None,
-    ) -> None:
+    def __init__(self, app: ASGIApp, check: Callable[[Request], None]) -> None:
         self.app = app
         self.check = check
-        self.settle = settle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Check, pass the request on, then settle."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        self.check(Request(scope))
-        settle = self.settle
-        if settle is None:
-            await self.app(scope, receive, send)
-            return
-        status: int | None = None
-
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        finally:
-            settle(scope, status)
+        """Check, then pass the request on."""
+        if scope["type"] == "http":
+            self.check(Request(scope))
+        await self.app(scope, receive, send)

@@ -188,7 +188,7 @@ def create_app(
     shapes = ErrorShapes(prefix)
     bounds = {"max_minted": max_minted, "max_minted_bytes": max_minted_bytes}
     r = Routes(emu, endpoint, prefix, keys, **bounds)
-    service = [Middleware(AuthGate, check=checker.check, settle=checker.settle)]
+    service = [Middleware(AuthGate, check=checker.check)]
     admin = [Middleware(AuthGate, check=checker.check_secret)]
     post = ["POST"]
     routes: list[BaseRoute] = [

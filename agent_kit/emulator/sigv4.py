@@ -8,24 +8,21 @@ costs one SHA-256 of its body and one HMAC. A verified bearer token is remembere
 expires (an agent sends the same one for hours), so a policy call with a known token is a dict
 lookup.
 
-AWS's other rules are kept too: the credential scope's date must be X-Amz-Date's day and its
-region the emulator's; a signed header's X-Amz-Date must be within
-:data:`MAX_CLOCK_SKEW_S` (15 minutes) of the emulator's clock, either way (a bearer's may not
-lie further ahead); and a request whose exact signature was already accepted (answered 2xx), or
-is being answered, is refused as a replay while that signature is valid (the signatures seen
-are remembered in bounded memory, :data:`SEEN_SIGNATURES_MAX`, the oldest forgotten first). A
-request answered with an error frees its signature: botocore signs a retry made within the same
-second to the very same signature.
+AWS's other rules are kept too, and no more than them: the credential scope's date must be
+X-Amz-Date's day and its region the emulator's, and a request must arrive within
+:data:`MAX_CLOCK_SKEW_S` (five minutes) of its X-Amz-Date, either way (a bearer token's
+presigned URL may not be dated further ahead). That window is AWS's whole protection against
+replays: a request is never refused for having been received before. botocore signs two
+identical calls made within one second (a retry with its ClientToken, the same prompt asked
+twice) to the very same signature, and the service answers each as its own call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import threading
 import time
 from calendar import timegm
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
@@ -36,7 +33,7 @@ from botocore.credentials import Credentials
 
 from agent_kit.errors import AccessDeniedError
 
-__all__ = ["LENIENT_HINT", "MAX_CLOCK_SKEW_S", "SEEN_SIGNATURES_MAX", "Verifier"]
+__all__ = ["LENIENT_HINT", "MAX_CLOCK_SKEW_S", "Verifier"]
 
 #: Appended to every refusal: how to run without verification.
 LENIENT_HINT: Final = (
@@ -45,10 +42,14 @@ LENIENT_HINT: Final = (
     "(--lenient-auth on agent-kit run / invoke / emulate; create_app(auth='sigv4-or-bearer'))"
 )
 _CACHE_MAX: Final = 4096
-#: How far a signed request's X-Amz-Date may be from the emulator's clock (AWS: 15 minutes).
-MAX_CLOCK_SKEW_S: Final = 15 * 60
-#: How many accepted signatures are remembered to refuse their replay.
-SEEN_SIGNATURES_MAX: Final = 100_000
+#: How far a signed request's X-Amz-Date may be from the emulator's clock, either way. AWS's
+#: SigV4 documentation: "In most cases, a request must reach AWS within five minutes of the time
+#: stamp in the request. Otherwise, AWS denies the request."
+#: (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html,
+#: and reference_sigv-troubleshooting.html); services answer "Signature expired: … is now
+#: earlier than … (… - 5 min.)".
+MAX_CLOCK_SKEW_S: Final = 5 * 60
+_WINDOW: Final = "5 min."
 
 
 def _field(parts: Mapping[str, str], name: str) -> str:
@@ -56,6 +57,10 @@ def _field(parts: Mapping[str, str], name: str) -> str:
     if not value:
         raise AccessDeniedError(f"Malformed SigV4 signature (no {name})")
     return value
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(epoch))
 
 
 def _epoch(amz_date: str) -> float:
@@ -67,8 +72,8 @@ def _epoch(amz_date: str) -> float:
 
 class Verifier:
     """Checks SigV4 signatures against ``credentials`` (access key id → secret access key),
-    and AWS's date, region and replay rules (module docstring); ``region`` None accepts any
-    scope's region."""
+    and AWS's date and region rules (module docstring); ``region`` None accepts any scope's
+    region. A signature is never refused for having been seen before (AWS refuses none)."""
 
     def __init__(
         self,
@@ -76,17 +81,12 @@ class Verifier:
         clock: Callable[[], float] = time.time,
         *,
         region: str | None = None,
-        seen_max: int = SEEN_SIGNATURES_MAX,
     ) -> None:
         self.credentials = dict(credentials)
         self.region = region
         self._clock = clock
         self._keys: dict[tuple[str, str, str, str], bytes] = {}
         self._tokens: dict[str, tuple[str, float]] = {}
-        self._seen: OrderedDict[str, float] = OrderedDict()
-        self._pending: dict[str, float] = {}
-        self._seen_max = seen_max
-        self._seen_lock = threading.Lock()
 
     def _secret(self, access_key: str) -> str:
         secret = self.credentials.get(access_key)
@@ -131,41 +131,23 @@ class Verifier:
         return access_key
 
     def _check_date(self, amz_date: str, signed: float) -> None:
-        """A signed header's X-Amz-Date must be within :data:`MAX_CLOCK_SKEW_S` of now."""
-        skew = signed - self._clock()
-        if abs(skew) > MAX_CLOCK_SKEW_S:
-            when = "ahead of" if skew > 0 else "behind"
-            raise AccessDeniedError(
-                f"Signature expired: X-Amz-Date {amz_date} is {abs(skew) / 60:.0f} minutes "
-                f"{when} the emulator's clock (at most 15 minutes either way)"
-            )
-
-    def _reserve(self, sig: str, valid_until: float) -> None:
-        """Refuse a signature already accepted (and still valid) or in flight; hold this one
-        until :meth:`settle` says how its request ended."""
+        """A signed header's X-Amz-Date must be within :data:`MAX_CLOCK_SKEW_S` of now, either
+        way (AWS's wording: "Signature expired" / "Signature not yet current")."""
         now = self._clock()
-        with self._seen_lock:
-            seen = self._seen
-            while seen:
-                oldest, until = next(iter(seen.items()))
-                if until >= now and len(seen) < self._seen_max:
-                    break
-                del seen[oldest]
-            if sig in seen or sig in self._pending:
-                raise AccessDeniedError(
-                    "This signed request was already received (a replay): every request "
-                    "must be signed anew"
-                )
-            self._pending[sig] = valid_until
-
-    def settle(self, sig: str, accepted: bool) -> None:
-        """End a held signature's request: ``accepted`` (a 2xx answer) remembers it, so its
-        replay is refused while it is valid; an error answer frees it for the client's retry
-        (botocore re-signs a retry within the same second to the same signature)."""
-        with self._seen_lock:
-            until = self._pending.pop(sig, None)
-            if accepted and until is not None:
-                self._seen[sig] = until
+        if signed < now - MAX_CLOCK_SKEW_S:
+            raise AccessDeniedError(
+                f"Signature expired: X-Amz-Date {amz_date} is now earlier than "
+                f"{_stamp(now - MAX_CLOCK_SKEW_S)} ({_stamp(now)} - {_WINDOW}): a signed "
+                "request must reach the emulator within 5 minutes of its X-Amz-Date (check "
+                "the clock of the signing machine)"
+            )
+        if signed > now + MAX_CLOCK_SKEW_S:
+            raise AccessDeniedError(
+                f"Signature not yet current: X-Amz-Date {amz_date} is still later than "
+                f"{_stamp(now + MAX_CLOCK_SKEW_S)} ({_stamp(now)} + {_WINDOW}): a signed "
+                "request must reach the emulator within 5 minutes of its X-Amz-Date (check "
+                "the clock of the signing machine)"
+            )
 
     def verify_header(
         self,
@@ -177,9 +159,8 @@ class Verifier:
         body: bytes,
     ) -> str:
         """Verify an ``AWS4-HMAC-SHA256 Credential=…, SignedHeaders=…, Signature=…`` header for
-        the request it came with, its date, region and that it is no replay; return its
-        access key id (AccessDeniedError otherwise). The signature is held until
-        :meth:`settle` (call it with how the request ended)."""
+        the request it came with, its date and region; return its access key id
+        (AccessDeniedError otherwise)."""
         parts = dict(
             p.strip().partition("=")[::2] for p in value[len("AWS4-HMAC-SHA256") :].split(",")
         )
@@ -196,7 +177,6 @@ class Verifier:
         sig = _field(parts, "Signature")
         access_key = self._check(credential, signer, request, sig)
         self._check_date(amz_date, signed_at)
-        self._reserve(sig, signed_at + MAX_CLOCK_SKEW_S)
         return access_key
 
     def verify_bearer(self, url: str) -> str:
@@ -218,8 +198,9 @@ class Verifier:
             raise AccessDeniedError("The bearer token has expired")
         if started - now > MAX_CLOCK_SKEW_S:
             raise AccessDeniedError(
-                f"The bearer token is not yet valid: its X-Amz-Date {params['X-Amz-Date']} is "
-                "more than 15 minutes ahead of the emulator's clock"
+                f"Signature not yet current: the bearer token's X-Amz-Date "
+                f"{params['X-Amz-Date']} is more than 5 minutes ahead of the emulator's clock "
+                "(check the clock of the signing machine)"
             )
         query = "&".join(p for p in pairs if not p.startswith("X-Amz-Signature="))
         request = AWSRequest(

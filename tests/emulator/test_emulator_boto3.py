@@ -440,15 +440,16 @@ def _signed_at(url: str, emulator: Any, at: datetime.datetime, monkeypatch: Any)
     [
         datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
         datetime.timedelta(days=3),
-        datetime.timedelta(minutes=16),
-        datetime.timedelta(minutes=-16),
+        datetime.timedelta(minutes=6),
+        datetime.timedelta(minutes=-6),
     ],
 )
-def test_verify_refuses_a_request_dated_outside_fifteen_minutes(
+def test_verify_refuses_a_request_dated_outside_five_minutes(
     emulator: Any, verifying: str, monkeypatch: pytest.MonkeyPatch, skew: Any
 ) -> None:
-    """A request signed (botocore's SigV4Auth) with an X-Amz-Date in 2020, 3 days ahead or 16
-    minutes either way is 403 AccessDeniedException naming X-Amz-Date; no turn is recorded."""
+    """A request signed (botocore's SigV4Auth) with an X-Amz-Date in 2020, 3 days ahead or 6
+    minutes either way is 403 AccessDeniedException naming X-Amz-Date (AWS: within five
+    minutes); no turn is recorded."""
     now = datetime.datetime.now(datetime.timezone.utc)
     at = skew if isinstance(skew, datetime.datetime) else now + skew
     response, tid = _signed_at(verifying, emulator, at, monkeypatch)
@@ -458,11 +459,11 @@ def test_verify_refuses_a_request_dated_outside_fifteen_minutes(
     assert emulator.turn_count(tid) == 0
 
 
-def test_verify_accepts_a_request_dated_within_fifteen_minutes(
+def test_verify_accepts_a_request_dated_within_five_minutes(
     emulator: Any, verifying: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A clock 14 minutes off either way is within AWS's window: the turns are recorded."""
-    for minutes in (14, -14):
+    """A clock 4 minutes off either way is within AWS's window: the turns are recorded."""
+    for minutes in (4, -4):
         at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=minutes)
         response, tid = _signed_at(verifying, emulator, at, monkeypatch)
         assert response.status_code == 200, response.text
@@ -518,23 +519,10 @@ def _captured_sample(url: str, emulator: Any) -> dict[str, Any]:
     return captured
 
 
-def test_verify_refuses_an_exact_replay_of_a_signed_request(emulator: Any, verifying: str) -> None:
-    """One captured signed request replayed 3× is 403 each time (contract shape, "replay"),
-    so the trajectory keeps the one turn of the original."""
-    import httpx
-
-    captured = _captured_sample(verifying, emulator)
-    for _ in range(3):
-        r = httpx.post(captured["url"], headers=captured["headers"], content=captured["body"])
-        assert r.status_code == 403, r.text
-        assert r.headers["x-amzn-ErrorType"] == "AccessDeniedException"
-        assert "replay" in r.json()["Message"]
-    assert emulator.turn_count(captured["tid"]) == 1
-
-
 def test_verify_lets_a_refused_request_be_sent_again(emulator: Any, verifying: str) -> None:
-    """A signed request answered with an error (UpdateReward before CompleteRollout: 409) is
-    no replay when re-sent: botocore's retry of it may carry the very same signature."""
+    """A signed request answered with an error (UpdateReward before CompleteRollout: 409) and
+    sent again with the very same signature (botocore's retry within one second) is answered
+    by the state it finds: 200 once the rollout is complete."""
     import httpx
 
     captured: dict[str, Any] = {}

@@ -802,12 +802,30 @@ def test_verify_mode_without_credentials_is_refused(emulator: Emulator) -> None:
         create_app(emulator, auth="verify")
 
 
-def test_replay_memory_is_bounded_and_forgets_the_oldest_first(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("offset_s", "match"),
+    [
+        (
+            -301,
+            "Signature expired: X-Amz-Date 20261202T115459Z is now earlier than "
+            r"20261202T115500Z \(20261202T120000Z - 5 min.\)",
+        ),
+        (
+            301,
+            "Signature not yet current: X-Amz-Date 20261202T120501Z is still later than "
+            r"20261202T120500Z \(20261202T120000Z \+ 5 min.\)",
+        ),
+        (-300, None),
+        (300, None),
+        (0, None),
+    ],
+)
+def test_verifier_keeps_aws_five_minute_window_and_accepts_a_repeated_signature(
+    monkeypatch: pytest.MonkeyPatch, offset_s: int, match: str | None
 ) -> None:
-    """With room for 2 signatures, 3 accepted requests leave the newest refused as a replay
-    and the oldest forgotten (memory stays bounded); a signature answered with an error is
-    freed at once."""
+    """AWS's window, to the second: X-Amz-Date 5 minutes off either way is accepted, a second
+    more is refused in AWS's words; an accepted signature verified again (botocore's identical
+    retry within one second) is accepted every time, never refused as a repeat."""
     import datetime
 
     import botocore.auth
@@ -816,27 +834,19 @@ def test_replay_memory_is_bounded_and_forgets_the_oldest_first(
 
     from agent_kit.emulator.sigv4 import Verifier
 
-    at = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc)
+    now = datetime.datetime(2026, 12, 2, 12, 0, tzinfo=datetime.timezone.utc)
+    at = now + datetime.timedelta(seconds=offset_s)
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: at)
-    verifier = Verifier(RUN_KEYS, clock=at.timestamp, region="us-west-2", seen_max=2)
-
-    def signed(body: bytes) -> tuple[str, dict[str, str]]:
-        request = AWSRequest(method="POST", url="http://emu.test/sample", data=body)
-        botocore.auth.SigV4Auth(
-            Credentials("AKIDRUN", RUN_KEYS["AKIDRUN"]), "sagemaker", "us-west-2"
-        ).add_auth(request)
-        headers = {k.lower(): str(v) for k, v in request.headers.items()}
-        return headers["authorization"], headers | {"host": "emu.test"}
-
-    def verify(body: bytes) -> str:
-        value, headers = signed(body)
-        verifier.verify_header(value, "POST", "/sample", "", headers, body)
-        return value.rpartition("Signature=")[2]
-
-    sigs = [verify(b"%d" % i) for i in range(3)]
-    for sig in sigs:
-        verifier.settle(sig, accepted=True)
-    with pytest.raises(AccessDeniedError, match="replay"):
-        verify(b"2")
-    verifier.settle(verify(b"0"), accepted=False)  # forgotten, then answered with an error
-    verify(b"0")
+    verifier = Verifier(RUN_KEYS, clock=now.timestamp, region="us-west-2")
+    request = AWSRequest(method="POST", url="http://emu.test/sample", data=b"{}")
+    botocore.auth.SigV4Auth(
+        Credentials("AKIDRUN", RUN_KEYS["AKIDRUN"]), "sagemaker", "us-west-2"
+    ).add_auth(request)
+    headers = {k.lower(): str(v) for k, v in request.headers.items()} | {"host": "emu.test"}
+    value = headers["authorization"]
+    if match is not None:
+        with pytest.raises(AccessDeniedError, match=match):
+            verifier.verify_header(value, "POST", "/sample", "", headers, b"{}")
+        return
+    for _ in range(3):
+        assert verifier.verify_header(value, "POST", "/sample", "", headers, b"{}") == "AKIDRUN"
