@@ -103,7 +103,9 @@ async def play_recorded(
         environment=environment,
         reward=reward if reward is not None else app.reward_fn,
         settings=app.settings,
-        model_factory=scripted_model_factory(policy or RecordedAnswers(episode)),
+        model_factory=scripted_model_factory(
+            policy if policy is not None else RecordedAnswers(episode)
+        ),
     )
     return RecordedPlay(outcome, built[-1] if built else None)
 
