@@ -198,14 +198,22 @@ class RolloutApp(BedrockAgentCoreApp):
         finally:
             self.complete_async_task(task_id)
 
-    async def play(self, payload: RolloutPayload) -> dict[str, Any]:
-        """Run and report one rollout; return the JSON body. Raises only ContractError."""
+    async def play(
+        self, payload: RolloutPayload, *, model_factory: ModelFactory | None = None
+    ) -> dict[str, Any]:
+        """Run and report one rollout; return the JSON body. Raises only ContractError.
+
+        ``model_factory`` builds this episode's Strands model instead of the app's own (the
+        ``model_factory`` given to the constructor, else the policy endpoint of
+        :class:`~agent_kit.policy_client.PolicyConfig`): the test kit's
+        :func:`~agent_kit.driver.inprocess.run_episode` plays a scripted policy with it.
+        """
         outcome = await play_episode(
             payload,
             environment=self.environment,
             reward=self.reward_fn,
             settings=self.settings,
-            model_factory=self._model_factory or self._default_model,
+            model_factory=model_factory or self._model_factory or self._default_model,
         )
         if payload.metadata is not None:
             await self._report(payload, outcome)

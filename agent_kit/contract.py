@@ -170,27 +170,40 @@ class RolloutPayload(_Model):
         cls,
         prompt: str,
         *,
-        job_arn: str,
-        trajectory_id: str,
-        endpoint: str,
-        region: str,
+        job_arn: str | None = None,
+        trajectory_id: str | None = None,
+        endpoint: str | None = None,
+        region: str | None = None,
         inference_params: InferenceParams | Mapping[str, Any] | None = None,
         api_key: str | None = None,
     ) -> RolloutPayload:
         """The payload of one rollout, the one builder every sender uses (the job driver,
-        replay, the emulator's example payloads): ``inference_params`` as a model or in either
-        spelling, :meth:`InferenceParams.service_defaults` when None; ``endpoint`` without a
-        trailing slash."""
+        replay, the emulator's example payloads, the in-process players): ``inference_params``
+        as a model or in either spelling, :meth:`InferenceParams.service_defaults` when None;
+        ``endpoint`` without a trailing slash. Without ``job_arn`` the payload carries no
+        ``metadata`` (an in-process play: nothing is reported), and the other metadata fields
+        must be left out too. Invalid values raise :class:`ContractError`."""
         if inference_params is None:
             params = InferenceParams.service_defaults()
         elif isinstance(inference_params, InferenceParams):
             params = inference_params
         else:
-            params = InferenceParams.model_validate(dict(inference_params))
+            try:
+                params = InferenceParams.model_validate(dict(inference_params))
+            except _PydanticValidationError as exc:
+                raise ContractError(
+                    f"invalid inferenceParams: {format_validation_error(exc)}"
+                ) from None
+        if job_arn is None:
+            if trajectory_id is not None or endpoint is not None or region is not None or api_key:
+                raise ContractError("a payload's metadata needs its job_arn")
+            return cls(prompt=prompt, inference_params=params)
+        if trajectory_id is None:
+            raise ContractError("a payload's metadata needs its trajectory_id")
         metadata = RolloutMetadata(
             job_arn=job_arn,
             rollout_id=trajectory_id,
-            endpoint=endpoint.rstrip("/"),
+            endpoint=endpoint.rstrip("/") if endpoint is not None else None,
             region=region,
             api_key=api_key,
         )

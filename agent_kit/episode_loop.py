@@ -26,35 +26,20 @@ while the wall-clock budget lasts: the service fails a job whose rollout never s
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
-import os
-import sysconfig
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Protocol
 
-from pydantic import ValidationError as PydanticValidationError
-from strands import Agent
-from strands.agent.conversation_manager import NullConversationManager
-from strands.hooks import (
-    AfterModelCallEvent,
-    AfterToolCallEvent,
-    BeforeModelCallEvent,
-    BeforeToolCallEvent,
-    HookProvider,
-    HookRegistry,
-)
-
+from agent_kit.agent_turns import AgentTurns, describe_exception, user_failure
 from agent_kit.auxiliary import current_target, target_for, using_target
 from agent_kit.contract import RolloutPayload
-from agent_kit.environment import Environment, TextToolCall
-from agent_kit.episode import Episode, Failure, FailureBoundary, ToolCallRecord, TurnRecord
-from agent_kit.errors import AgentKitError, ContractError, JudgeError, RewardError
+from agent_kit.environment import Environment
+from agent_kit.episode import Episode, Failure
+from agent_kit.errors import ContractError, JudgeError, RewardError
 from agent_kit.reward import Reward
 
 __all__ = [
@@ -174,326 +159,38 @@ def _final_tool_log(episode: Episode) -> list[dict[str, Any]]:
     return log
 
 
-class _Recorder(HookProvider):
-    """Strands hooks that fill the Episode record and enforce finish/limits."""
-
-    def __init__(self, env: Environment, episode: Episode, max_tool_calls: int | None) -> None:
-        self.env = env
-        self.episode = episode
-        self.max_tool_calls = max_tool_calls
-        self.crash: BaseException | None = None
-        self.tool_limit_hit = False
-        self._model_started = 0.0
-
-    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        registry.add_callback(BeforeModelCallEvent, self._before_model)
-        registry.add_callback(AfterModelCallEvent, self._after_model)
-        registry.add_callback(BeforeToolCallEvent, self._before_tool)
-        registry.add_callback(AfterToolCallEvent, self._after_tool)
-
-    def _before_model(self, event: BeforeModelCallEvent) -> None:
-        self._model_started = time.perf_counter()
-
-    def _after_model(self, event: AfterModelCallEvent) -> None:
-        response = event.stop_response
-        if response is None:
-            return  # the call failed; the exception surfaces from invoke_async
-        text_parts: list[str] = []
-        calls: list[str] = []
-        for block in response.message.get("content", []):
-            if "text" in block:
-                text_parts.append(str(block["text"]))
-            elif "toolUse" in block:
-                calls.append(str(block["toolUse"].get("name", "")))
-        self.episode.turn_log.append(
-            TurnRecord(
-                index=self.episode.turns,
-                latency_ms=(time.perf_counter() - self._model_started) * 1000.0,
-                stop_reason=str(response.stop_reason),
-                text="".join(text_parts),
-                tool_calls=calls,
-            )
-        )
-
-    def _before_tool(self, event: BeforeToolCallEvent) -> None:
-        if self.env.done or self.crash is not None:
-            event.cancel_tool = "The episode is over; no more tool calls are executed."
-            return
-        if self.max_tool_calls is not None and len(self.episode.tool_calls) >= self.max_tool_calls:
-            self.tool_limit_hit = True
-            event.cancel_tool = f"Tool call limit ({self.max_tool_calls}) reached."
-            event.agent.cancel(after_current_tools=True)
-
-    def _after_tool(self, event: AfterToolCallEvent) -> None:
-        if event.cancel_message is not None:
-            return
-        exc = event.exception
-        tool_use = event.tool_use
-        result = event.result or {}
-        text = _result_text(result)
-        status: Literal["success", "error"] = (
-            "error" if result.get("status") == "error" else "success"
-        )
-        self.episode.tool_calls.append(
-            ToolCallRecord(
-                turn=max(0, self.episode.turns - 1),
-                name=str(tool_use.get("name", "")),
-                input=dict(tool_use.get("input") or {}),
-                output=text,
-                status=status,
-            )
-        )
-        if exc is not None and not _is_bad_call(exc, event.selected_tool):
-            self.crash = exc
-            event.agent.cancel(after_current_tools=True)
-        elif self.env.done:
-            event.agent.cancel(after_current_tools=True)
-
-
-def _is_bad_call(exc: BaseException, selected_tool: object) -> bool:
-    """True when a tool error is the policy's fault (unknown tool, arguments failing validation)."""
-    return (
-        selected_tool is None
-        or isinstance(exc, PydanticValidationError)
-        or isinstance(exc.__cause__, PydanticValidationError)
-    )
-
-
-def _result_text(result: Any) -> str:
-    parts: list[str] = []
-    for block in result.get("content", []) if isinstance(result, dict) else []:
-        if "text" in block:
-            parts.append(str(block["text"]))
-        elif "json" in block:
-            import json
-
-            parts.append(json.dumps(block["json"], ensure_ascii=False))
-    return "\n".join(parts)
-
-
-_OWN_DIR: Final = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_LIBRARY_DIRS: Final = tuple(
-    {
-        os.path.abspath(p) + os.sep
-        for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "purelib", "platlib"))
-        if p
-    }
-)
-_WHERE_FRAMES: Final = 3
-_WHERE_MAX: Final = 300
-
-
-def where_of(exc: BaseException) -> str | None:
-    """The last frames of ``exc``'s traceback in the user's code (not agent_kit, not an
-    installed library) as ``file.py:LINE in function``, innermost last, ``→``-joined and
-    bounded; None when no frame is the user's. Only file names, lines and function names."""
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if not (path := os.path.abspath(f.filename)).startswith(_OWN_DIR)
-        and not path.startswith(_LIBRARY_DIRS)
-        and not f.filename.startswith("<")
-    ]
-    if not frames:
-        return None
-    shown = [f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in frames]
-    text = " → ".join(shown[-_WHERE_FRAMES:])
-    return text if len(text) <= _WHERE_MAX else "…" + text[-(_WHERE_MAX - 1) :]
-
-
-def _user_failure(boundary: FailureBoundary, reason: str, exc: BaseException) -> Failure:
-    """A failure raised by the user's code, its reason ending with where it was raised."""
-    where = where_of(exc)
-    return Failure(boundary, reason if where is None else f"{reason} (at {where})", where)
-
-
-def _describe(exc: BaseException) -> str:
-    """A readable reason; an AgentKitError wrapped by Strands (EventLoopException) is unwrapped."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, AgentKitError):
-            return current.message
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return f"{type(exc).__name__}: {str(exc) or repr(exc)}"
-
-
-async def _call_recovered(env: Environment, call: TextToolCall) -> tuple[str, str]:
-    """Execute a tool call recovered from text; return (status, output text)."""
-    tools = {getattr(t, "tool_name", ""): t for t in env.tools()}
-    target = tools.get(call.name)
-    if target is None:
-        return "error", f"Error: unknown tool {call.name!r}"
+async def _play_turns(
+    payload: RolloutPayload,
+    env: Environment,
+    episode: Episode,
+    settings: EpisodeSettings,
+    deadline: float,
+    model_factory: ModelFactory,
+) -> None:
+    """One attempt's agent turns (:class:`~agent_kit.agent_turns.AgentTurns`) with the model
+    ``model_factory`` builds, released at the end; a factory that fails is a policy failure."""
     try:
-        value = target(**call.arguments)
-        if asyncio.iscoroutine(value):
-            value = await value
-    except TypeError as exc:
-        return "error", f"Error: {exc}"
-    if isinstance(value, dict) and "content" in value:
-        return str(value.get("status", "success")), _result_text(value)
-    return "success", str(value)
-
-
-class _Play:
-    """One attempt: a fresh environment and conversation against the policy."""
-
-    def __init__(
-        self,
-        payload: RolloutPayload,
-        env: Environment,
-        episode: Episode,
-        settings: EpisodeSettings,
-        deadline: float,
-    ) -> None:
-        self.payload = payload
-        self.env = env
-        self.episode = episode
-        self.settings = settings
-        self.deadline = deadline
-        max_calls = (
-            env.max_tool_calls if env.max_tool_calls is not None else settings.max_tool_calls
-        )
-        self.recorder = _Recorder(env, episode, max_calls)
-        self.max_turns = env.max_turns if env.max_turns is not None else settings.max_turns
-
-    def _fail(self, boundary: FailureBoundary, reason: str) -> None:
-        if self.episode.failure is None:
-            self.episode.failure = Failure(boundary, reason)
-
-    async def run(self, model_factory: ModelFactory, user_message: str) -> None:
-        try:
-            handle = await model_factory(self.payload)
-        except Exception as exc:  # noqa: BLE001 - e.g. no policy configured: data, not a 500
-            self.episode.stop_reason = "policy_error"
-            self._fail("policy", _describe(exc))
-            return
-        try:
-            agent = Agent(
-                model=handle.model,
-                tools=self.env.tools(),
-                system_prompt=self.settings.system_prompt or None,
-                callback_handler=None,
-                conversation_manager=NullConversationManager(),
-                hooks=[self.recorder],
-            )
-            await self._loop(agent, user_message)
-            self.episode.messages = [dict(m) for m in agent.messages]
-        finally:
-            await handle.aclose()
-
-    async def _loop(self, agent: Agent, prompt: str) -> None:
-        episode = self.episode
-        while True:
-            remaining = self.max_turns - episode.turns
-            if remaining <= 0:
-                episode.stop_reason = "limit_turns"
-                return
-            budget = self.deadline - time.monotonic()
-            if budget <= 0:
-                episode.stop_reason = "limit_budget"
-                self._fail("limit", "the episode's wall-clock budget ran out")
-                return
-            first_turn = episode.turns
-            try:
-                result = await asyncio.wait_for(
-                    agent.invoke_async(prompt, limits={"turns": remaining}), timeout=budget
-                )
-            except asyncio.TimeoutError:
-                episode.stop_reason = "limit_budget"
-                self._fail("limit", f"the episode's wall-clock budget ({budget:.0f} s) ran out")
-                return
-            except Exception as exc:  # noqa: BLE001 - any failure of the policy call is data
-                episode.stop_reason = "policy_error"
-                self._fail("policy", _describe(exc))
-                return
-            finally:
-                _fill_usage(agent, episode, first_turn)
-            episode.stop_reason = str(result.stop_reason)
-            episode.final_text = _message_text(result.message)
-            if self.recorder.crash is not None:
-                episode.stop_reason = "environment_error"
-                self._fail("environment", _describe(self.recorder.crash))
-                return
-            if self.env.done:
-                episode.stop_reason = "finished"
-                return
-            if self.recorder.tool_limit_hit:
-                episode.stop_reason = "limit_tool_calls"
-                return
-            if episode.stop_reason != "end_turn" or not self.settings.recover_text_tool_calls:
-                return
-            follow_up = await self._recover(episode.final_text)
-            if follow_up is None and episode.failure is None:
-                follow_up = await self._next_user(episode.final_text)
-            if follow_up is None:
-                return
-            if self.env.done:
-                episode.stop_reason = "finished"
-                return
-            prompt = follow_up
-
-    async def _next_user(self, text: str) -> str | None:
-        """The environment's next user message (a simulated user), or None to end."""
-        try:
-            message = await self.env.next_user_message(text)
-        except Exception as exc:  # noqa: BLE001 - a failing user is an environment failure
-            self.episode.failure = _user_failure("environment", _describe(exc), exc)
-            self.episode.stop_reason = "environment_error"
-            return None
-        if message is not None and not isinstance(message, str):
-            self._fail("environment", "next_user_message must return a str or None")
-            self.episode.stop_reason = "environment_error"
-            return None
-        return message or None
-
-    async def _recover(self, text: str) -> str | None:
-        try:
-            calls = list(self.env.parse_text_tool_calls(text))
-        except Exception as exc:  # noqa: BLE001 - a broken parser is an environment failure
-            self._fail("environment", f"parse_text_tool_calls raised {_describe(exc)}")
-            return None
-        if not calls:
-            return None
-        outputs: list[str] = []
-        for call in calls:
-            if self.env.done:
-                break
-            try:
-                status, output = await _call_recovered(self.env, call)
-            except Exception as exc:  # noqa: BLE001 - the tool itself raised
-                self._fail("environment", _describe(exc))
-                self.episode.stop_reason = "environment_error"
-                return None
-            self.episode.tool_calls.append(
-                ToolCallRecord(
-                    turn=max(0, self.episode.turns - 1),
-                    name=call.name,
-                    input=dict(call.arguments),
-                    output=output,
-                    status="error" if status == "error" else "success",
-                    recovered=True,
-                )
-            )
-            outputs.append(f"[{call.name}] {output}")
-        return "Result of the tool call written in your message:\n" + "\n".join(outputs)
-
-
-def _fill_usage(agent: Agent, episode: Episode, first_turn: int) -> None:
-    """Copy per-call token usage from Strands' cycle metrics onto this invocation's turns."""
-    invocation = agent.event_loop_metrics.latest_agent_invocation
-    if invocation is None:
+        handle = await model_factory(payload)
+    except Exception as exc:  # noqa: BLE001 - e.g. no policy configured: data, not a 500
+        episode.stop_reason = "policy_error"
+        if episode.failure is None:
+            episode.failure = Failure("policy", describe_exception(exc))
         return
-    turns = episode.turn_log[first_turn:]
-    for turn, cycle in zip(turns, invocation.cycles, strict=False):
-        turn.input_tokens = int(cycle.usage.get("inputTokens", 0))
-        turn.output_tokens = int(cycle.usage.get("outputTokens", 0))
-
-
-def _message_text(message: Any) -> str:
-    parts = [str(b["text"]) for b in (message or {}).get("content", []) if "text" in b]
-    return "".join(parts)
+    turns = AgentTurns(
+        env,
+        episode,
+        system_prompt=settings.system_prompt,
+        max_turns=env.max_turns if env.max_turns is not None else settings.max_turns,
+        max_tool_calls=env.max_tool_calls
+        if env.max_tool_calls is not None
+        else settings.max_tool_calls,
+        recover_text_tool_calls=settings.recover_text_tool_calls,
+        deadline=deadline,
+    )
+    try:
+        await turns.run(handle.model, episode.prompt)
+    finally:
+        await handle.aclose()
 
 
 async def play_episode(
@@ -539,7 +236,9 @@ async def _play_and_score(
                 f"the environment cannot play this task ({type(exc).__name__}: {exc})"
             ) from None
         except Exception as exc:  # noqa: BLE001 - a broken environment is data
-            episode.failure = _user_failure("environment", f"reset raised {_describe(exc)}", exc)
+            episode.failure = user_failure(
+                "environment", f"reset raised {describe_exception(exc)}", exc
+            )
             episode.stop_reason = "environment_error"
         else:
             if not isinstance(user_message, str) or not user_message:
@@ -548,7 +247,7 @@ async def _play_and_score(
                     "(a non-empty str)"
                 )
             episode.prompt = user_message
-            await _Play(payload, env, episode, settings, deadline).run(model_factory, user_message)
+            await _play_turns(payload, env, episode, settings, deadline, model_factory)
         retry = (
             episode.turns == 0
             and episode.failure is not None
@@ -594,6 +293,6 @@ async def _score(
         episode.failure = Failure("judge", exc.message)
         return Reward.floor_reward(settings.floor_reward, f"judge: {exc.message}")
     except Exception as exc:  # noqa: BLE001 - a broken reward function must not kill the job
-        episode.failure = _user_failure("reward", _describe(exc), exc)
+        episode.failure = user_failure("reward", describe_exception(exc), exc)
         return Reward.floor_reward(settings.floor_reward, f"reward: {episode.failure.reason}")
     return value

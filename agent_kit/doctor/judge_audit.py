@@ -37,6 +37,7 @@ from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.server import create_app
 from agent_kit.episode import Episode
 from agent_kit.replay.cassette import open_recording
+from agent_kit.replay.inprocess import play_recorded
 from agent_kit.replay.recording import Recording
 from agent_kit.store import Rollout, RunStore
 
@@ -145,23 +146,9 @@ def _probed(reward_fn: Any, rewrite: Callable[[str], str] | None) -> Any:
 
 async def _judged(bench: _Bench, app: Any, episode: Rollout, rewrite: Any) -> dict[str, float]:
     """The judged terms' values of one play of ``episode`` (empty when it failed)."""
-    from agent_kit.contract import parse_payload
-    from agent_kit.doctor.rescore import _Recorded
-    from agent_kit.driver.inprocess import scripted_model_factory
-    from agent_kit.episode_loop import play_episode
-
-    payload = parse_payload(
-        {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
-    )
     with using_target(bench.target(episode)):
-        outcome = await play_episode(
-            payload,
-            environment=app.environment,
-            reward=_probed(app.reward_fn, rewrite),
-            settings=app.settings,
-            model_factory=scripted_model_factory(_Recorded(episode)),
-        )
-    return {n: c.value for n, c in outcome.reward.components.items() if c.judged}
+        played = await play_recorded(app, episode, reward=_probed(app.reward_fn, rewrite))
+    return {n: c.value for n, c in played.outcome.reward.components.items() if c.judged}
 
 
 async def _measure(

@@ -2,9 +2,10 @@
 
 Each finished episode of the run is played again through the entrypoint's
 :class:`~agent_kit.app.RolloutApp` episode runner with a scripted model that answers every policy
-call with the recorded response (as ``agent-kit replay --in-process`` does, without comparing
-requests): the environment sees the same tool calls, the entrypoint's *current* reward function
-scores the result, and the environment's ``finish()`` result is kept for ordering predicates.
+call with the recorded response (:func:`agent_kit.replay.inprocess.play_recorded`, as
+``agent-kit replay --in-process`` does, without comparing requests): the environment sees the
+same tool calls, the entrypoint's *current* reward function scores the result, and the
+environment's ``finish()`` result is kept for ordering predicates.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import AgentKitError
 from agent_kit.replay.cassette import open_recording
-from agent_kit.replay.policy import reply_from_completion
+from agent_kit.replay.inprocess import play_recorded
 from agent_kit.store import Rollout
+
+if TYPE_CHECKING:
+    from agent_kit.app import RolloutApp
 
 __all__ = ["Rescored", "rescore_run"]
 
@@ -38,18 +41,6 @@ class Rescored:
     error: str | None = None
 
 
-class _Recorded:
-    """A scripted policy answering each turn with the recorded response."""
-
-    def __init__(self, episode: Rollout) -> None:
-        self.episode = episode
-
-    def __call__(self, request: PolicyRequest) -> PolicyReply:
-        if request.turn >= len(self.episode.turn_rows):
-            return PolicyReply(content="(end of the recording)")
-        return reply_from_completion(self.episode.turn_rows[request.turn].response)
-
-
 def rescore_run(
     run_dir: str | Path, entrypoint: str | Path, *, concurrency: int = 8
 ) -> dict[str, Rescored]:
@@ -65,35 +56,18 @@ def rescore_run(
     return asyncio.run(_rescore(app, recording.episodes, concurrency))
 
 
-async def _rescore(app: Any, episodes: Sequence[Rollout], concurrency: int) -> dict[str, Rescored]:
-    from agent_kit.contract import parse_payload
-    from agent_kit.driver.inprocess import scripted_model_factory
-    from agent_kit.episode_loop import play_episode
-
+async def _rescore(
+    app: RolloutApp, episodes: Sequence[Rollout], concurrency: int
+) -> dict[str, Rescored]:
     sem = asyncio.Semaphore(concurrency)
 
     async def one(episode: Rollout) -> Rescored:
-        envs: list[Any] = []
-
-        def environment() -> Any:
-            env = app.environment()
-            envs.append(env)
-            return env
-
-        payload = parse_payload(
-            {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
-        )
         async with sem:
             try:
-                outcome = await play_episode(
-                    payload,
-                    environment=environment,
-                    reward=app.reward_fn,
-                    settings=app.settings,
-                    model_factory=scripted_model_factory(_Recorded(episode)),
-                )
+                played = await play_recorded(app, episode)
             except AgentKitError as exc:  # a task the entrypoint now refuses (ContractError)
                 return Rescored(episode.id, None, None, None, False, exc.message)
+        outcome = played.outcome
         body = outcome.body()
         failure = body.get("failure")
         breakdown = body.get("reward_breakdown")
@@ -101,7 +75,7 @@ async def _rescore(app: Any, episodes: Sequence[Rollout], concurrency: int) -> d
             trajectory_id=episode.id,
             reward=float(outcome.reward.total),
             breakdown=breakdown if isinstance(breakdown, dict) and breakdown else None,
-            result=envs[-1].result if envs else None,
+            result=played.environment.result if played.environment is not None else None,
             floor=bool(outcome.reward.floor),
             error=str(failure.get("reason")) if isinstance(failure, dict) else None,
         )

@@ -21,10 +21,10 @@ from strands.models import Model
 from strands.models.openai import OpenAIModel
 
 from agent_kit.app import RolloutApp
-from agent_kit.contract import RolloutPayload, parse_payload
+from agent_kit.contract import RolloutPayload
 from agent_kit.emulator.loader import load_entrypoint, module_name_for
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, coerce_reply
-from agent_kit.episode_loop import ModelHandle
+from agent_kit.episode_loop import ModelFactory, ModelHandle
 from agent_kit.errors import UsageError
 
 __all__ = ["ScriptedModel", "ScriptedPolicy", "load_app", "run_episode", "scripted_model_factory"]
@@ -182,9 +182,11 @@ class _Handle:
 
 
 def scripted_model_factory(
-    policy: ScriptedPolicy, *, seed: int = 0
-) -> Callable[[RolloutPayload], Any]:
-    """A ``model_factory`` for :class:`RolloutApp` that plays ``policy`` in-process."""
+    policy: ScriptedPolicy, *, seed: int = 0, trajectory_id: str | None = None
+) -> ModelFactory:
+    """A ``model_factory`` for :class:`RolloutApp` that plays ``policy`` in-process; the
+    model's trajectory id (what seeds the policy's ``rng``) is ``trajectory_id``, else the
+    payload's ``rolloutId``, else ``"local"``."""
 
     async def factory(payload: RolloutPayload) -> ModelHandle:
         params = payload.inference_params
@@ -196,7 +198,9 @@ def scripted_model_factory(
                 top_p=float(params.top_p) if params.top_p is not None else 1.0,
                 max_tokens=params.max_tokens,
                 seed=seed,
-                trajectory_id=meta.rollout_id if meta else "local",
+                trajectory_id=trajectory_id
+                if trajectory_id is not None
+                else (meta.rollout_id if meta else "local"),
             )
         )
 
@@ -230,24 +234,6 @@ def run_episode(
     """
     app = app_or_file if isinstance(app_or_file, RolloutApp) else load_app(app_or_file)
     prompt = task if isinstance(task, str) else json.dumps(task)
-    payload = parse_payload({"prompt": prompt, "inferenceParams": {"temperature": temperature}})
-    factory = scripted_model_factory(policy, seed=seed)
-
-    async def go() -> dict[str, Any]:
-        saved = app._model_factory
-        app._model_factory = _with_tid(factory, trajectory_id)
-        try:
-            return await app.play(payload)
-        finally:
-            app._model_factory = saved
-
-    return asyncio.run(go())
-
-
-def _with_tid(factory: Callable[[RolloutPayload], Any], trajectory_id: str) -> Any:
-    async def wrapped(payload: RolloutPayload) -> ModelHandle:
-        handle: _Handle = await factory(payload)
-        handle.model.trajectory_id = trajectory_id
-        return handle
-
-    return wrapped
+    payload = RolloutPayload.for_rollout(prompt, inference_params={"temperature": temperature})
+    factory = scripted_model_factory(policy, seed=seed, trajectory_id=trajectory_id)
+    return asyncio.run(app.play(payload, model_factory=factory))

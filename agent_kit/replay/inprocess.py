@@ -7,6 +7,10 @@ recorded response, comparing each request with the recorded one first (``message
 The outcome is the same :class:`~agent_kit.replay.verdicts.ReplayReport` that
 :func:`agent_kit.replay.engine.replay_run` gives through the emulator, and it is re-exported
 from :mod:`agent_kit.replay.engine`.
+
+:func:`play_recorded` is the one in-process player of a recorded episode under it, shared with
+``agent-kit doctor`` (re-scoring a run, auditing its judge): the recorded answers
+(:class:`RecordedAnswers`) or a given scripted policy play the app's episode runner once.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import UsageError
@@ -31,7 +36,78 @@ from agent_kit.replay.policy import (
 from agent_kit.replay.verdicts import EpisodeReport, ReplayReport, judge
 from agent_kit.store import Rollout
 
-__all__ = ["replay_in_process"]
+if TYPE_CHECKING:
+    from agent_kit.app import RolloutApp
+    from agent_kit.driver.inprocess import ScriptedPolicy
+    from agent_kit.environment import Environment
+    from agent_kit.episode_loop import EpisodeOutcome, RewardFunction
+
+__all__ = ["RecordedAnswers", "RecordedPlay", "play_recorded", "replay_in_process"]
+
+
+class RecordedAnswers:
+    """A scripted policy answering each turn with the episode's recorded response (past the
+    end of the recording: the text ``(end of the recording)``), comparing nothing."""
+
+    def __init__(self, episode: Rollout) -> None:
+        self.episode = episode
+
+    def __call__(self, request: PolicyRequest) -> PolicyReply:
+        """The recorded response of ``request.turn``."""
+        if request.turn >= len(self.episode.turn_rows):
+            return PolicyReply(content="(end of the recording)")
+        return reply_from_completion(self.episode.turn_rows[request.turn].response)
+
+
+@dataclass(frozen=True)
+class RecordedPlay:
+    """One recorded episode played again: the app's outcome, and the environment it was
+    played in (None when none was built)."""
+
+    outcome: EpisodeOutcome
+    environment: Environment | None
+
+
+async def play_recorded(
+    app: RolloutApp,
+    episode: Rollout,
+    *,
+    policy: ScriptedPolicy | None = None,
+    reward: RewardFunction | None = None,
+) -> RecordedPlay:
+    """Play a recorded episode again through ``app``'s episode runner, in this event loop.
+
+    The payload is the recorded prompt and inference parameters
+    (:meth:`~agent_kit.contract.RolloutPayload.for_rollout`, no metadata: nothing is
+    reported); a :class:`~agent_kit.driver.inprocess.ScriptedModel` asks ``policy`` (default
+    :class:`RecordedAnswers`) for each turn, and ``reward`` (default the app's) scores the
+    result. Raises only :class:`~agent_kit.errors.ContractError` (a task the entrypoint now
+    refuses).
+    """
+    from agent_kit.contract import RolloutPayload
+    from agent_kit.driver.inprocess import scripted_model_factory
+    from agent_kit.episode_loop import play_episode
+
+    built: list[Environment] = []
+
+    def environment() -> Environment:
+        env = app.environment()
+        built.append(env)
+        return env
+
+    payload = RolloutPayload.for_rollout(
+        episode.prompt, inference_params=episode.inference_params or {}
+    )
+    outcome = await play_episode(
+        payload,
+        environment=environment,
+        reward=reward if reward is not None else app.reward_fn,
+        settings=app.settings,
+        model_factory=scripted_model_factory(
+            policy if policy is not None else RecordedAnswers(episode)
+        ),
+    )
+    return RecordedPlay(outcome, built[-1] if built else None)
 
 
 class _InProcessPolicy:
@@ -98,31 +174,18 @@ def replay_in_process(
 
 
 async def _play_in_process(
-    app: Any,
+    app: RolloutApp,
     episodes: Sequence[Rollout],
     norm: Normalization,
     concurrency: int,
 ) -> list[EpisodeReport]:
     """Play every episode through the app's episode runner in one event loop."""
-    from agent_kit.contract import parse_payload
-    from agent_kit.driver.inprocess import scripted_model_factory
-    from agent_kit.episode_loop import play_episode
-
     sem = asyncio.Semaphore(concurrency)
 
     async def one(episode: Rollout) -> EpisodeReport:
         policy = _InProcessPolicy(episode, norm)
-        payload = parse_payload(
-            {"prompt": episode.prompt, "inferenceParams": episode.inference_params or {}}
-        )
         async with sem:
-            outcome = await play_episode(
-                payload,
-                environment=app.environment,
-                reward=app.reward_fn,
-                settings=app.settings,
-                model_factory=scripted_model_factory(policy),
-            )
+            outcome = (await play_recorded(app, episode, policy=policy)).outcome
         body = outcome.body()
         breakdown = body.get("reward_breakdown")
         turns = outcome.episode.turns

@@ -109,7 +109,7 @@ def test_foreign_agent_error_answer_is_its_failure() -> None:
 def test_where_names_the_users_frames_only_and_is_bounded(tmp_path: Path) -> None:
     """where_of keeps the last frames outside agent_kit and libraries, innermost last, as
     file:line in function, at most three of them and 300 characters."""
-    from agent_kit.episode_loop import where_of
+    from agent_kit.agent_turns import where_of
 
     code = "def inner():\n    raise ValueError('x')\n" + "".join(
         f"def f{i}():\n    {'inner' if i == 0 else f'f{i - 1}'}()\n" for i in range(5)

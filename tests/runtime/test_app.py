@@ -64,6 +64,32 @@ def test_plain_invocation_plays_and_returns_the_reward(client: TestClient) -> No
     assert "reported" not in body
 
 
+def test_play_takes_the_model_factory_of_one_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``app.play(payload, model_factory=…)`` plays that episode with the given model and
+    leaves the app's own model in place for the next one."""
+    import asyncio
+
+    from agent_kit.contract import RolloutPayload
+
+    for name in ("AGENT_KIT_POLICY_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    app = load_app(EXAMPLE)
+    seen: list[int] = []
+
+    def counting(request: PolicyRequest) -> PolicyReply | str:
+        seen.append(request.turn)
+        return policy(request)
+
+    payload = RolloutPayload.for_rollout(json.dumps({"target": 2}), inference_params={})
+    body = asyncio.run(app.play(payload, model_factory=scripted_model_factory(counting)))
+    assert body["turns"] == 2
+    assert seen == [0, 1]
+    assert body["reward"] == pytest.approx(0.98)
+    own = asyncio.run(app.play(payload))  # no policy configured: the app's own model fails
+    assert own["failure"]["boundary"] == "policy"
+    assert seen == [0, 1]
+
+
 @pytest.mark.parametrize(
     ("payload", "needle"),
     [

@@ -8,6 +8,7 @@ import pytest
 
 from agent_kit.contract import (
     CompleteRolloutBody,
+    RolloutPayload,
     RolloutStatus,
     UpdateRewardBody,
     default_endpoint,
@@ -56,6 +57,26 @@ def test_wire_writes_the_documented_names_in_order_and_drops_unset_fields() -> N
         "inferenceParams": {},
     }
     assert parse_payload(wire) == parse_payload(body)
+
+
+def test_for_rollout_without_a_job_is_the_in_process_payload() -> None:
+    """Without ``job_arn`` the one builder gives a payload with no metadata (nothing is
+    reported), equal to the body parsed by hand; a lone metadata field or a bad parameter is a
+    ContractError, never a pydantic traceback."""
+    params = {"temperature": 0.5, "maxTokens": 9}
+    built = RolloutPayload.for_rollout("p", inference_params=params)
+    assert built == parse_payload({"prompt": "p", "inferenceParams": params})
+    assert built.metadata is None
+    assert RolloutPayload.for_rollout("p", inference_params={}).wire() == {
+        "prompt": "p",
+        "inferenceParams": {},
+    }
+    with pytest.raises(ContractError, match="job_arn"):
+        RolloutPayload.for_rollout("p", trajectory_id="t-1")
+    with pytest.raises(ContractError, match="trajectory_id"):
+        RolloutPayload.for_rollout("p", job_arn=ARN)
+    with pytest.raises(ContractError, match="inferenceParams: temperature"):
+        RolloutPayload.for_rollout("p", inference_params={"temperature": "hot"})
 
 
 def test_lenient_aliases_are_accepted() -> None:
