@@ -10,8 +10,8 @@ One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
   "arguments"}</tool_call>`` blocks (Qwen) or a bare JSON object ``{"name", "parameters"}``
   (Llama 3.x, optionally after ``<|python_tag|>``);
 - any other (SmolLM2's GGUF template drops tools) gets agent_kit's
-  :data:`CHATML_TOOLS_TEMPLATE` and Hermes blocks (the ``local`` policy hands the same template
-to llama.cpp).
+  :data:`CHATML_TOOLS_TEMPLATE` and Hermes blocks (the ``local`` policy hands the same
+  template to llama.cpp).
 
 Sampling (:mod:`agent_kit.emulator.policies.hf`) and the warm start's supervised examples
 (``agent_kit.train.warm``) both render through :func:`render` and :func:`completion_text`, so
