@@ -27,9 +27,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens  # noqa: E402
-from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec  # noqa: E402
+from agent_kit.emulator.policies.hf import HFPolicyBackend  # noqa: E402
 from agent_kit.emulator.schemas import PolicyRequest  # noqa: E402
+from agent_kit.model.loading import load_model, parse_model_spec  # noqa: E402
+from agent_kit.model.turns import TurnTokens  # noqa: E402
 
 WORDS = ("privy", "shyly", "abode", "cameo", "tacit", "ulcer", "vivid", "wreak")
 

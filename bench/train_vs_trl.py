@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from agent_kit.driver.config import RunConfig  # noqa: E402
-from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec  # noqa: E402
+from agent_kit.model.loading import load_model, parse_model_spec  # noqa: E402
 from agent_kit.train import TrainConfig, play_train  # noqa: E402
 from agent_kit.train.config import TRAIN_JOB  # noqa: E402
 

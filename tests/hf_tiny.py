@@ -20,7 +20,7 @@ def build_tiny_model(folder: Path) -> Path:
     import torch
     import transformers
 
-    from agent_kit.emulator.policies.local_model import default_model_path
+    from agent_kit.model.gguf import default_model_path
 
     gguf = default_model_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -86,7 +86,7 @@ def build_tool_model(folder: Path, chat_template: str | None = None) -> Path:
     import torch
     import transformers
 
-    from agent_kit.emulator.policies.local_model import default_model_path
+    from agent_kit.model.gguf import default_model_path
 
     gguf = default_model_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

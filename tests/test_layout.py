@@ -29,6 +29,7 @@ PACKAGE = Path(agent_kit.__file__).parent
 FLOORS = [
     {"runtime"},
     {"store"},
+    {"model"},
     {"emulator"},
     {"reporting", "deploy", "scaffold"},
     {"driver"},

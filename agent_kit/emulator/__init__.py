@@ -1,26 +1,47 @@
 """The local MTRL service: the Job Runtime API, its rules, and the policies behind it.
 
-Public policy-authoring types are re-exported here; the server and driver are reached through
-the CLI (``agent-kit emulate`` / ``agent-kit run``) or :mod:`agent_kit.testing`. The re-exports
-load on first use, so that a process which needs only one submodule (an agent process started
-through :mod:`agent_kit.driver._serve`) does not build the policy-authoring models.
+Public policy-authoring types are re-exported here (with the policy backend protocol and the
+``hf`` backend that samples a loaded model, what ``agent-kit train`` plays its rollouts with);
+the server and driver are reached through the CLI (``agent-kit emulate`` / ``agent-kit run``)
+or :mod:`agent_kit.testing`. The re-exports load on first use, so that a process which needs
+only one submodule (an agent process started through :mod:`agent_kit.driver._serve`) does not
+build the policy-authoring models (nor import torch).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent_kit.emulator.policies.base import PolicyBackend
+    from agent_kit.emulator.policies.hf import HFPolicyBackend
     from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall, coerce_reply
 
-__all__ = ["PolicyReply", "PolicyRequest", "ToolCall", "coerce_reply"]
+#: Public name → the module that defines it.
+_HOMES = {
+    "HFPolicyBackend": "agent_kit.emulator.policies.hf",
+    "PolicyBackend": "agent_kit.emulator.policies.base",
+    "PolicyReply": "agent_kit.emulator.schemas",
+    "PolicyRequest": "agent_kit.emulator.schemas",
+    "ToolCall": "agent_kit.emulator.schemas",
+    "coerce_reply": "agent_kit.emulator.schemas",
+}
+
+__all__ = [
+    "HFPolicyBackend",
+    "PolicyBackend",
+    "PolicyReply",
+    "PolicyRequest",
+    "ToolCall",
+    "coerce_reply",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from agent_kit.emulator import schemas
-
-        value = getattr(schemas, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

@@ -22,7 +22,7 @@ from typing import Any
 from agent_kit.driver.hooks import JobHooks, Progress, ProgressHook
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import run_local
-from agent_kit.emulator.policies.hf import HFPolicyBackend
+from agent_kit.emulator import HFPolicyBackend
 from agent_kit.reporting.metrics import build_groups, eval_metrics
 from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import EVAL_DIR, RunLayout

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.policies.hf_model import TRAIN_HINT, LoadedModel
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
+from agent_kit.model.loading import TRAIN_HINT, LoadedModel
+from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import ADAPTERS_DIR, RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
@@ -39,8 +40,6 @@ __all__ = [
     "quiet_trainer_libraries",
 ]
 
-#: Where a run keeps its adapters, one folder per trained step.
-_LORA_TARGETS: Final = ["q_proj", "k_proj", "v_proj", "o_proj"]
 #: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
 _KEPT: Final = {
     "loss": "loss",
@@ -126,13 +125,7 @@ class GRPOSession:
         if resume_from is not None:
             model = _load_adapter(peft, model, resume_from)
         else:
-            peft_config = peft.LoraConfig(
-                r=config.lora_r,
-                lora_alpha=config.lora_alpha or 2 * config.lora_r,
-                lora_dropout=0.0,
-                target_modules=_LORA_TARGETS,
-                task_type="CAUSAL_LM",
-            )
+            peft_config = lora_config(config.lora_r, config.lora_alpha)
         accumulate = config.rollouts_per_step // config.micro()
         args = trl.GRPOConfig(
             output_dir=str(RunLayout(run_dir).trainer),

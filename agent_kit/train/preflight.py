@@ -24,7 +24,7 @@ from typing import Any, Final
 from agent_kit.driver.config import RunConfig
 from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
-from agent_kit.emulator.policies.base import PolicyBackend
+from agent_kit.emulator import PolicyBackend
 from agent_kit.errors import UsageError
 from agent_kit.reporting.metrics import build_groups, is_degenerate
 from agent_kit.store import RunStore, load_rollouts

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_kit.emulator.policies.hf import TurnTokens
+from agent_kit.model.turns import TurnTokens
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_TOKENS_EVENT

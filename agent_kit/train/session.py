@@ -3,7 +3,7 @@
 :func:`play_train` runs one training run in its own event loop, stopped gracefully by the first
 SIGINT/SIGTERM (as ``agent-kit run``):
 
-1. the model loads (:mod:`~agent_kit.emulator.policies.hf_model`) and TRL's trainer wraps it with
+1. the model loads (:mod:`~agent_kit.model.loading`) and TRL's trainer wraps it with
    a LoRA adapter (:class:`~agent_kit.train.grpo.GRPOSession`); the ``hf`` policy backend samples
    that very model, so every step samples the policy as updated so far;
 2. with ``eval``, the holdout is played with the adapter switched off (``eval/base``);
@@ -45,8 +45,9 @@ from agent_kit.driver.job import JobResult
 from agent_kit.driver.job_setup import step_prompts
 from agent_kit.driver.local import run_local
 from agent_kit.driver.stop import StopHook, play_stoppable
-from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
-from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
+from agent_kit.emulator import HFPolicyBackend
+from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
+from agent_kit.model.turns import TurnTokens
 from agent_kit.store import RunStore
 from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout

@@ -11,7 +11,7 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
    rewards) gives one example per turn, from the run store's turn rows: the request's messages
    and tools rendered as the ``hf`` policy renders a prompt, and the recorded response written
    as the policy would emit it (tool calls in the model's syntax, then the end-of-turn token),
-   both through :mod:`agent_kit.emulator.policies.hf_chat`.
+   both through :mod:`agent_kit.model.chat`.
 2. **Fine-tuning** (:func:`fine_tune`): TRL's ``SFTTrainer`` on the tokenised examples with a
    completion mask (``completion_only_loss``: system, user and tool tokens are masked; the loss
    covers the assistant's tokens only) and the same PEFT LoRA adapter GRPO trains (rank, alpha,
@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.emulator.chat_request import flatten_content
-from agent_kit.emulator.policies.hf_chat import ChatFormat, chat_format, completion_text
-from agent_kit.emulator.policies.hf_model import LoadedModel
 from agent_kit.errors import UsageError
+from agent_kit.model.chat import ChatFormat, chat_format, completion_text
+from agent_kit.model.loading import LoadedModel
+from agent_kit.model.lora import lora_config
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
@@ -44,7 +45,6 @@ __all__ = ["WARM_LABEL", "WarmExamples", "fine_tune", "prepare_warm_start", "war
 
 #: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
 WARM_LABEL: Final = "warm"
-_LORA_TARGETS: Final = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 Echo = Callable[[str], None]
 
@@ -169,7 +169,7 @@ def fine_tune(
     epochs, first and last loss, seconds)."""
     from agent_kit.train.grpo import quiet_trainer_libraries
 
-    trl, peft, datasets, transformers = quiet_trainer_libraries()
+    trl, _, datasets, transformers = quiet_trainer_libraries()
     started = time.monotonic()
     data = _dataset(loaded.tokenizer, examples, datasets)
     args = trl.SFTConfig(
@@ -194,13 +194,7 @@ def fine_tune(
         dataloader_num_workers=0,
         activation_checkpointing=config.gradient_checkpointing,
     )
-    lora = peft.LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha or 2 * config.lora_r,
-        lora_dropout=0.0,
-        target_modules=_LORA_TARGETS,
-        task_type="CAUSAL_LM",
-    )
+    lora = lora_config(config.lora_r, config.lora_alpha)
     trainer = trl.SFTTrainer(
         model=loaded.model,
         args=args,

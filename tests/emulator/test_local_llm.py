@@ -21,14 +21,11 @@ from typing import Any
 import pytest
 
 from agent_kit.emulator.policies import chunks_to_completion, completion_id_for, load_policy
-from agent_kit.emulator.policies.local_llm import (
-    CHATML_TOOLS_TEMPLATE,
-    LocalLLMBackend,
-    default_model_path,
-    gguf_metadata,
-)
+from agent_kit.emulator.policies.local_llm import LocalLLMBackend
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import PolicyError, UsageError, ValidationError
+from agent_kit.model.chat import CHATML_TOOLS_TEMPLATE
+from agent_kit.model.gguf import default_model_path, gguf_metadata
 from agent_kit.replay.helpers import assert_replays, record
 from agent_kit.store import RunStore
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from agent_kit.emulator.policies import load_policy
-from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens, parse_tool_calls
+from agent_kit.emulator.policies.hf import HFPolicyBackend, parse_tool_calls
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import PolicyError
+from agent_kit.model.turns import TurnTokens
 
 TOOLS = (
     {

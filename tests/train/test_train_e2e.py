@@ -13,9 +13,9 @@ import torch
 from safetensors.torch import load_file
 
 from agent_kit.driver.config import RunConfig
-from agent_kit.emulator.policies.hf import TurnTokens
-from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
 from agent_kit.export.mlflow import export_run
+from agent_kit.model.loading import load_model, parse_model_spec
+from agent_kit.model.turns import TurnTokens
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.train import TrainConfig, TrainResult, train

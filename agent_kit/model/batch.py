@@ -28,8 +28,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agent_kit.emulator.policies.hf_model import LoadedModel
 from agent_kit.errors import PolicyError
+from agent_kit.model.loading import LoadedModel
 
 __all__ = ["DEFAULT_MAX_BATCH", "PREFILL_TOKENS", "BatchSampler", "Pick", "SampleJob"]
 
