@@ -15,7 +15,7 @@ import asyncio
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -24,8 +24,9 @@ from rich.text import Text
 
 from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.contract import TrajectoryState
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import load_dataset
-from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, invoke_once
+from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import (
     AgentKitError,
@@ -38,9 +39,13 @@ from agent_kit.errors import (
 from agent_kit.reporting.transcripts import NOT_RECORDED, fmt, last_tool_results
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, TurnRow
+from agent_kit.store.events import NO_REWARD_REASON
 from agent_kit.store.records import breakdown_of
 
 __all__ = ["register"]
+
+#: The one settings record's defaults, which ``invoke``'s options default to.
+_DEFAULTS: Final = JobConfig()
 
 
 def _message_text(message: dict[str, Any]) -> str:
@@ -193,11 +198,15 @@ def invoke(
     ] = None,
     dataset: Annotated[Path | None, typer.Option(help="Take the prompt from this dataset.")] = None,
     row: Annotated[int, typer.Option(help="Row of --dataset (0-based).")] = 0,
-    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = "random",
+    policy: Annotated[str, typer.Option(help=POLICY_HELP)] = _DEFAULTS.policy,
     aux_policy: AuxPolicyOption = None,
-    temperature: Annotated[float, typer.Option(help="inferenceParams.temperature")] = 1.0,
-    timeout: Annotated[float, typer.Option(help="Rollout timeout in seconds.")] = 120.0,
-    seed: Annotated[int, typer.Option(help="Policy seed.")] = 0,
+    temperature: Annotated[
+        float, typer.Option(help="inferenceParams.temperature")
+    ] = _DEFAULTS.temperature,
+    timeout: Annotated[
+        float, typer.Option(help="Rollout timeout in seconds.")
+    ] = _DEFAULTS.rollout_timeout,
+    seed: Annotated[int, typer.Option(help="Policy seed.")] = _DEFAULTS.seed,
     out: Annotated[
         Path | None, typer.Option(help="Keep the run store here (default: a temporary directory).")
     ] = None,
@@ -218,20 +227,17 @@ def invoke(
     console = Console(highlight=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="agent-kit-invoke-") as tmp:
         run_dir = out if out is not None else Path(tmp) / "invoke"
-        outcome = asyncio.run(
-            invoke_once(
-                entrypoint,
-                text,
-                policy=policy,
-                aux_policy=aux_policy,
-                run_dir=run_dir,
-                rollout_timeout=timeout,
-                temperature=temperature,
-                seed=seed,
-                endpoint_url=endpoint_url,
-                lenient_auth=lenient_auth,
-            )
+        job = JobConfig(
+            policy=policy,
+            aux_policy=aux_policy,
+            temperature=temperature,
+            rollout_timeout=timeout,
+            seed=seed,
         )
+        config = RunConfig(
+            entrypoint=entrypoint, job=job, endpoint_url=endpoint_url, lenient_auth=lenient_auth
+        )
+        outcome = asyncio.run(invoke_once(config, text, run_dir=run_dir))
         with RunStore.open(outcome.store_path, readonly=True) as store:
             turns = store.list_turns(outcome.trajectory_id)
         error = _outcome_error(outcome, len(turns))

@@ -17,13 +17,15 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.run_options import WorkersOption
+from agent_kit.driver.config import JobConfig
 from agent_kit.errors import RunStoreError
 from agent_kit.replay.cassette import load_recording, write_cassette
 from agent_kit.replay.engine import (
@@ -38,6 +40,9 @@ from agent_kit.reporting.words import plural
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RUN_FILE
 
 __all__ = ["register"]
+
+#: The one settings record's defaults, which ``replay``'s options default to.
+_DEFAULTS: Final = JobConfig()
 
 _STYLE = {
     "identical": "green",
@@ -152,9 +157,13 @@ def replay(
         typer.Option(help="Parent directory of the new run (default: beside the source run)."),
     ] = None,
     name: Annotated[str | None, typer.Option(help="Name of the new run directory.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Episodes in flight at most.")] = 16,
-    workers: Annotated[int, typer.Option(help="Agent processes for a .py entrypoint.")] = 1,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per episode.")] = 120.0,
+    concurrency: Annotated[
+        int, typer.Option(help="Episodes in flight at most.")
+    ] = _DEFAULTS.concurrency,
+    workers: WorkersOption = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per episode.")
+    ] = _DEFAULTS.rollout_timeout,
     diffs: Annotated[int, typer.Option(help="Request diffs to print (0: none).")] = 3,
 ) -> None:
     """Re-run recorded episodes through the entrypoint and report any change (exit 10 if any)."""
@@ -179,9 +188,8 @@ def replay(
                     policy=policy,
                     out_dir=out,
                     name=name,
-                    concurrency=concurrency,
+                    job=JobConfig(concurrency=concurrency, rollout_timeout=timeout),
                     workers=workers,
-                    rollout_timeout=timeout,
                 )
             )
         except OSError as exc:

@@ -5,7 +5,7 @@ payload (:meth:`~agent_kit.contract.RolloutPayload.for_rollout`, or agentcore-rl
 ``_rollout`` payload with a :class:`~agent_kit.driver.trainer_side.TrainerSide`), opens the
 trajectory in the emulator, invokes the agent, records what it answered (event
 :data:`~agent_kit.store.INVOCATION_EVENT`), waits for the report and classifies the outcome into
-an :class:`Attempt` (the outcome table is in :mod:`agent_kit.driver.job`):
+an :class:`Attempt`:
 
 - ``rewarded``: the trajectory is REWARDED;
 - ``job_failure``: one of the service's job-killing reasons (``Status: failed``, no sampling
@@ -14,6 +14,25 @@ an :class:`Attempt` (the outcome table is in :mod:`agent_kit.driver.job`):
   expired TIMED_OUT and the slot may be played again);
 - ``limit``: the rollout ran into a deterministic limit (the turn cap, an answer too large, an
   agent killed for its memory): final, never retried.
+
+The outcome of one rollout attempt, in the service's words (docs/contract.md §1), and what
+the job driver does with it:
+
+- REWARDED → done.
+- ``Status: failed`` → job failure "The agent signaled that the trajectory failed".
+- The invocation ended but no turn was recorded → job failure "No sampling requests were
+  received for this rollout".
+- READY but no reward within the grace period → job failure "The rollout completed but no
+  reward was received in time".
+- No answer within ``rollout_timeout``, the agent unreachable (crashed process, connection
+  reset), or the agent returned without completing → the trajectory is TIMED_OUT and the
+  rollout retried under a new id (``retry_of`` links it), up to ``max_retries``; when retries
+  run out, the rollout fails the job (**[chosen]**: "Rollout failed after N attempts: …").
+- The rollout ran into the emulator's turn cap and then ended without completing → final at
+  once (a ``limit``, reason ``limit: …``): not retried, not a job failure, the slot unrewarded.
+- The agent answered HTTP 4xx (not 408/429) without completing → job failure at once, no
+  grace, no retry (**[chosen]**: the "No sampling requests …" reason with the HTTP status, or
+  "The agent refused the rollout after N policy calls …").
 
 The job driver (:class:`~agent_kit.driver.rollouts.RolloutLoop`) wraps it with the slot's
 retries, counters and progress; replay (:func:`agent_kit.replay.engine.replay_run`) plays each

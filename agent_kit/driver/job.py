@@ -5,11 +5,10 @@
 caller's :class:`~agent_kit.driver.hooks.JobHooks`, in the current event loop:
 
 1. the run directory ``OUT/<job-name>/`` gets its store (``run.sqlite``) and ``logs/``;
-2. the emulator is served by :func:`~agent_kit.emulator.local_service.local_service`
-   (:class:`~agent_kit.emulator.core.Emulator` + the app of
-   :func:`~agent_kit.emulator.server.create_app`, uvicorn on 127.0.0.1 and an ephemeral port)
-   inside this process;
-3. the agent is reached through an :mod:`~agent_kit.driver.invokers` invoker (for an
+2. its :class:`~agent_kit.driver.session.Session` (the one every runner has) serves the
+   emulator (:func:`~agent_kit.emulator.local_service.local_service`, uvicorn on 127.0.0.1
+   and an ephemeral port, inside this process) and creates the job;
+3. the session makes and starts the agent's :mod:`~agent_kit.driver.invokers` invoker (for an
    entrypoint file: local processes whose environment points at the emulator);
 4. each of ``steps`` steps plays ``batch_size`` prompts × ``group_size`` rollouts, at most
    ``concurrency`` at once. A rollout is one trajectory id
@@ -28,23 +27,8 @@ for the tunnel), a random path token is drawn per run, the emulator serves its r
 ``/<token>/…`` and payloads carry ``metadata.endpoint`` = ``<advertise_url>/<token>`` (see
 :mod:`agent_kit.driver.tunnel`). The job config records the URL and port, never the token.
 
-Outcome of one rollout attempt, in the service's words (docs/contract.md §1):
-
-- REWARDED → done.
-- ``Status: failed`` → job failure "The agent signaled that the trajectory failed".
-- The invocation ended but no turn was recorded → job failure "No sampling requests were
-  received for this rollout".
-- READY but no reward within the grace period → job failure "The rollout completed but no
-  reward was received in time".
-- No answer within ``rollout_timeout``, the agent unreachable (crashed process, connection
-  reset), or the agent returned without completing → the trajectory is TIMED_OUT and the
-  rollout retried under a new id (``retry_of`` links it), up to ``max_retries``; when retries
-  run out, the rollout fails the job (**[chosen]**: "Rollout failed after N attempts: …").
-- The rollout ran into the emulator's turn cap and then ended without completing → final at
-  once (a ``limit``, reason ``limit: …``): not retried, not a job failure, the slot unrewarded.
-- The agent answered HTTP 4xx (not 408/429) without completing → job failure at once, no
-  grace, no retry (**[chosen]**: the "No sampling requests …" reason with the HTTP status, or
-  "The agent refused the rollout after N policy calls …").
+How each rollout attempt ends, and what the job does with it, is the outcome table of
+:mod:`~agent_kit.driver.attempt`.
 
 A job failure stops the job (``fail_fast=True``, the service's behaviour: in-flight rollouts are
 expired with reason "job stopped") or is only flagged (``fail_fast=False``). Every failure is an
@@ -57,10 +41,11 @@ TIMED_OUT with reason "resumed", and the remaining slots are played under the sa
 This module is the job's lifecycle (serve, play, stop, finalize: one ``AsyncExitStack``); its
 neighbours hold the rest: :mod:`~agent_kit.driver.config` the settings,
 :mod:`~agent_kit.driver.hooks` the caller's hooks, :mod:`~agent_kit.driver.job_setup` opens a
-new or resumed run directory and plans the slots left, :mod:`~agent_kit.driver.rollouts` plays
-the slots and :mod:`~agent_kit.driver.attempt` one attempt, :mod:`~agent_kit.driver.job_stats`
-counts the figures from the store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit
-invoke``'s single rollout. The public names of all of them that callers use are re-exported
+new or resumed run directory and plans the slots left, :mod:`~agent_kit.driver.session` serves
+the emulator and starts the agents, :mod:`~agent_kit.driver.rollouts` plays the slots and
+:mod:`~agent_kit.driver.attempt` one attempt, :mod:`~agent_kit.driver.job_stats` counts the
+figures from the store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit invoke``'s
+single rollout. The public names of all of them that callers use are re-exported
 here.
 """
 
@@ -92,16 +77,15 @@ from agent_kit.driver.hooks import (
     StepBoundary,
     TrainHook,
 )
-from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
+from agent_kit.driver.invokers import Invoker
 from agent_kit.driver.job_setup import (
     OpenedRun,
-    Plan,
     default_workers,
     expire_stale,
     job_config,
-    open_new,
-    open_resume,
+    open_run,
     plan_slots,
+    refuse_untrained_resume,
 )
 from agent_kit.driver.job_stats import (
     ROLLOUTS_FAILED,
@@ -111,31 +95,22 @@ from agent_kit.driver.job_stats import (
 )
 from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
 from agent_kit.driver.rollouts import RolloutLoop
+from agent_kit.driver.session import Session
 from agent_kit.driver.trainer_side import LocalS3, TrainerSide
-from agent_kit.driver.tunnel import (
-    advertised_endpoint,
-    new_route_token,
-    redact,
-    validate_advertise_url,
-)
+from agent_kit.driver.tunnel import advertised_endpoint, new_route_token, redact
 from agent_kit.emulator.chaos import parse_chaos
-from agent_kit.emulator.local_service import LocalService, local_service
+from agent_kit.emulator.local_service import LocalService
 from agent_kit.emulator.policies import PolicyBackend, check_policy
-from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError, JobFailed, RunStoreError, UsageError
-from agent_kit.store import RunStore
 from agent_kit.store.events import (
     AGENTS_READY_EVENT,
     DRIVER_ERROR_EVENT,
     FAILED_REASON,
-    JOB_INTERRUPT_EVENT,
     JOB_RESUMED_EVENT,
     NO_REWARD_REASON,
     NO_SAMPLE_REASON,
 )
-from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import RunFigures
-from agent_kit.store.runlock import RunLock
 
 if TYPE_CHECKING:
     from agent_kit.reporting.summary_schema import Summary
@@ -242,8 +217,8 @@ async def run_job(
     """
     started = time.monotonic()
     hooks = hooks or JobHooks()
-    _refuse_untrained_resume(config, hooks)
-    run = _open(config, hooks.lock)
+    refuse_untrained_resume(config, trained=hooks.on_step is not None)
+    run = open_run(config, hooks.lock)
     job = _Job(config, hooks, invoker, policy, run, started)
     try:
         return await job.run()
@@ -253,40 +228,6 @@ async def run_job(
             # leaves no directory behind; the error itself says why.
             shutil.rmtree(run.run_dir, ignore_errors=True)
         raise
-
-
-def _refuse_untrained_resume(config: RunConfig, hooks: JobHooks) -> None:
-    """A training run (``agent-kit train``'s, see :meth:`RunLayout.is_training`) is resumed
-    only by its trainer (a step hook): played without one, its remaining steps would be
-    sampled but never trained. UsageError naming the command that continues it."""
-    if config.resume is None or hooks.on_step is not None:
-        return
-    layout = RunLayout(Path(config.resume))
-    if layout.is_training():
-        raise UsageError(
-            f"{config.resume} is a training run: continue it with {layout.resume_command()} "
-            "(run --resume would play its remaining steps without training them)"
-        )
-
-
-def _open(config: RunConfig, held: RunLock | None = None) -> OpenedRun:
-    """The run directory to play: a new one, or the resumed one with the tunnel settings
-    given now (else the recorded ones); ``held`` is the run's lock when the caller took it."""
-    advertise_url = config.advertise_url
-    if advertise_url is not None:
-        advertise_url = validate_advertise_url(advertise_url)
-    port = config.emulator_port
-    if port is not None and not 0 <= port <= 65535:
-        raise UsageError(f"emulator port must be 0..65535, got {port}")
-    if config.resume is not None:
-        run = open_resume(Path(config.resume), config.entrypoint, config.dataset, held)
-        run.advertise_url = advertise_url or run.advertise_url
-        run.emulator_port = port if port is not None else run.emulator_port
-    else:
-        run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out), held)
-        run.advertise_url, run.emulator_port = advertise_url, port
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    return run
 
 
 class _Job:
@@ -301,10 +242,12 @@ class _Job:
         run: OpenedRun,
         started: float,
     ) -> None:
-        self.config, self.hooks, self.invoker, self.policy = config, hooks, invoker, policy
+        self.config, self.hooks, self.policy = config, hooks, policy
         self.run_, self.started = run, started
-        workers = config.workers
-        self.workers = default_workers(run.config.concurrency) if workers is None else workers
+        self.session = Session(
+            run.store, run.run_dir, run.entrypoint, run.config, config, invoker=invoker
+        )
+        self.workers = self.session.workers
         self.outcome = _Outcome()
         self.token = new_route_token() if run.advertise_url is not None else None
         self.job_arn = ""
@@ -323,7 +266,7 @@ class _Job:
             # recorded (a new run then leaves no directory, a resumed one is unchanged).
             await check_policy(svc.emulator.policy)
             stack.push_async_callback(self._agents_closed)  # after the outputs are written
-            self.job_arn = svc.emulator.create_job(run.job_name, job_config(run, self.workers)).arn
+            self.job_arn = self.session.create_job(run.job_name, job_config(run, self.workers))
             run.store.update_job(self.job_arn, status="running")
             stack.push_async_callback(self._finalize, svc)  # the first exit step, always
             trainer = None
@@ -363,29 +306,17 @@ class _Job:
     def _service(self, trainer_key: str | None) -> contextlib.AbstractAsyncContextManager[Any]:
         run = self.run_
         chaos = run.config.chaos
-        return local_service(
-            run.store,
+        return self.session.service(
             self.policy if self.policy is not None else run.config.policy,
-            seed=run.config.seed,
-            base_dir=Path.cwd(),
+            advertised=run.advertise_url is not None,
             path_prefix=self.token,
             trainer_key=trainer_key,
             port=run.emulator_port or 0,
             gate=True,
             start=False,
-            verify_auth=self._verifies(),
-            region=run.config.region,
             chaos=parse_chaos(chaos, seed=run.config.seed) if chaos else None,
             own_policy=self.policy is None,
-            aux_policy=run.config.aux_policy,
         )
-
-    def _verifies(self) -> bool:
-        """Whether the emulator verifies signatures: only for agent processes this driver
-        starts (it hands them the run's keys), never with ``lenient_auth``."""
-        run = self.run_
-        local = self.invoker is None and run.entrypoint.endswith(".py")
-        return local and run.advertise_url is None and not self.config.lenient_auth
 
     async def _play_recording_the_ending(
         self, svc: LocalService, trainer: TrainerSide | None
@@ -474,20 +405,24 @@ class _Job:
         plan, total, counts = plan_slots(
             store, self.job_arn, run.job_name, run.config, len(run.data)
         )
-        invoker = self.invoker or self._make_invoker(svc, local_endpoint, trainer)
+        s3_env = {"AWS_ENDPOINT_URL_S3": trainer.s3.url} if trainer is not None else None
+        invoker = self.session.agents(
+            local_endpoint, extra_env=s3_env, stop_sessions=trainer is None
+        )
         loop = self._loop(svc, invoker, endpoint, trainer)
         outcome.loop = loop
         loop.stats.total, loop.stats.done = total, counts["done"]
         loop.stats.succeeded, loop.stats.failed = counts["succeeded"], counts["failed"]
-        await self._start_agents(invoker)
+        await self.session.start_agents()
+        store.add_event(AGENTS_READY_EVENT, {"workers": self.workers})  # cold start
         outcome.playing = True
         loop.stats.started = time.monotonic()  # rates count the rollout phase, not start-up
         try:
             loop.emit()
-            await _play_until_stopped(loop, plan, self.hooks.stop, self.config.grace, store)
+            await loop.play_until_stopped(plan, self.hooks.stop, self.config.grace)
         finally:
             # The agents stop while the outputs are written; run() awaits it.
-            outcome.closing = asyncio.create_task(invoker.aclose())
+            outcome.closing = asyncio.create_task(self.session.close_agents())
         if loop.draining:
             outcome.status, outcome.failure = "interrupted", "interrupted"
         elif loop.stop_reason is not None:
@@ -495,26 +430,6 @@ class _Job:
         else:
             outcome.status = "completed"
         return loop
-
-    def _make_invoker(
-        self, svc: LocalService, local_endpoint: str, trainer: TrainerSide | None
-    ) -> Invoker:
-        run = self.run_
-        env = agent_env(local_endpoint, run.config.region, credentials=svc.keys.agent_env())
-        if trainer is not None:
-            env["AWS_ENDPOINT_URL_S3"] = trainer.s3.url
-        return make_invoker(
-            run.entrypoint,
-            env=env,
-            workers=self.workers,
-            log_dir=RunLayout(run.run_dir).logs,
-            concurrency=run.config.concurrency,
-            rate=self.config.rate,
-            endpoint_url=self.config.endpoint_url,
-            on_event=run.store.add_event,
-            stop_sessions=trainer is None,
-            agent_memory=self.config.agent_memory,
-        )
 
     def _loop(
         self, svc: LocalService, invoker: Invoker, endpoint: str, trainer: TrainerSide | None
@@ -541,51 +456,3 @@ class _Job:
 
             loop.on_step = on_step
         return loop
-
-    async def _start_agents(self, invoker: Invoker) -> None:
-        spawn = getattr(invoker, "spawn", None)  # local processes: start them first
-        if spawn is not None:
-            await spawn()
-        # The token counter warms in a thread while the agents start, instead of blocking the
-        # emulator's loop on the first policy call.
-        warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
-        try:
-            await invoker.start()
-        finally:
-            await warm
-        self.run_.store.add_event(AGENTS_READY_EVENT, {"workers": self.workers})  # cold start
-
-
-async def _play_until_stopped(
-    loop: RolloutLoop,
-    plan: Plan,
-    stop: asyncio.Event | None,
-    grace: float,
-    store: RunStore,
-) -> None:
-    """Play the plan; when ``stop`` is set, start nothing new, give in-flight rollouts
-    ``grace`` seconds to finish, then cut the rest (they are expired as interrupted, and a
-    resume plays them again without counting a retry)."""
-    if stop is None:
-        await loop.play(plan)
-        return
-    play = asyncio.create_task(loop.play(plan))
-    stopped = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if not play.done():
-            loop.drain()
-            detail = {"grace_s": grace, "in_flight": loop.stats.in_flight}
-            store.add_event(JOB_INTERRUPT_EVENT, detail)
-            try:
-                await asyncio.wait_for(asyncio.shield(play), grace)
-            except asyncio.TimeoutError:
-                play.cancel()
-                await asyncio.gather(play, return_exceptions=True)
-                return
-        play.result()
-    finally:
-        stopped.cancel()
-        if not play.done():
-            play.cancel()
-            await asyncio.gather(play, return_exceptions=True)

@@ -1,6 +1,8 @@
 """Opening a run directory for the job driver: a new run or a resumed one, and what is left to
 play.
 
+:func:`open_run` opens the run directory a :class:`~agent_kit.driver.config.RunConfig` names
+(refusing, with :func:`refuse_untrained_resume`, to play a training run without its trainer);
 :func:`open_new` / :func:`open_resume` lock the run directory (:class:`~agent_kit.store.runlock.
 RunLock`), open its store and settle the job's settings into an :class:`OpenedRun`;
 :func:`plan_slots` reads the store to list the slots still to play (so a resumed run plays
@@ -19,13 +21,14 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.driver.config import JobConfig, default_job_name
+from agent_kit.driver.config import JobConfig, RunConfig, default_job_name
 from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.store.events import RESUMED_REASON, ROLLOUT_DONE_EVENT
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import run_figures_of
 from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
@@ -39,13 +42,49 @@ __all__ = [
     "job_config",
     "open_new",
     "open_resume",
+    "open_run",
     "plan_slots",
+    "refuse_untrained_resume",
     "step_prompts",
 ]
 
 
 Plan: TypeAlias = list[tuple[tuple[int, int, int], list[TrajectoryRow]]]
 """Slots ``(step, prompt_index, sample_index)`` still to play, each with its earlier attempts."""
+
+
+def refuse_untrained_resume(config: RunConfig, *, trained: bool) -> None:
+    """A training run (``agent-kit train``'s, see :meth:`RunLayout.is_training`) is resumed
+    only by its trainer (``trained``: a step hook): played without one, its remaining steps
+    would be sampled but never trained. UsageError naming the command that continues it."""
+    if config.resume is None or trained:
+        return
+    layout = RunLayout(Path(config.resume))
+    if layout.is_training():
+        raise UsageError(
+            f"{config.resume} is a training run: continue it with {layout.resume_command()} "
+            "(run --resume would play its remaining steps without training them)"
+        )
+
+
+def open_run(config: RunConfig, held: RunLock | None = None) -> OpenedRun:
+    """The run directory to play: a new one, or the resumed one with the tunnel settings
+    given now (else the recorded ones); ``held`` is the run's lock when the caller took it."""
+    advertise_url = config.advertise_url
+    if advertise_url is not None:
+        advertise_url = validate_advertise_url(advertise_url)
+    port = config.emulator_port
+    if port is not None and not 0 <= port <= 65535:
+        raise UsageError(f"emulator port must be 0..65535, got {port}")
+    if config.resume is not None:
+        run = open_resume(Path(config.resume), config.entrypoint, config.dataset, held)
+        run.advertise_url = advertise_url or run.advertise_url
+        run.emulator_port = port if port is not None else run.emulator_port
+    else:
+        run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out), held)
+        run.advertise_url, run.emulator_port = advertise_url, port
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    return run
 
 
 def plan_slots(

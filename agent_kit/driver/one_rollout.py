@@ -1,24 +1,25 @@
 """One debugging rollout (``agent-kit invoke``): no job loop, no retries, a transcript left behind.
 
-:func:`invoke_once` serves an emulator for a one-prompt job, starts the agent through its
-invoker, plays slot (0, 0, 0) once and returns an :class:`InvokeOutcome` (state, reason, reward,
-what the agent answered); ``run_dir/run.sqlite`` keeps the turns for ``agent-kit show``.
+:func:`invoke_once` opens a :class:`~agent_kit.driver.session.Session` (the emulator, a
+one-prompt job, the agent's invoker) under the run's settings record, plays slot (0, 0, 0)
+once and returns an :class:`InvokeOutcome` (state, reason, reward, what the agent answered);
+``run_dir/run.sqlite`` keeps the turns for ``agent-kit show``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Final
 
 from agent_kit.driver.attempt import Attempt, trajectory_id_for
-from agent_kit.driver.config import JobConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import Dataset
-from agent_kit.driver.invokers import InvokeResult, agent_env, make_invoker
+from agent_kit.driver.invokers import InvokeResult
 from agent_kit.driver.rollouts import RolloutLoop
-from agent_kit.emulator.local_service import local_service
+from agent_kit.driver.session import Session, open_session
 from agent_kit.errors import UsageError
 from agent_kit.store import RUN_FILE, RunStore
-from agent_kit.store.layout import RunLayout
 
 __all__ = ["InvokeOutcome", "invoke_once"]
 
@@ -36,84 +37,56 @@ class InvokeOutcome:
     store_path: Path
 
 
-async def invoke_once(
-    entrypoint: str,
-    prompt: str,
-    *,
-    policy: str = "random",
-    run_dir: str | Path,
-    rollout_timeout: float = 120.0,
-    report_grace: float = 10.0,
-    temperature: float = 1.0,
-    seed: int = 0,
-    endpoint_url: str | None = None,
-    lenient_auth: bool = False,
-    aux_policy: str | None = None,
-) -> InvokeOutcome:
-    """Run a single rollout (no retries) and leave its transcript in ``run_dir/run.sqlite``.
-    ``aux_policy`` answers the agent's judge and simulated-user calls (docs/judges.md).
+#: What makes ``invoke``'s job a single debugging rollout, whatever the record says.
+_ONE_ROLLOUT: Final[dict[str, Any]] = {
+    "name": "invoke",
+    "group_size": 2,
+    "batch_size": 1,
+    "concurrency": 1,
+    "max_retries": 0,
+    "fail_fast": False,
+}
 
-    A ``.py`` entrypoint gets the run's own AWS keys and must sign with them, unless
-    ``lenient_auth``."""
+
+async def invoke_once(config: RunConfig, prompt: str, *, run_dir: str | Path) -> InvokeOutcome:
+    """Run a single rollout of ``prompt`` (no retries) and leave its transcript in
+    ``run_dir/run.sqlite``.
+
+    ``config`` is the one settings record of a run: ``entrypoint`` the agent, ``job`` the
+    settings it plays with (:class:`JobConfig`'s defaults when None: policy, auxiliary policy
+    for judge and simulated-user calls (docs/judges.md), sampling, seed, ``rollout_timeout``,
+    ``report_grace``, region), ``endpoint_url`` / ``rate`` / ``agent_memory`` /
+    ``lenient_auth`` how the agent is reached. The job is always one prompt, one slot, one
+    attempt, not fail-fast. A ``.py`` entrypoint gets the run's own AWS keys and must sign
+    with them, unless ``lenient_auth``."""
+    entrypoint = config.entrypoint
+    if entrypoint is None:
+        raise UsageError("give the ENTRYPOINT to invoke")
     run = Path(run_dir)
     if (run / RUN_FILE).exists():
         raise UsageError(f"{run} already holds a run")
-    config = JobConfig(
-        name="invoke",
-        policy=policy,
-        group_size=2,
-        batch_size=1,
-        concurrency=1,
-        rollout_timeout=rollout_timeout,
-        max_retries=0,
-        temperature=temperature,
-        seed=seed,
-        fail_fast=False,
-        report_grace=report_grace,
-        aux_policy=aux_policy,
-    ).validated(1)
+    job = replace(config.job or JobConfig(), **_ONE_ROLLOUT).validated(1)
     data = Dataset(path=Path("<prompt>"), column="prompt", prompts=(prompt,))
     store = RunStore.open(run)
     try:
-        async with local_service(
-            store,
-            policy,
-            seed=seed,
-            base_dir=Path.cwd(),
-            aux_policy=aux_policy,
-            region=config.region,
-            verify_auth=entrypoint.endswith(".py") and not lenient_auth,
-        ) as svc:
-            emu, endpoint = svc.emulator, svc.endpoint
-            job_arn = emu.create_job(
-                "invoke", {"job": config.to_dict(), "entrypoint": entrypoint}
-            ).arn
-            invoker = make_invoker(
-                entrypoint,
-                env=agent_env(endpoint, config.region, credentials=svc.keys.agent_env()),
-                log_dir=RunLayout(run).logs,
-                concurrency=1,
-                endpoint_url=endpoint_url,
-                on_event=lambda kind, detail: store.add_event(kind, detail),
-            )
-            job = RolloutLoop(
-                emu=emu,
+        session = Session(store, run, entrypoint, job, config)
+        record = {"job": job.to_dict(), "entrypoint": entrypoint}
+        async with open_session(session, job.policy, "invoke", record):
+            svc, invoker = session.svc, session.agents()
+            loop = RolloutLoop(
+                emu=svc.emulator,
                 store=store,
                 invoker=invoker,
-                job_arn=job_arn,
+                job_arn=session.job_arn,
                 job_name="invoke",
-                endpoint=endpoint,
+                endpoint=svc.endpoint,
                 dataset=data,
-                config=config,
+                config=job,
                 progress=None,
             )
-            await invoker.start()
-            try:
-                await job.play_slot((0, 0, 0), [])
-            finally:
-                await invoker.aclose()
-        store.update_job(job_arn, status="completed")
-        return _outcome(store, job_arn, job.last)
+            await loop.play_slot((0, 0, 0), [])
+        store.update_job(session.job_arn, status="completed")
+        return _outcome(store, session.job_arn, loop.last)
     finally:
         store.close()
 

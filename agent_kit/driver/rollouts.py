@@ -2,9 +2,10 @@
 
 :class:`RolloutLoop` plays (step, prompt, sample) *slots* of one job: each slot's attempts go
 through :class:`~agent_kit.driver.attempt.Attempts` (the one attempt path, shared with replay)
-until one is final, retrying what the service retries (see :mod:`agent_kit.driver.job` for the
-outcome table). :func:`~agent_kit.driver.job.run_job` builds one around a served emulator and
-an agent; this module knows nothing about run directories, summaries or servers.
+until one is final, retrying what the service retries (see :mod:`agent_kit.driver.attempt` for
+the outcome table); :meth:`RolloutLoop.play_until_stopped` plays a plan under a graceful stop.
+:func:`~agent_kit.driver.job.run_job` builds one around a served emulator and an agent; this
+module knows nothing about run directories, summaries or servers.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agent_kit.errors import AgentKitError, RunStoreError
 from agent_kit.store import RunStore, TrajectoryRow
 from agent_kit.store.events import (
     JOB_FAILURE_EVENT,
+    JOB_INTERRUPT_EVENT,
     RESUMED_REASON,
     RETRY_EVENT,
     ROLLOUT_DONE_EVENT,
@@ -289,6 +291,39 @@ class RolloutLoop:
                 await asyncio.gather(*tasks, return_exceptions=True)
         if self.on_step is not None and self.stop_reason is None and not self.draining:
             await self.on_step(self.config.steps)
+
+    async def play_until_stopped(
+        self,
+        plan: list[tuple[tuple[int, int, int], list[TrajectoryRow]]],
+        stop: asyncio.Event | None,
+        grace: float,
+    ) -> None:
+        """:meth:`play` the plan; when ``stop`` is set, start nothing new, give in-flight
+        rollouts ``grace`` seconds to finish, then cut the rest (they are expired as
+        interrupted, and a resume plays them again without counting a retry)."""
+        if stop is None:
+            await self.play(plan)
+            return
+        play = asyncio.create_task(self.play(plan))
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({play, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not play.done():
+                self.drain()
+                detail = {"grace_s": grace, "in_flight": self.stats.in_flight}
+                self.store.add_event(JOB_INTERRUPT_EVENT, detail)
+                try:
+                    await asyncio.wait_for(asyncio.shield(play), grace)
+                except asyncio.TimeoutError:
+                    play.cancel()
+                    await asyncio.gather(play, return_exceptions=True)
+                    return
+            play.result()
+        finally:
+            stopped.cancel()
+            if not play.done():
+                play.cancel()
+                await asyncio.gather(play, return_exceptions=True)
 
     async def _until_done_or_stopped(self, tasks: list[asyncio.Task[None]]) -> None:
         pending = set(tasks)

@@ -33,8 +33,9 @@ Pieces, in the order data flows:
   (sampling parameters and transport fields never reach it).
 
 :func:`replay_run` reads as its steps: resolve the settings into a :class:`_Plan`, build the
-replay backend, open the new run's store and job, play every episode through the emulator and
-the invoker (:func:`_play_episodes`, one :func:`_replay_episode` each), then record the report.
+replay backend, open the new run's store and its :class:`~agent_kit.driver.session.Session` (the
+emulator, the job and the agents, as every runner has them), play every episode through it
+(:func:`_play_episodes`, one :func:`_replay_episode` each), then record the report.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -77,6 +78,8 @@ from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
 
 if TYPE_CHECKING:
     from agent_kit.driver.attempt import Attempts
+    from agent_kit.driver.config import JobConfig, RunConfig
+    from agent_kit.driver.session import Session
     from agent_kit.emulator.core import Emulator
 
 __all__ = [
@@ -118,15 +121,13 @@ class _Plan:
     job_name: str
     mode: str
     normalization: Normalization
-    seed: int
     continue_on_divergence: bool
     fork_at: int | None
     policy: str | None
-    concurrency: int
-    workers: int
-    rollout_timeout: float
-    report_grace: float
-    region: str
+    #: The one settings record: seed, region, rollouts in flight, timeouts (``JobConfig``).
+    job: JobConfig
+    #: How the agents are reached (``workers``; its ``job`` is not read).
+    config: RunConfig
 
 
 def _run_name(prefix: str, recording: Recording) -> str:
@@ -193,18 +194,22 @@ def _prepare(
     return recording, target, run_dir, job_name
 
 
-def _check_settings(
-    fork_at: int | None, policy: str | None, concurrency: int, workers: int
-) -> None:
+def _seed(recording: Recording, seed: int | None) -> int:
+    """The replay's seed: the one given, else the one the recording's job ran with."""
+    return int(recording.job.get("seed", 0) or 0) if seed is None else seed
+
+
+def _check_settings(fork_at: int | None, policy: str | None, workers: int | None) -> None:
     if (fork_at is None) != (policy is None):
         raise UsageError("--fork-at and --policy go together (fork onto a live policy)")
-    if concurrency < 1 or workers < 1:
-        raise UsageError("concurrency and workers must be ≥ 1")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be ≥ 1, got {workers}")
 
 
 def _replay_backend(plan: _Plan) -> ReplayBackend:
     """The ``replay:`` backend serving the recording (and the live policy of a fork)."""
-    live = load_policy(plan.policy, seed=plan.seed, base_dir=Path.cwd()) if plan.policy else None
+    seed = plan.job.seed
+    live = load_policy(plan.policy, seed=seed, base_dir=Path.cwd()) if plan.policy else None
     return ReplayBackend(
         plan.recording,
         normalization=plan.normalization,
@@ -270,12 +275,9 @@ async def replay_run(
     policy: str | None = None,
     out_dir: str | Path | None = None,
     name: str | None = None,
-    concurrency: int = 16,
-    workers: int = 1,
-    rollout_timeout: float = 120.0,
-    report_grace: float = 10.0,
+    job: JobConfig | None = None,
+    workers: int | None = None,
     seed: int | None = None,
-    region: str = "us-west-2",
     progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Replay recorded episodes through an entrypoint and compare them (module docstring).
@@ -284,13 +286,20 @@ async def replay_run(
     defaults to the recorded one. The replay is a new run directory (``out_dir`` / ``name``;
     default beside a source run, else ``runs/``) whose job config names the source
     (``replay_of``, and ``forked_from`` for a fork) and whose trajectories carry ``replay_of``.
-    ``fork_at=K`` with ``policy=SPEC`` replays turns < K and continues live. The JSON report is
-    also written to ``RUN_DIR/replay_report.json``. Raises UsageError for bad settings and
-    InvokerError when the agent cannot be started; changed episodes are data, see
-    :meth:`ReplayReport.raise_for_mismatch`.
+    ``fork_at=K`` with ``policy=SPEC`` replays turns < K and continues live. ``job`` is the one
+    settings record (:class:`~agent_kit.driver.config.JobConfig`, its defaults when None): the
+    episodes in flight (``concurrency``), ``rollout_timeout``, ``report_grace`` and ``region``
+    come from it; ``seed`` (the emulator's and a fork's live policy's) is the recorded one
+    unless given (``job.seed`` is not read); ``workers`` are the agent processes
+    of a ``.py`` entrypoint (None: as ``agent-kit run``, one per usable core, at most
+    ``concurrency``). The JSON report is also written to ``RUN_DIR/replay_report.json``.
+    Raises UsageError for bad settings and InvokerError when the agent cannot be started;
+    changed episodes are data, see :meth:`ReplayReport.raise_for_mismatch`.
     """
+    from agent_kit.driver.config import JobConfig, RunConfig
+
     started = time.monotonic()
-    _check_settings(fork_at, policy, concurrency, workers)
+    _check_settings(fork_at, policy, workers)
     mode = "fork" if fork_at is not None else "replay"
     recording, target, run_dir, job_name = _prepare(
         source, entrypoint, trajectories, limit, out_dir, name, mode
@@ -302,15 +311,11 @@ async def replay_run(
         job_name=job_name,
         mode=mode,
         normalization=normalization or Normalization(),
-        seed=int(recording.job.get("seed", 0) or 0) if seed is None else seed,
         continue_on_divergence=continue_on_divergence,
         fork_at=fork_at,
         policy=policy,
-        concurrency=concurrency,
-        workers=workers,
-        rollout_timeout=rollout_timeout,
-        report_grace=report_grace,
-        region=region,
+        job=replace(job or JobConfig(), seed=_seed(recording, seed)).validated(1),
+        config=RunConfig(workers=workers),
     )
     return await _replay(plan, progress, started)
 
@@ -319,7 +324,7 @@ async def _replay(
     plan: _Plan, progress: Callable[[int, int], None] | None, started: float
 ) -> ReplayReport:
     """Serve the replay backend, play every episode, record and write the report."""
-    from agent_kit.emulator.local_service import local_service
+    from agent_kit.driver.session import Session, open_session
     from agent_kit.replay.policy import AuxReplay
     from agent_kit.store import RunStore
 
@@ -327,21 +332,12 @@ async def _replay(
     store = RunStore.open(plan.run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
-        service = local_service(
-            store,
-            backend,
-            seed=plan.seed,
-            region=plan.region,
-            own_policy=False,
-            verify_auth=plan.target.endswith(".py"),  # its agents sign with the run's keys
-            aux_policy=AuxReplay(backend),
-        )
-        async with service as svc:
-            job_arn = svc.emulator.create_job(plan.job_name, _job_config(plan, backend.name)).arn
-            creds = svc.keys.agent_env()
-            reports = await _play_episodes(
-                svc.emulator, svc.endpoint, plan, job_arn, progress, creds
-            )
+        session = Session(store, plan.run_dir, plan.target, plan.job, plan.config)
+        record = _job_config(plan, backend.name)
+        service = {"aux_policy": AuxReplay(backend), "own_policy": False}
+        async with open_session(session, backend, plan.job_name, record, **service):
+            reports = await _play_episodes(session, plan, progress)
+        job_arn = session.job_arn
         report = ReplayReport(
             source=str(plan.recording.source),
             run_dir=str(plan.run_dir),
@@ -371,43 +367,29 @@ async def _close_backend(backend: ReplayBackend, job_name: str) -> None:
 
 
 async def _play_episodes(
-    emu: Emulator,
-    url: str,
-    plan: _Plan,
-    job_arn: str,
-    progress: Callable[[int, int], None] | None,
-    credentials: dict[str, str] | None = None,
+    session: Session, plan: _Plan, progress: Callable[[int, int], None] | None
 ) -> list[EpisodeReport]:
-    """Start the invoker on the emulator served at ``url`` (its agents signing with
-    ``credentials``) and replay every episode through it, ``plan.concurrency`` at a time;
-    reports in the recording's order."""
+    """Replay every episode through the session's started agents, ``plan.job.concurrency`` at
+    a time; reports in the recording's order."""
     from agent_kit.driver.attempt import Attempts
-    from agent_kit.driver.invokers import agent_env, make_invoker
 
+    emu, url = session.svc.emulator, session.svc.endpoint
     episodes = plan.recording.episodes
     ids = _new_ids(plan.job_name, episodes)
     done = 0
-    invoker = make_invoker(
-        plan.target,
-        env=agent_env(url, plan.region, credentials=credentials),
-        workers=plan.workers,
-        log_dir=RunLayout(plan.run_dir).logs,
-        concurrency=plan.concurrency,
-        on_event=lambda kind, detail: emu.store.add_event(kind, detail),
-    )
     attempts = Attempts(
         emu=emu,
-        store=emu.store,
-        invoker=invoker,
-        job_arn=job_arn,
+        store=session.store,
+        invoker=session.agents(),
+        job_arn=session.job_arn,
         job_name=plan.job_name,
         endpoint=url,
-        region=plan.region,
-        rollout_timeout=plan.rollout_timeout,
-        report_grace=plan.report_grace,
+        region=plan.job.region,
+        rollout_timeout=plan.job.rollout_timeout,
+        report_grace=plan.job.report_grace,
         grace_after_error=False,  # a failed answer is judged as it is, against the recording
     )
-    sem = asyncio.Semaphore(plan.concurrency)
+    sem = asyncio.Semaphore(plan.job.concurrency)
 
     async def one(episode: Rollout, tid: str) -> EpisodeReport:
         nonlocal done
@@ -418,11 +400,7 @@ async def _play_episodes(
             progress(done, len(episodes))
         return report
 
-    await invoker.start()
-    try:
-        return list(await asyncio.gather(*(one(e, t) for e, t in zip(episodes, ids, strict=True))))
-    finally:
-        await invoker.aclose()
+    return list(await asyncio.gather(*(one(e, t) for e, t in zip(episodes, ids, strict=True))))
 
 
 async def _replay_episode(
