@@ -86,17 +86,21 @@ typecheck: $(TEST_STAMP)
 
 # --durations: the slowest tests, so the suite's cost is visible (docs/guide.md: "The two commands").
 # AGENT_KIT_UV_CACHE_DIR: uv's download cache for `agentcore package`, kept between runs.
+# -n: pytest-xdist workers, one per core by default (`make pytest WORKERS=0` runs in one process);
+# --dist loadfile keeps each test module on one worker, so a module-scoped fixture (a run made
+# once for the module) is still made once.
+WORKERS ?= auto
 pytest: $(TEST_STAMP) $(BROWSER_STAMP) $(AGENTCORE_CLI_STAMP)
 	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) \
 	AGENT_KIT_AGENTCORE_CLI_DIR=$(abspath $(AGENTCORE_CLI)) \
 	AGENT_KIT_UV_CACHE_DIR=$(abspath $(VENV))/uv-cache \
-		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n $(WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 
 # The in-process suite (no sockets, no processes: a guard in tests/conftest.py enforces it).
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n $(WORKERS) --dist loadfile
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/emulator_overhead.py

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from helpers import MINIMAL_AGENT as AGENT
 
 import agent_kit
 from agent_kit.cli import main
@@ -31,21 +32,6 @@ from agent_kit.deploy.agentcore_cli import (
 from agent_kit.deploy.package import package
 from agent_kit.deploy.staging import runtime_modules
 from agent_kit.errors import DeployError, UsageError
-
-AGENT = """\
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
-app = BedrockAgentCoreApp()
-
-
-@app.entrypoint
-def handle(payload):
-    return {"reward": 1.0}
-
-
-if __name__ == "__main__":
-    app.run()
-"""
 
 #: Arrays AgentCoreProjectSpec requires (the CLI's types mark them without ``?``).
 REQUIRED = {

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes.aws_control import FakeAws
+from helpers import MINIMAL_AGENT as AGENT
 
 from agent_kit.cli import main
 from agent_kit.deploy.agentcore import DeploySpec, iam_policies, plan_deploy
@@ -20,20 +21,6 @@ from agent_kit.deploy.s3names import bucket_name_problem
 
 ROLE = "arn:aws:iam::123456789012:role/AgentRole"
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/my-agent:1"
-AGENT = """\
-from bedrock_agentcore.runtime import BedrockAgentCoreApp
-
-app = BedrockAgentCoreApp()
-
-
-@app.entrypoint
-def handle(payload):
-    return {"reward": 1.0}
-
-
-if __name__ == "__main__":
-    app.run()
-"""
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import holdout, play_wordle, wordle_config
 
 from agent_kit.cli import main
 from agent_kit.driver.job import JobConfig, JobHooks, RunConfig
@@ -29,9 +30,6 @@ from agent_kit.export.mlflow import default_tracking_uri, export_run
 from agent_kit.store import RunStore
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
-WORDLE = ROOT / "examples" / "wordle"
 
 
 def _client(uri: str) -> Any:
@@ -43,39 +41,19 @@ def _client(uri: str) -> Any:
 
 
 def _config(name: str, steps: int = 2) -> JobConfig:
-    return JobConfig(
-        name=name,
-        policy=f"scripted:{WORDLE / 'policies.py'}:Sloppy",
-        group_size=2,
-        temperature=0.7,
-        concurrency=4,
-        steps=steps,
-        rollout_timeout=120,
-    )
+    return wordle_config(name, "Sloppy", group_size=2, concurrency=4, steps=steps)
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two holdout prompts of the Wordle example."""
-    path = tmp_path_factory.mktemp("data") / "two.jsonl"
-    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    path.write_text("".join(lines[:2]), encoding="utf-8")
-    return path
+    return holdout(tmp_path_factory.mktemp("data") / "two.jsonl", 2)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory, dataset: Path) -> Path:
     """A completed 2-step run (2 prompts × group 2) of the Wordle agent with the Sloppy policy."""
-    out = tmp_path_factory.mktemp("runs")
-    result = asyncio.run(
-        run_local(
-            RunConfig(
-                entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=_config("sloppy"), out=out
-            )
-        )
-    )
-    assert result.status == "completed"
-    return Path(result.run_dir)
+    return play_wordle(dataset, tmp_path_factory.mktemp("runs"), _config("sloppy"))
 
 
 @pytest.fixture(scope="module")
@@ -199,20 +177,14 @@ def test_interrupted_then_resumed_run_exports_every_trajectory_once(
         if progress.done >= 2:
             stop.set()
 
-    first = asyncio.run(
-        run_local(
-            RunConfig(
-                entrypoint=str(WORDLE / "agent.py"),
-                dataset=dataset,
-                job=_config("cut", steps=3),
-                out=tmp_path / "runs",
-                grace=0.0,
-            ),
-            JobHooks(progress=hook, stop=stop),
-        )
+    run_dir = play_wordle(
+        dataset,
+        tmp_path / "runs",
+        _config("cut", steps=3),
+        status="interrupted",
+        hooks=JobHooks(progress=hook, stop=stop),
+        grace=0.0,
     )
-    assert first.status == "interrupted"
-    run_dir = Path(first.run_dir)
     uri = default_tracking_uri(run_dir)
     assert uri == f"sqlite:///{(tmp_path / 'runs' / 'mlflow.db').resolve()}"
     cut = export_run(run_dir)

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import AGENTS, WORDLE_AGENT, holdout, wordle_policy
 
 from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
@@ -24,9 +25,7 @@ from agent_kit.store import RunStore, load_rollouts
 
 pytestmark = pytest.mark.e2e
 
-HERE = Path(__file__).resolve().parents[1]
-AGENT = HERE / "agents" / "foreign_sdk_agent.py"
-WORDLE = HERE.parent / "examples" / "wordle"
+AGENT = AGENTS / "foreign_sdk_agent.py"
 POLICY = """
 from agent_kit.emulator.schemas import PolicyReply, ToolCall
 
@@ -98,12 +97,8 @@ def test_hint_fires_for_a_client_per_call(
 
 def test_agent_kit_agent_gets_no_hint(tmp_path: Path) -> None:
     """The Wordle RolloutApp keeps one client per episode: no hint."""
-    holdout = WORDLE / "holdout.jsonl"
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(holdout.read_text().splitlines(keepends=True)[:3]))
-    run_dir = _run(
-        tmp_path, WORDLE / "agent.py", data, f"scripted:{WORDLE / 'policies.py'}:Sloppy", "kit"
-    )
+    data = holdout(tmp_path / "data.jsonl", 3)
+    run_dir = _run(tmp_path, WORDLE_AGENT, data, wordle_policy("Sloppy"), "kit")
     hint, (opened, calls) = _hint(run_dir)
     assert calls > 6
     assert opened <= 6

@@ -7,52 +7,28 @@ them on prompts A never saw). A plan from A in B's shape must hold B's actual to
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import HOLDOUT, holdout, play_wordle, wordle_config
 
 from agent_kit.cli import main
-from agent_kit.driver.job import JobConfig, RunConfig
-from agent_kit.driver.local import run_local
 
 pytestmark = pytest.mark.e2e
 
-WORDLE = Path(__file__).resolve().parents[2] / "examples" / "wordle"
 B_SHAPE = ["-H", "global_batch_size=32", "-H", "group_size=2", "-H", "max_steps=1"]
-
-
-def _run(dataset: Path, out: Path, name: str, group_size: int) -> Path:
-    config = JobConfig(
-        name=name,
-        policy=f"scripted:{WORDLE / 'policies.py'}:Solver",
-        group_size=group_size,
-        temperature=0.7,
-        concurrency=8,
-        steps=1,
-        rollout_timeout=120,
-    )
-    result = asyncio.run(
-        run_local(
-            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
-        )
-    )
-    assert result.status == "completed"
-    return Path(result.run_dir)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run directories of run A (16 prompts × 4) and run B (32 prompts × 2)."""
     base = tmp_path_factory.mktemp("wordle-plan")
-    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    sixteen = base / "sixteen.jsonl"
-    sixteen.write_text("".join(lines[:16]), encoding="utf-8")
+    sixteen = holdout(base / "sixteen.jsonl", 16)
     return {
-        "a": _run(sixteen, base / "runs", "plan-a", 4),
-        "b": _run(WORDLE / "holdout.jsonl", base / "runs", "plan-b", 2),
+        "a": play_wordle(sixteen, base / "runs", wordle_config("plan-a")),
+        "b": play_wordle(HOLDOUT, base / "runs", wordle_config("plan-b", group_size=2)),
     }
 
 
@@ -67,7 +43,7 @@ def test_plan_from_run_a_holds_run_b_token_totals(
 ) -> None:
     """Planned from run A in run B's shape, B's actual prefill, sample, train and total tokens
     each fall inside the plan's p10–p90 band."""
-    plan = _plan(capsys, str(runs["a"]), *B_SHAPE, "--dataset", str(WORDLE / "holdout.jsonl"))
+    plan = _plan(capsys, str(runs["a"]), *B_SHAPE, "--dataset", str(HOLDOUT))
     assert plan["shape"]["rollouts"] == 64
     assert plan["shape"]["steps"] == 1
     actual = json.loads((runs["b"] / "summary.json").read_text(encoding="utf-8"))["tokens"]

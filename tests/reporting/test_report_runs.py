@@ -15,7 +15,6 @@ another lays the report and the comparison page out at 900 and 1400 px and measu
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -24,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import holdout, play_wordle, wordle_agent_source, wordle_config
 from test_report_rl import Node, num, parse
 
-from agent_kit.driver.job import JobConfig, RunConfig
-from agent_kit.driver.local import run_local
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.transcripts import NOT_RECORDED
 from agent_kit.store import RunStore
@@ -35,21 +33,14 @@ from agent_kit.store import RunStore
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDLE = ROOT / "examples" / "wordle"
 
-LOGGED_AGENT = '''"""The Wordle agent; its answer carries its tool log (each call, its output)."""
-
+LOGGED_AGENT = wordle_agent_source(
+    "The Wordle agent; its answer carries its tool log (each call, its output).",
+    """
 import dataclasses
-import importlib.util
-import sys
 
 from agent_kit.app import RolloutApp
 from agent_kit.episode_loop import play_episode
-
-_spec = importlib.util.spec_from_file_location("wordle_agent", {agent!r})
-wordle = importlib.util.module_from_spec(_spec)
-sys.modules["wordle_agent"] = wordle
-_spec.loader.exec_module(wordle)
 
 
 class LoggedApp(RolloutApp):
@@ -77,40 +68,22 @@ app = LoggedApp(
 
 if __name__ == "__main__":
     app.run()
-'''
-
-
-def _run(entry: Path, dataset: Path, out: Path, name: str, policy: str, steps: int) -> Path:
-    config = JobConfig(
-        name=name,
-        policy=f"scripted:{WORDLE / 'policies.py'}:{policy}",
-        group_size=4,
-        temperature=0.7,
-        concurrency=8,
-        steps=steps,
-        rollout_timeout=120,
-    )
-    result = asyncio.run(
-        run_local(RunConfig(entrypoint=str(entry), dataset=dataset, job=config, out=out))
-    )
-    assert result.status == "completed"
-    return Path(result.run_dir)
+""",
+)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run directories of the three small Wordle runs (solver, sloppy, logged)."""
     base = tmp_path_factory.mktemp("wordle-report")
-    dataset = base / "three.jsonl"
-    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    dataset.write_text("".join(lines[:3]), encoding="utf-8")
+    dataset = holdout(base / "three.jsonl", 3)
     logged = base / "logged_agent.py"
-    logged.write_text(LOGGED_AGENT.format(agent=str(WORDLE / "agent.py")), encoding="utf-8")
-    agent = WORDLE / "agent.py"
+    logged.write_text(LOGGED_AGENT, encoding="utf-8")
+    out = base / "runs"
     return {
-        "solver": _run(agent, dataset, base / "runs", "solver", "Solver", 1),
-        "sloppy": _run(agent, dataset, base / "runs", "sloppy", "Sloppy", 2),
-        "logged": _run(logged, dataset, base / "runs", "logged", "Sloppy", 1),
+        "solver": play_wordle(dataset, out, wordle_config("solver")),
+        "sloppy": play_wordle(dataset, out, wordle_config("sloppy", "Sloppy", steps=2)),
+        "logged": play_wordle(dataset, out, wordle_config("logged", "Sloppy"), entrypoint=logged),
     }
 
 
