@@ -4,6 +4,9 @@ The public authoring API::
 
     from agent_kit import Environment, RolloutApp, Reward, tool
 
+with :class:`Judge` (a reward component graded by a model) and :class:`SimulatedUser` (the user
+side of a conversation, played by a model) for agents that need them.
+
 Importing agent_kit has no side effects (no servers, no network, no logging configuration) and
 is cheap: the names below are loaded on first use, so the CLI does not pay for Strands,
 bedrock-agentcore or boto3 until a command needs them.
@@ -19,8 +22,10 @@ if TYPE_CHECKING:
     from agent_kit.environment import Environment, TextToolCall, tool
     from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
     from agent_kit.errors import AgentKitError
+    from agent_kit.judge import Judge
     from agent_kit.policy_client import PolicyConfig, TokenProvider
     from agent_kit.reward import Component, Reward
+    from agent_kit.simulated_user import SimulatedUser
 
 __all__ = [
     "AgentKitError",
@@ -28,9 +33,11 @@ __all__ = [
     "Environment",
     "Episode",
     "Failure",
+    "Judge",
     "PolicyConfig",
     "Reward",
     "RolloutApp",
+    "SimulatedUser",
     "TextToolCall",
     "TokenProvider",
     "ToolCallRecord",
@@ -46,9 +53,11 @@ _HOME = {
     "Environment": "agent_kit.environment",
     "Episode": "agent_kit.episode",
     "Failure": "agent_kit.episode",
+    "Judge": "agent_kit.judge",
     "PolicyConfig": "agent_kit.policy_client",
     "Reward": "agent_kit.reward",
     "RolloutApp": "agent_kit.app",
+    "SimulatedUser": "agent_kit.simulated_user",
     "TextToolCall": "agent_kit.environment",
     "TokenProvider": "agent_kit.policy_client",
     "ToolCallRecord": "agent_kit.episode",

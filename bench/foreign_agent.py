@@ -39,7 +39,7 @@ import results as bench_results  # bench/results.py, beside this script
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_kit.driver.job import default_workers  # noqa: E402
+from agent_kit.driver.job_setup import default_workers  # noqa: E402
 from agent_kit.store import RunStore  # noqa: E402
 from agent_kit.testing import run_emulator  # noqa: E402
 

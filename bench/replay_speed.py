@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent_kit.replay.cassette import load_recording  # noqa: E402
-from agent_kit.replay.engine import replay_in_process, replay_run  # noqa: E402
+from agent_kit.replay.engine import replay_run  # noqa: E402
 from agent_kit.replay.helpers import record  # noqa: E402
+from agent_kit.replay.inprocess import replay_in_process  # noqa: E402
 from agent_kit.store import RunStore  # noqa: E402
 from agent_kit.testing import load_app  # noqa: E402
 

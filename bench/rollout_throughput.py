@@ -40,7 +40,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_kit.driver.job import JobConfig, JobHooks, Progress, RunConfig, default_workers
+from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.driver.hooks import JobHooks, Progress
+from agent_kit.driver.job_setup import default_workers
 from agent_kit.driver.local import run_local
 
 GUESSES = 6

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import agent_kit
@@ -69,3 +72,145 @@ def test_only_the_cli_prints() -> None:
             ):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert offenders == []
+
+
+# --- One face per room: a module exports what it defines; importers use the home or the face.
+
+REPO = PACKAGE.parent
+
+#: Names a module may export without defining them, with the reason (at most 10 in all).
+REEXPORTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("agent_kit.environment", "tool"): "Strands' @tool, the authoring API's documented decorator",
+}
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_of(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The module's own statements, those under a top-level ``if``/``try`` included."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _top_level(node.body)
+            yield from _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _top_level(block)
+            for handler in node.handlers:
+                yield from _top_level(handler.body)
+
+
+def _assigned(target: ast.expr) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            yield from _assigned(element)
+
+
+@functools.cache
+def _defines(module: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(names the module defines, its ``__all__``)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    defined: set[str] = set()
+    exported: list[str] = []
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                defined.update(_assigned(target))
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    assert isinstance(node.value, ast.List | ast.Tuple), module
+                    exported = [ast.literal_eval(e) for e in node.value.elts]
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            defined.update(_assigned(node.target))
+    return frozenset(defined), tuple(exported)
+
+
+def _faces(module: str, name: str) -> bool:
+    """Whether ``from module import name`` finds ``name`` where it belongs."""
+    if f"{module}.{name}" in MODULES:  # a submodule
+        return True
+    defined, exported = _defines(module)
+    if name in defined or (module, name) in REEXPORTS_ALLOWED:
+        return True
+    return MODULES[module].name == "__init__.py" and name in exported
+
+
+def _agent_kit_imports(roots: list[Path]) -> Iterator[tuple[str, int, str, str]]:
+    """(file, line, module, name) of every ``from agent_kit… import name`` under ``roots``."""
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except SyntaxError:  # a cookiecutter template's source
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in MODULES:
+                    for alias in node.names:
+                        rel = path.relative_to(REPO).as_posix()
+                        yield rel, node.lineno, node.module, alias.name
+
+
+def test_a_module_exports_only_what_it_defines() -> None:
+    """Every ``__all__`` outside a package's face names things its module defines."""
+    assert len(REEXPORTS_ALLOWED) <= 10
+    offenders = []
+    for module, path in sorted(MODULES.items()):
+        if path.name == "__init__.py":
+            continue
+        defined, exported = _defines(module)
+        offenders += [
+            f"{module}: {name}"
+            for name in exported
+            if name not in defined and (module, name) not in REEXPORTS_ALLOWED
+        ]
+    assert offenders == []
+
+
+def test_importers_use_the_defining_module_or_the_face() -> None:
+    """``from agent_kit.X import Y`` names the module that defines Y, a face (a package's
+    ``__init__``) exporting it, or a submodule Y of X: in the package, tests, bench, examples."""
+    roots = [PACKAGE, REPO / "tests", REPO / "bench", REPO / "examples", REPO / "templates"]
+    offenders = [
+        f"{file}:{line}: from {module} import {name}"
+        for file, line, module, name in _agent_kit_imports([r for r in roots if r.is_dir()])
+        if not _faces(module, name)
+    ]
+    assert offenders == []
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    """No agent_kit module imports another's ``_private`` name (dunders aside)."""
+    offenders = [
+        f"{file}:{line}: from {module} import {name}"
+        for file, line, module, name in _agent_kit_imports([PACKAGE])
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert offenders == []
+
+
+def test_every_face_name_is_importable_and_lazy_ones_name_their_home() -> None:
+    """Each package face's ``__all__`` imports; a lazy face's ``_HOME``/``_HOMES`` entry names
+    the module that defines the name. The package's face lists ``Judge`` and ``SimulatedUser``."""
+    assert {"Judge", "SimulatedUser"} <= set(agent_kit.__all__)
+    assert sorted(agent_kit._HOME) == agent_kit.__all__
+    for face, path in sorted(MODULES.items()):
+        if path.name != "__init__.py":
+            continue
+        module = importlib.import_module(face)
+        homes: dict[str, str] = getattr(module, "_HOMES", getattr(module, "_HOME", {}))
+        for name in getattr(module, "__all__", ()):
+            assert getattr(module, name) is not None, f"{face}.{name}"
+            if name in homes:
+                home = homes[name] if homes[name] in MODULES else f"{face}.{homes[name]}"
+                assert _faces(home, name), f"{face}.{name} -> {home}"

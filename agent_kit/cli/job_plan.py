@@ -27,17 +27,18 @@ from agent_kit.reporting.plan import (
     DEFAULT_TRAIN_STEP_S,
     SESSION_MEMORY_GB,
     SESSION_VCPU,
-    Band,
     JobPlan,
     PlanSettings,
     job_shape,
     plan_job,
 )
+from agent_kit.reporting.plan_groups import Band
 from agent_kit.reporting.pricing import default_pricing, load_pricing
-from agent_kit.reporting.summary import SUMMARY_FILE, resolve_job
+from agent_kit.reporting.summary import resolve_job
 from agent_kit.reporting.summary_schema import Projection, flat_config, read_summary
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, load_rollouts, resolve_path
+from agent_kit.store.layout import SUMMARY_FILE
 
 __all__ = ["plan_cmd"]
 

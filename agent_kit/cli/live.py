@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from rich.progress import Progress as RichProgress
 from rich.text import Text
 
-from agent_kit.driver.job import Progress
-from agent_kit.reporting.report import num
+from agent_kit.driver.hooks import Progress
+from agent_kit.reporting.terminal import num
 
 __all__ = ["LiveProgress"]
 

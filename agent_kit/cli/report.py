@@ -15,8 +15,9 @@ from agent_kit.errors import UsageError
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
 from agent_kit.reporting.pricing import load_pricing
-from agent_kit.reporting.report import render_json, render_terminal, write_reports
+from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.terminal import render_json, render_terminal
 from agent_kit.store import RunStore, resolve_path
 from agent_kit.store.layout import REPORT_FILE, RUN_FILE, SUMMARY_FILE
 

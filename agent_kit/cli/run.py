@@ -66,13 +66,15 @@ from agent_kit.cli.run_options import (
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
-from agent_kit.driver.config import RunConfig
+from agent_kit.driver.config import DEFAULT_STOP_GRACE_S, JobConfig, RunConfig
 from agent_kit.driver.invokers.process_tree import parse_memory
-from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, ROLLOUTS_FAILED, JobConfig, JobResult
+from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.errors import RewardError, UsageError
-from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
+from agent_kit.reporting.terminal import render_terminal
 from agent_kit.reporting.words import plural
+from agent_kit.store.layout import SUMMARY_FILE
+from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["register"]
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agent_kit.deploy.package import RUNTIME_NAME_PATTERN, PackageResult
+from agent_kit.deploy.package import PackageResult
+from agent_kit.deploy.preflight import RUNTIME_NAME_PATTERN
 from agent_kit.deploy.s3names import check_bucket_name
 from agent_kit.errors import DeployError, UsageError
 

@@ -30,7 +30,7 @@ This module holds the targets and the generated files; the stages live beside it
 :mod:`agent_kit.deploy.preflight` (static checks, import check), :mod:`agent_kit.deploy.staging`
 (sources,
 runtime half of agent_kit, requirements, output directory) and :mod:`agent_kit.deploy.code_zip`
-(Linux ARM64 wheels and ``deployment.zip``). Their public names are re-exported here.
+(Linux ARM64 wheels and ``deployment.zip``); import their names from them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_kit.deploy.agentcore_cli import CONFIG_DIR, pyproject_text, runtime_entry, write_project
-from agent_kit.deploy.code_zip import MAX_UNZIPPED_BYTES, MAX_ZIP_BYTES, PYTHON_VERSION, build_zip
+from agent_kit.deploy.code_zip import PYTHON_VERSION, build_zip
 from agent_kit.deploy.preflight import (
     RUNTIME_NAME_PATTERN,
     check_import,
@@ -51,37 +51,23 @@ from agent_kit.deploy.preflight import (
     preflight,
 )
 from agent_kit.deploy.staging import (
-    RUNTIME_REQUIREMENTS,
-    RUNTIME_ROOTS,
     copy_agent_kit,
     copy_sources,
     merge_requirements,
     pinned_requirements,
     prepare_out,
-    runtime_closure,
-    runtime_modules,
     user_requirements,
 )
 from agent_kit.errors import UsageError
 
 __all__ = [
-    "MAX_UNZIPPED_BYTES",
-    "MAX_ZIP_BYTES",
-    "RUNTIME_NAME_PATTERN",
-    "RUNTIME_REQUIREMENTS",
-    "RUNTIME_ROOTS",
     "TARGETS",
     "PackageResult",
     "Target",
     "agentcore_config",
-    "default_name",
     "dockerfile_text",
     "package",
     "package_document",
-    "pinned_requirements",
-    "preflight",
-    "runtime_closure",
-    "runtime_modules",
 ]
 
 Target = Literal["zip", "container", "lambda-forwarder", "agentcore"]

@@ -44,7 +44,7 @@ from agent_kit.store.events import ROLLOUT_DONE_EVENT
 from agent_kit.store.records import INTERRUPTED_STATE
 from agent_kit.store.runlock import live_holder
 
-__all__ = ["RewardAudit", "audit_reward", "episode_views"]
+__all__ = ["RewardAudit", "audit_reward"]
 
 #: States (as reports read them) of an attempt that ended without a reward.
 _ENDED_WITHOUT_REWARD: Final = TrajectoryState.unrewarded() | {INTERRUPTED_STATE}

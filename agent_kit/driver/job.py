@@ -45,8 +45,7 @@ new or resumed run directory and plans the slots left, :mod:`~agent_kit.driver.s
 the emulator and starts the agents, :mod:`~agent_kit.driver.rollouts` plays the slots and
 :mod:`~agent_kit.driver.attempt` one attempt, :mod:`~agent_kit.driver.job_stats` counts the
 figures from the store, and :mod:`~agent_kit.driver.one_rollout` is ``agent-kit invoke``'s
-single rollout. The public names of all of them that callers use are re-exported
-here.
+single rollout. Callers import each name from the module that defines it.
 """
 
 from __future__ import annotations
@@ -61,39 +60,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_kit.driver.attempt import session_id_for, trajectory_id_for
 from agent_kit.driver.config import (
-    DEFAULT_MAX_FLOOR_RATE,
-    DEFAULT_STOP_GRACE_S,
-    MAX_BATCH_SIZE,
-    JobConfig,
     RunConfig,
 )
 from agent_kit.driver.hooks import (
     JobHooks,
-    Progress,
-    ProgressHook,
-    RunFinisher,
     StepBoundary,
-    TrainHook,
 )
 from agent_kit.driver.invokers import Invoker
 from agent_kit.driver.job_setup import (
     OpenedRun,
-    default_workers,
     expire_stale,
     job_config,
     open_run,
     plan_slots,
     refuse_untrained_resume,
 )
-from agent_kit.driver.job_stats import (
-    ROLLOUTS_FAILED,
-    driver_stats,
-    redact_summary,
-    rollouts_verdict,
-)
-from agent_kit.driver.one_rollout import InvokeOutcome, invoke_once
+from agent_kit.driver.job_stats import driver_stats, redact_summary, rollouts_verdict
 from agent_kit.driver.rollouts import RolloutLoop
 from agent_kit.driver.session import Session
 from agent_kit.driver.trainer_side import LocalS3, TrainerSide
@@ -105,43 +88,16 @@ from agent_kit.errors import AgentKitError, JobFailed, RunStoreError, UsageError
 from agent_kit.store.events import (
     AGENTS_READY_EVENT,
     DRIVER_ERROR_EVENT,
-    FAILED_REASON,
     JOB_RESUMED_EVENT,
-    NO_REWARD_REASON,
-    NO_SAMPLE_REASON,
 )
-from agent_kit.store.run_figures import RunFigures
+from agent_kit.store.run_figures import ROLLOUTS_FAILED, RunFigures
 
 if TYPE_CHECKING:
     from agent_kit.reporting.summary_schema import Summary
 
 logger = logging.getLogger("agent_kit.driver.job")
 
-__all__ = [
-    "DEFAULT_MAX_FLOOR_RATE",
-    "DEFAULT_STOP_GRACE_S",
-    "FAILED_REASON",
-    "MAX_BATCH_SIZE",
-    "NO_REWARD_REASON",
-    "NO_SAMPLE_REASON",
-    "ROLLOUTS_FAILED",
-    "InvokeOutcome",
-    "JobConfig",
-    "JobHooks",
-    "JobResult",
-    "Progress",
-    "ProgressHook",
-    "RunConfig",
-    "RunFinisher",
-    "StepBoundary",
-    "TrainHook",
-    "default_workers",
-    "invoke_once",
-    "redact_summary",
-    "run_job",
-    "session_id_for",
-    "trajectory_id_for",
-]
+__all__ = ["JobResult", "run_job"]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
 from agent_kit.store.events import RESUMED_REASON, ROLLOUT_DONE_EVENT
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import run_figures_of
-from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
+from agent_kit.store.store_file import verify
 
 __all__ = [
     "OpenedRun",

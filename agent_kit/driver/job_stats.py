@@ -24,17 +24,9 @@ from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
 from agent_kit.driver.tunnel import redact
 from agent_kit.store import TrajectoryRow, load_rollouts
 from agent_kit.store.events import JOB_FAILURE_EVENT
-from agent_kit.store.run_figures import ROLLOUTS_FAILED, JobFailureNote, RunFigures
+from agent_kit.store.run_figures import JobFailureNote, RunFigures
 
-__all__ = [
-    "DEFAULT_MAX_FLOOR_RATE",
-    "ROLLOUTS_FAILED",
-    "counted_retries",
-    "driver_stats",
-    "redact_summary",
-    "rollout_rate",
-    "rollouts_verdict",
-]
+__all__ = ["counted_retries", "driver_stats", "redact_summary", "rollout_rate", "rollouts_verdict"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -19,18 +19,20 @@ from pathlib import Path
 from agent_kit.driver.config import RunConfig
 from agent_kit.driver.hooks import JobHooks, ProgressHook
 from agent_kit.driver.invokers import Invoker
-from agent_kit.driver.job import JobResult, redact_summary, run_job
+from agent_kit.driver.job import JobResult, run_job
+from agent_kit.driver.job_stats import redact_summary
 from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.driver.tunnel import redact
 from agent_kit.emulator.policies import PolicyBackend
 from agent_kit.errors import RunStoreError
-from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
+from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import REPORT_ERROR_EVENT
+from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE
 
-__all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_run_outputs"]
+__all__ = ["LocalRun", "play_local", "run_local", "write_run_outputs"]
 
 logger = logging.getLogger("agent_kit.driver.local")
 

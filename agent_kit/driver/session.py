@@ -31,8 +31,8 @@ from typing import Any
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.invokers import Invoker, agent_env, make_invoker
 from agent_kit.driver.job_setup import default_workers
-from agent_kit.emulator.core import PolicyBackendLike
 from agent_kit.emulator.local_service import LocalService, local_service
+from agent_kit.emulator.service import PolicyBackendLike
 from agent_kit.emulator.tokens import tokenizer_name
 from agent_kit.errors import AgentKitError
 from agent_kit.store import RunStore

@@ -52,10 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_kit.errors import UsageError
-from agent_kit.store.events import CHAOS_EVENT
 
 __all__ = [
-    "CHAOS_EVENT",
     "FAULTS",
     "POLICY_FAULTS",
     "PRESETS",

@@ -22,7 +22,7 @@ of each trajectory (job, state, turn count) are mirrored in memory by
 :class:`~agent_kit.emulator.trajectory_table.TrajectoryTable` (which also wakes
 :meth:`Emulator.wait_state`), so a turn costs one SQLite transaction and no read. Turning a
 chat-completions body into a :class:`~agent_kit.emulator.schemas.PolicyRequest` is
-:mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` is re-exported here).
+:mod:`agent_kit.emulator.chat_request`'s job (``flatten_content`` included).
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ from agent_kit.contract import (
     TrajectoryState,
     UpdateRewardBody,
 )
-from agent_kit.emulator.chat_request import flatten_content
-from agent_kit.emulator.service import DEFAULT_ACCOUNT, PolicyBackendLike
-from agent_kit.emulator.turns import TurnOutcome, TurnPath, chaos_event
+from agent_kit.emulator.turns import TurnPath, chaos_event
 from agent_kit.errors import (
     ConflictError,
     InternalServiceError,
@@ -49,13 +47,7 @@ from agent_kit.errors import (
 )
 from agent_kit.store.events import FAILED_REASON
 
-__all__ = [
-    "DEFAULT_ACCOUNT",
-    "Emulator",
-    "PolicyBackendLike",
-    "TurnOutcome",
-    "flatten_content",
-]
+__all__ = ["Emulator"]
 
 
 def body_hash(operation: str, fields: dict[str, Any]) -> str:

@@ -23,12 +23,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_kit.emulator.core import Emulator, PolicyBackendLike
+from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.run_keys import RunKeys
+from agent_kit.emulator.service import PolicyBackendLike
 from agent_kit.emulator.serving import EmbeddedServer
 
 if TYPE_CHECKING:
-    from agent_kit.emulator.server import RequestGate
+    from agent_kit.emulator.gate import RequestGate
     from agent_kit.store import RunStore
 
 __all__ = ["LocalService", "local_service"]
@@ -108,7 +109,8 @@ async def local_service(
     shape is checked). ``aux_policy`` (a spec or a backend, closed with the service when it is
     a spec or ``own_policy``) answers the auxiliary route (judge and simulated-user calls).
     """
-    from agent_kit.emulator.server import RequestGate, create_app
+    from agent_kit.emulator.gate import RequestGate
+    from agent_kit.emulator.server import create_app
 
     if isinstance(policy, str):
         from agent_kit.emulator.policies import load_policy

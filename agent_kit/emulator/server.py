@@ -77,10 +77,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from agent_kit.emulator.auth import SECRET_HEADER, Auth, AuthGate, AuthMode
+from agent_kit.emulator.auth import Auth, AuthGate, AuthMode
 from agent_kit.emulator.aux_route import AUX_PREFIX
 from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.error_shapes import ErrorShapes, error_response, openai_error_response
+from agent_kit.emulator.error_shapes import ErrorShapes
 from agent_kit.emulator.gate import Guard, RequestGate
 from agent_kit.emulator.routes import (
     MINT_MAX_BYTES,
@@ -93,14 +93,7 @@ from agent_kit.emulator.routes import (
 from agent_kit.emulator.run_keys import RunKeys, trainer_api_key
 from agent_kit.errors import AccessDeniedError, JobRuntimeError, UsageError
 
-__all__ = [
-    "SECRET_HEADER",
-    "AuthMode",
-    "RequestGate",
-    "create_app",
-    "error_response",
-    "openai_error_response",
-]
+__all__ = ["create_app"]
 
 _PREFIX_RE: Final = re.compile(r"^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
 

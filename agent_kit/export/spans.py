@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.reporting.breakdown import RunData, breakdown_of
+from agent_kit.reporting.breakdown import RunData
 from agent_kit.reporting.transcripts import last_tool_results, stop_reason
 from agent_kit.store import Rollout, RunStore, TurnRow
+from agent_kit.store.records import breakdown_of
 
 __all__ = [
     "MAX_TEXT_CHARS",

@@ -1,7 +1,69 @@
 """Record and replay (tooling half): re-run recorded episodes and report the first divergence.
 
-``cassette`` reads and writes recordings (run stores and cassette files), ``policy`` is the
-``replay:`` policy backend that answers from a recording, ``engine`` replays runs (through the
-emulator or in-process), ``verdicts`` renders the outcome, ``helpers`` are the regression-test
-helpers re-exported by :mod:`agent_kit.testing`.
+``cassette`` reads and writes recordings (run stores and cassette files), ``recording`` is the
+in-memory :class:`Recording` and the run-store reader, ``policy`` is the ``replay:`` policy
+backend that answers from a recording, ``engine`` replays runs through the emulator,
+``inprocess`` replays them in-process, ``verdicts`` renders the outcome, ``helpers`` are the
+regression-test helpers re-exported by :mod:`agent_kit.testing`.
+
+This face exports the Python API (``from agent_kit.replay import replay_run, ReplayReport``);
+the names load on first use, so importing the package loads none of the emulator.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_kit.replay.cassette import load_recording, read_cassette, write_cassette
+    from agent_kit.replay.engine import replay_run
+    from agent_kit.replay.inprocess import replay_in_process
+    from agent_kit.replay.policy import (
+        Divergence,
+        Normalization,
+        ReplayBackend,
+        ReplayDivergenceError,
+    )
+    from agent_kit.replay.recording import Recording
+    from agent_kit.replay.verdicts import EpisodeReport, ReplayReport
+
+#: Public name → the module that defines it.
+_HOMES = {
+    "Divergence": "policy",
+    "EpisodeReport": "verdicts",
+    "Normalization": "policy",
+    "Recording": "recording",
+    "ReplayBackend": "policy",
+    "ReplayDivergenceError": "policy",
+    "ReplayReport": "verdicts",
+    "load_recording": "cassette",
+    "read_cassette": "cassette",
+    "replay_in_process": "inprocess",
+    "replay_run": "engine",
+    "write_cassette": "cassette",
+}
+
+__all__ = [
+    "Divergence",
+    "EpisodeReport",
+    "Normalization",
+    "Recording",
+    "ReplayBackend",
+    "ReplayDivergenceError",
+    "ReplayReport",
+    "load_recording",
+    "read_cassette",
+    "replay_in_process",
+    "replay_run",
+    "write_cassette",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"agent_kit.replay.{home}"), name)
+    globals()[name] = value
+    return value

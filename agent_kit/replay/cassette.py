@@ -1,7 +1,7 @@
 """Recordings: the rollouts a replay serves back, read from a run store or a cassette file.
 
 A :class:`~agent_kit.replay.recording.Recording` is the in-memory form (defined, with the run
-store reader, in :mod:`agent_kit.replay.recording`, and re-exported here):
+store reader, in :mod:`agent_kit.replay.recording`):
 :func:`load_recording` reads one from a run directory (``run.sqlite``) or from a cassette, and
 :func:`open_recording` also accepts one already loaded.
 
@@ -40,19 +40,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from agent_kit.errors import UsageError
-from agent_kit.replay.recording import REPLAYABLE_STATES, Recording, read_run
+from agent_kit.replay.recording import Recording, read_run
 from agent_kit.store import RewardRow, Rollout, TrajectoryRow, TurnRow
 from agent_kit.store.records import turn_totals_of
 
-__all__ = [
-    "CASSETTE_FORMAT",
-    "REPLAYABLE_STATES",
-    "Recording",
-    "load_recording",
-    "open_recording",
-    "read_cassette",
-    "write_cassette",
-]
+__all__ = ["CASSETTE_FORMAT", "load_recording", "open_recording", "read_cassette", "write_cassette"]
 
 #: The format tag of the cassette header; bump the suffix when the layout changes.
 CASSETTE_FORMAT: Final = "agent_kit.cassette/1"

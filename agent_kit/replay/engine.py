@@ -27,7 +27,7 @@ Pieces, in the order data flows:
   emulator on loopback, the invoker for the entrypoint, a new run directory whose trajectories
   link to the originals through ``replay_of``) and compares each episode: identical, diverged at
   turn k, reward changed (old → new, per component) or error → :class:`ReplayReport`.
-- :func:`replay_in_process` (:mod:`agent_kit.replay.inprocess`, re-exported here): the same
+- :func:`~agent_kit.replay.inprocess.replay_in_process`: the same
   comparison without HTTP or processes (the entrypoint's ``RolloutApp`` driven by
   :class:`~agent_kit.driver.inprocess.ScriptedModel`); faster, checks messages and tools only
   (sampling parameters and transport fields never reach it).
@@ -53,23 +53,16 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from agent_kit.contract import InferenceParams, TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
-from agent_kit.replay.cassette import Recording, open_recording
-from agent_kit.replay.inprocess import replay_in_process
+from agent_kit.replay.cassette import open_recording
 from agent_kit.replay.policy import (
-    DEFAULT_IGNORED_FIELDS,
     Divergence,
     Normalization,
     ReplayBackend,
-    ReplayDivergenceError,
-    render_request,
-    request_diff,
 )
+from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import (
-    REPORT_FORMAT,
     EpisodeReport,
     ReplayReport,
-    compare_rewards,
-    describe,
     judge,
 )
 from agent_kit.store import RUN_FILE, Rollout
@@ -82,23 +75,7 @@ if TYPE_CHECKING:
     from agent_kit.driver.session import Session
     from agent_kit.emulator.core import Emulator
 
-__all__ = [
-    "DEFAULT_IGNORED_FIELDS",
-    "DIVERGENCE_EVENT",
-    "REPORT_FORMAT",
-    "Divergence",
-    "EpisodeReport",
-    "Normalization",
-    "ReplayBackend",
-    "ReplayDivergenceError",
-    "ReplayReport",
-    "compare_rewards",
-    "describe",
-    "render_request",
-    "replay_in_process",
-    "replay_run",
-    "request_diff",
-]
+__all__ = ["replay_run"]
 
 logger = logging.getLogger("agent_kit.replay")
 

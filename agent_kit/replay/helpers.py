@@ -35,8 +35,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_kit.replay.cassette import Recording, load_recording, write_cassette
-from agent_kit.replay.engine import Normalization, ReplayReport, replay_in_process, replay_run
+from agent_kit.replay.cassette import load_recording, write_cassette
+from agent_kit.replay.engine import replay_run
+from agent_kit.replay.inprocess import replay_in_process
+from agent_kit.replay.policy import Normalization
+from agent_kit.replay.recording import Recording
+from agent_kit.replay.verdicts import ReplayReport
 
 __all__ = ["assert_replays", "record", "recorded_run"]
 

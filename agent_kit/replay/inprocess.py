@@ -5,8 +5,8 @@
 recorded response, comparing each request with the recorded one first (``messages`` and
 ``tools`` only: sampling parameters and transport fields never reach an in-process model).
 The outcome is the same :class:`~agent_kit.replay.verdicts.ReplayReport` that
-:func:`agent_kit.replay.engine.replay_run` gives through the emulator, and it is re-exported
-from :mod:`agent_kit.replay.engine`.
+:func:`agent_kit.replay.engine.replay_run` gives through the emulator; both are exported by
+the room's face, :mod:`agent_kit.replay`.
 
 :func:`play_recorded` is the one in-process player of a recorded episode under it, shared with
 ``agent-kit doctor`` (re-scoring a run, auditing its judge): the recorded answers
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import UsageError
-from agent_kit.replay.cassette import Recording, open_recording
+from agent_kit.replay.cassette import open_recording
 from agent_kit.replay.policy import (
     Divergence,
     Normalization,
@@ -33,6 +33,7 @@ from agent_kit.replay.policy import (
     reply_from_completion,
     request_diff,
 )
+from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import EpisodeReport, ReplayReport, judge
 from agent_kit.store import Rollout
 

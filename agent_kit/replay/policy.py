@@ -32,7 +32,8 @@ from agent_kit.emulator.policies import (
 )
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
-from agent_kit.replay.cassette import Recording, load_recording
+from agent_kit.replay.cassette import load_recording
+from agent_kit.replay.recording import Recording
 from agent_kit.store import Rollout
 
 __all__ = [

@@ -47,7 +47,6 @@ __all__ = [
     "ReasonCount",
     "RewardBreakdown",
     "RunData",
-    "breakdown_of",
     "component_stats",
     "failure_overview",
     "is_non_finite",

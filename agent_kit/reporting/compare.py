@@ -32,18 +32,10 @@ from agent_kit.reporting.breakdown import (
     load_run_data,
     prompt_rows,
 )
-from agent_kit.reporting.page import (
-    cell,
-    document,
-    esc,
-    section,
-    sortable_head,
-    value_attr,
-    wide,
-)
+from agent_kit.reporting.page import cell, document, esc, section, sortable_head, wide
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
-from agent_kit.reporting.transcripts import fmt
+from agent_kit.reporting.transcripts import fmt, value_attr
 from agent_kit.store import RunStore, resolve_path
 from agent_kit.store.layout import RUN_FILE, SUMMARY_FILE
 

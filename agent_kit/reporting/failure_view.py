@@ -9,16 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_kit.reporting.breakdown import (
-    FailureOverview,
-    RunData,
-    breakdown_of,
-    failure_overview,
-    prompt_label,
-)
+from agent_kit.reporting.breakdown import FailureOverview, RunData, failure_overview, prompt_label
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import cell, esc, section, table, wide
-from agent_kit.reporting.summary_schema import AgentFailure, RolloutBrief, RunFigures, Summary
+from agent_kit.reporting.summary_schema import AgentFailure, RolloutBrief, Summary
 from agent_kit.reporting.transcripts import (
     LOWEST,
     below_threshold,
@@ -27,6 +21,8 @@ from agent_kit.reporting.transcripts import (
     stop_reason,
 )
 from agent_kit.store import Rollout
+from agent_kit.store.records import breakdown_of
+from agent_kit.store.run_figures import RunFigures
 
 __all__ = ["briefs", "chaos_section", "cost_banner", "failures_section", "hints_html"]
 

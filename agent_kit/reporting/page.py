@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from agent_kit.reporting.transcripts import fmt, value_attr
-from agent_kit.store.layout import REPORT_FILE
 
 __all__ = [
     "CSS",
-    "REPORT_FILE",
     "SCRIPT",
     "cell",
     "csp_meta",
@@ -28,7 +26,6 @@ __all__ = [
     "section",
     "sortable_head",
     "table",
-    "value_attr",
     "wide",
 ]
 

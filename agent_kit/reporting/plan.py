@@ -66,7 +66,6 @@ __all__ = [
     "SESSION_MEMORY_GB",
     "SESSION_VCPU",
     "SYNC_REQUEST_LIMIT_S",
-    "Band",
     "Flag",
     "JobPlan",
     "JobShape",

@@ -35,34 +35,15 @@ from agent_kit.reporting.failure_view import (
     failures_section,
     hints_html,
 )
-from agent_kit.reporting.page import (
-    REPORT_FILE,
-    cell,
-    document,
-    esc,
-    section,
-    table,
-    value_attr,
-    wide,
-)
+from agent_kit.reporting.page import cell, document, esc, section, table, wide
 from agent_kit.reporting.reward_view import breakdown_section, plots_section, prompts_section
-from agent_kit.reporting.summary import SUMMARY_FILE
 from agent_kit.reporting.summary_schema import Summary
-from agent_kit.reporting.terminal import num, render_json, render_terminal
 from agent_kit.reporting.train_view import load_train_figures, train_section
-from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html
+from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html, value_attr
 from agent_kit.store import Rollout, RunStore
+from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE
 
-__all__ = [
-    "REPORT_FILE",
-    "SUMMARY_FILE",
-    "fmt",
-    "num",
-    "render_html",
-    "render_json",
-    "render_terminal",
-    "write_reports",
-]
+__all__ = ["render_html", "write_reports"]
 
 # -- HTML --------------------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ from typing import Final
 
 from agent_kit.reporting import svg as plots
 from agent_kit.reporting.breakdown import RunData, component_stats, prompt_rows
-from agent_kit.reporting.page import cell, esc, section, sortable_head, value_attr, wide
+from agent_kit.reporting.page import cell, esc, section, sortable_head, wide
 from agent_kit.reporting.summary_schema import StepRow, Summary
-from agent_kit.reporting.transcripts import fmt
+from agent_kit.reporting.transcripts import fmt, value_attr
 
 __all__ = ["breakdown_section", "plots_section", "prompts_section"]
 

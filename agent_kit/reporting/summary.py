@@ -12,7 +12,7 @@ document order) is read together.
 metric functions of :mod:`agent_kit.reporting.metrics` and the cost functions of
 :mod:`agent_kit.reporting.pricing`, and returns the :class:`Summary`
 (``"schema": "agent_kit.summary/2"``; :meth:`Summary.document` is its JSON). The document's
-models live in :mod:`agent_kit.reporting.summary_schema` and are re-exported here. Undefined
+models live in :mod:`agent_kit.reporting.summary_schema` (import them from there). Undefined
 statistics (no rollouts yet) are ``None``, never NaN.
 """
 
@@ -41,64 +41,25 @@ from agent_kit.reporting.metrics import (
 from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
-    SUMMARY_SCHEMA_V1,
     AgentFailure,
-    Auxiliary,
-    AuxKindFigures,
-    ChaosFault,
     ChaosSection,
     CostInfo,
     Counts,
     FailureCount,
-    JobFailureNote,
     JobInfo,
-    Number,
     Projection,
     RolloutBrief,
-    RunFigures,
     Settings,
     StepRow,
     Summary,
     Timing,
     Tokens,
     flat_config,
-    read_summary,
 )
 from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
-from agent_kit.store.layout import SUMMARY_FILE
-from agent_kit.store.records import INTERRUPTED_STATE, agent_failure_of
 from agent_kit.store.run_figures import run_figures_of
 
-__all__ = [
-    "INTERRUPTED_STATE",
-    "SUMMARY_FILE",
-    "SUMMARY_SCHEMA",
-    "SUMMARY_SCHEMA_V1",
-    "AgentFailure",
-    "AuxKindFigures",
-    "Auxiliary",
-    "ChaosFault",
-    "ChaosSection",
-    "CostInfo",
-    "Counts",
-    "FailureCount",
-    "JobFailureNote",
-    "JobInfo",
-    "Number",
-    "Projection",
-    "RolloutBrief",
-    "RunFigures",
-    "Settings",
-    "StepRow",
-    "Summary",
-    "Timing",
-    "Tokens",
-    "agent_failure_of",
-    "read_summary",
-    "resolve_job",
-    "summarize",
-    "summarize_records",
-]
+__all__ = ["resolve_job", "summarize", "summarize_records"]
 
 #: Steps of the projection when the caller gives none: the published reference run's 100.
 #: The summary's file name in a run directory.

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent_kit.store.run_figures import OLD_NAMES, JobFailureNote, RunFigures
+from agent_kit.store.run_figures import OLD_NAMES, RunFigures
 
 __all__ = [
     "SUMMARY_SCHEMA",
@@ -37,12 +37,10 @@ __all__ = [
     "CostInfo",
     "Counts",
     "FailureCount",
-    "JobFailureNote",
     "JobInfo",
     "Number",
     "Projection",
     "RolloutBrief",
-    "RunFigures",
     "Settings",
     "StepRow",
     "Summary",

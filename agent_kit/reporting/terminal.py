@@ -21,11 +21,10 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_kit.reporting.chaos import OUTCOMES
-from agent_kit.reporting.page import REPORT_FILE
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store.events import LIMIT_REASON
-from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
+from agent_kit.store.layout import REPORT_FILE, TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]

@@ -27,14 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.reporting.breakdown import (
-    FAILED_STATES,
-    RunData,
-    breakdown_of,
-    is_non_finite,
-    prompt_label,
-)
+from agent_kit.reporting.breakdown import FAILED_STATES, RunData, is_non_finite, prompt_label
 from agent_kit.store import AuxTurnRow, Rollout, RunStore, TurnRow
+from agent_kit.store.records import breakdown_of
 
 __all__ = [
     "LOWEST",

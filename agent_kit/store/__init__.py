@@ -22,6 +22,7 @@ never through the service that wrote it:
 from __future__ import annotations
 
 from agent_kit.store.events import INVOCATION_EVENT
+from agent_kit.store.layout import RUN_FILE
 from agent_kit.store.records import Rollout, load_rollouts
 from agent_kit.store.rows import (
     AuxTurnRow,
@@ -32,8 +33,9 @@ from agent_kit.store.rows import (
     TurnRow,
     TurnTotals,
 )
-from agent_kit.store.run_store import RUN_FILE, RunStore, TurnEvent, resolve_path
+from agent_kit.store.run_store import RunStore, TurnEvent
 from agent_kit.store.schema import SCHEMA_VERSION
+from agent_kit.store.store_file import resolve_path
 
 __all__ = [
     "INVOCATION_EVENT",

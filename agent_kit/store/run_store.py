@@ -7,7 +7,7 @@ file is opened, migrated, locked and written in transactions is its base
 versioned schema, durability, damage and full-disk errors, thread safety); checking the file
 before reading it is :mod:`agent_kit.store.store_file`; the row types are
 :mod:`agent_kit.store.rows` and the schema with its migrations :mod:`agent_kit.store.schema`
-(all re-exported here where they were public before).
+(the public ones are exported by the room's face, :mod:`agent_kit.store`).
 
 Guarantees of the tables:
 
@@ -27,8 +27,7 @@ from typing import Any, Final, NamedTuple
 
 from agent_kit.errors import UsageError
 from agent_kit.store.connection import StoreConnection
-from agent_kit.store.events import CREATED_REASON, INVOCATION_EVENT, STATE_EVENT
-from agent_kit.store.layout import RUN_FILE
+from agent_kit.store.events import CREATED_REASON, STATE_EVENT
 from agent_kit.store.rows import (
     AuxTurnRow,
     EventRow,
@@ -44,26 +43,8 @@ from agent_kit.store.rows import (
     trajectory_from_row,
     turn_from_row,
 )
-from agent_kit.store.schema import SCHEMA_VERSION
-from agent_kit.store.store_file import check_intact, check_readable, resolve_path, verify
 
-__all__ = [
-    "INVOCATION_EVENT",
-    "RUN_FILE",
-    "SCHEMA_VERSION",
-    "EventRow",
-    "JobRow",
-    "RewardRow",
-    "RunStore",
-    "TrajectoryRow",
-    "TurnEvent",
-    "TurnRow",
-    "TurnTotals",
-    "check_intact",
-    "check_readable",
-    "resolve_path",
-    "verify",
-]
+__all__ = ["RunStore", "TurnEvent"]
 
 
 def _dumps(value: Any) -> str:

@@ -30,8 +30,8 @@ from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
-from agent_kit.store.run_store import verify
 from agent_kit.store.runlock import RunLock
+from agent_kit.store.store_file import verify
 from agent_kit.train.config import TRAIN_JOB, TrainConfig
 
 __all__ = [

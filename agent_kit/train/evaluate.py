@@ -25,17 +25,10 @@ from agent_kit.driver.local import run_local
 from agent_kit.emulator import HFPolicyBackend
 from agent_kit.reporting.metrics import build_groups, eval_metrics
 from agent_kit.store import Rollout, RunStore, load_rollouts
-from agent_kit.store.layout import EVAL_DIR, RunLayout
+from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 
-__all__ = [
-    "EVAL_DIR",
-    "eval_figures",
-    "mean_and_se",
-    "progress_lines",
-    "run_eval",
-    "tool_call_rate",
-]
+__all__ = ["eval_figures", "mean_and_se", "progress_lines", "run_eval", "tool_call_rate"]
 
 
 def mean_and_se(groups: dict[int, list[float]]) -> tuple[float | None, float | None]:

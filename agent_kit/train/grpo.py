@@ -31,14 +31,7 @@ from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
 
-__all__ = [
-    "ADAPTERS_DIR",
-    "GRPOSession",
-    "StepUpdate",
-    "adapter_dir",
-    "last_adapter",
-    "quiet_trainer_libraries",
-]
+__all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "quiet_trainer_libraries"]
 
 #: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
 _KEPT: Final = {

@@ -31,14 +31,7 @@ from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
 from agent_kit.train.config import TrainConfig
 
-__all__ = [
-    "TRAIN_HTML",
-    "TRAIN_JSON",
-    "TRAIN_SCHEMA",
-    "peak_rss_mb",
-    "record_evals",
-    "write_train_outputs",
-]
+__all__ = ["TRAIN_SCHEMA", "peak_rss_mb", "record_evals", "write_train_outputs"]
 
 TRAIN_SCHEMA: Final = "agent_kit.train/1"
 _ROLLOUT_KEYS: Final = (

@@ -62,12 +62,12 @@ from agent_kit.train.checks import (
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import eval_figures, run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
-from agent_kit.train.outputs import TRAIN_JSON, write_train_outputs
+from agent_kit.train.outputs import write_train_outputs
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.samples import no_gradient_note, step_batch
 from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
 
-__all__ = ["CONFIG_FILE", "TRAIN_JSON", "TrainResult", "play_train", "train"]
+__all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
 
 CONFIG_FILE: Final = TRAIN_CONFIG_FILE
 

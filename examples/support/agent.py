@@ -29,9 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent_kit import Episode, Reward, RolloutApp, tool
-from agent_kit.judge import Judge
-from agent_kit.simulated_user import SimulatedUser
+from agent_kit import Episode, Judge, Reward, RolloutApp, SimulatedUser, tool
 
 RESOLUTION = Judge(
     "Score 1.0 when the agent resolved the customer's problem within the store's policy (a "

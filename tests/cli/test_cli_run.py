@@ -20,8 +20,9 @@ from rich.console import Console
 from agent_kit.cli import main
 from agent_kit.cli.invoke import _outcome_error
 from agent_kit.cli.live import LiveProgress
+from agent_kit.driver.hooks import Progress
 from agent_kit.driver.invokers import InvokeResult
-from agent_kit.driver.job import NO_REWARD_REASON, InvokeOutcome, Progress
+from agent_kit.driver.one_rollout import InvokeOutcome
 from agent_kit.errors import (
     EnvironmentFailure,
     ReportingError,
@@ -30,6 +31,7 @@ from agent_kit.errors import (
     UsageError,
 )
 from agent_kit.store import RunStore
+from agent_kit.store.events import NO_REWARD_REASON
 
 pytestmark = pytest.mark.e2e
 
@@ -382,7 +384,7 @@ def test_unusable_out_is_one_line_exit_2(
 def test_workers_default_is_the_drivers(tmp_path: Path) -> None:
     """Without --workers the run uses the driver's default (one agent process per usable core,
     at most --concurrency), as recorded in the run's config."""
-    from agent_kit.driver.job import default_workers
+    from agent_kit.driver.job_setup import default_workers
 
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
     argv = ["run", GOOD, "--dataset", str(data), "--group-size", "2", "--out", str(tmp_path)]

@@ -17,12 +17,8 @@ from pathlib import Path
 import pytest
 
 from agent_kit.cli import main
-from agent_kit.deploy.package import (
-    agentcore_config,
-    dockerfile_text,
-    package,
-    preflight,
-)
+from agent_kit.deploy.package import agentcore_config, dockerfile_text, package
+from agent_kit.deploy.preflight import preflight
 from agent_kit.deploy.staging import runtime_modules
 from agent_kit.errors import DeployError, UsageError
 

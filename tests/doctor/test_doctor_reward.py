@@ -28,7 +28,7 @@ from agent_kit.doctor.findings import EXIT_FINDINGS, Finding
 from agent_kit.doctor.hacking import dominance, length_signals, recovered_calls
 from agent_kit.doctor.invariants import EpisodeView, Ordering, check_orderings, parse_orderings
 from agent_kit.doctor.reward import RewardAudit, audit_reward
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.store import INVOCATION_EVENT

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
-from agent_kit.reporting.summary import agent_failure_of
+from agent_kit.store.records import agent_failure_of
 
 pytestmark = pytest.mark.e2e
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
-from agent_kit.reporting.summary import Summary
+from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.store import RunStore
 from agent_kit.store.events import CHAOS_EVENT

@@ -15,22 +15,16 @@ from typing import Any
 
 import pytest
 
+from agent_kit.driver.attempt import trajectory_id_for
+from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.driver.hooks import JobHooks, Progress
 from agent_kit.driver.invokers import make_invoker
-from agent_kit.driver.job import (
-    FAILED_REASON,
-    NO_REWARD_REASON,
-    NO_SAMPLE_REASON,
-    JobConfig,
-    JobHooks,
-    JobResult,
-    Progress,
-    RunConfig,
-    default_workers,
-    trajectory_id_for,
-)
+from agent_kit.driver.job import JobResult
+from agent_kit.driver.job_setup import default_workers
 from agent_kit.driver.local import run_local
 from agent_kit.errors import AgentKitError, JobFailed, UsageError
 from agent_kit.store import RunStore
+from agent_kit.store.events import FAILED_REASON, NO_REWARD_REASON, NO_SAMPLE_REASON
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,19 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.invokers.base import MAX_ANSWER_ENV
-from agent_kit.driver.job import NO_SAMPLE_REASON, JobConfig, JobResult, RunConfig
+from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import run_local
 from agent_kit.emulator.core import Emulator
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.store import INVOCATION_EVENT, RunStore
-from agent_kit.store.events import MEMORY_LIMIT_EVENT, REFUSED_REASON, TURN_LIMIT_EVENT
+from agent_kit.store.events import (
+    MEMORY_LIMIT_EVENT,
+    NO_SAMPLE_REASON,
+    REFUSED_REASON,
+    TURN_LIMIT_EVENT,
+)
 
 pytestmark = pytest.mark.e2e
 

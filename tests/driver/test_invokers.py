@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.invokers import (
     AgentCoreInvoker,
     HttpInvoker,
@@ -35,7 +36,6 @@ from agent_kit.driver.invokers import (
     make_invoker,
     parse_response_body,
 )
-from agent_kit.driver.job import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import InvokerError, UsageError
 

@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow

@@ -11,7 +11,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.store import RunStore
 

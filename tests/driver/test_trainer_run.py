@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_kit.cli import app as cli_app
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.driver.trainer_side import MODEL_ID, LocalS3
 from agent_kit.errors import UsageError

@@ -25,7 +25,7 @@ from test_invokers import AGENTS, RUNTIME_ARN, _fake_agentcore, _serve_agent
 
 from agent_kit.cli import main
 from agent_kit.contract import TrajectoryState
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.driver.tunnel import advertised_endpoint, redact, validate_advertise_url
 from agent_kit.emulator.core import Emulator

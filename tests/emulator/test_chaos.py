@@ -13,7 +13,6 @@ import pytest
 from test_emulator_server import CHAT, SIGV4, Harness, _harness, bearer
 
 from agent_kit.emulator.chaos import (
-    CHAOS_EVENT,
     FAULTS,
     PRESETS,
     Chaos,
@@ -24,6 +23,7 @@ from agent_kit.emulator.chaos import (
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import UsageError
 from agent_kit.store import RunStore
+from agent_kit.store.events import CHAOS_EVENT
 
 TOOLS_BODY = {
     "model": "default",

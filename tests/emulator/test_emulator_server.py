@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 from agent_kit.cli import app as cli_app
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
-from agent_kit.emulator.server import RequestGate, create_app
+from agent_kit.emulator.gate import RequestGate
+from agent_kit.emulator.server import create_app
 from agent_kit.errors import AccessDeniedError, ThrottlingError, UsageError
 from agent_kit.store import RunStore
 

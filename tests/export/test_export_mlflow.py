@@ -23,7 +23,8 @@ import pytest
 from helpers import holdout, play_wordle, wordle_config
 
 from agent_kit.cli import main
-from agent_kit.driver.job import JobConfig, JobHooks, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.export.mlflow import default_tracking_uri, export_run

@@ -12,12 +12,12 @@ import pytest
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import (
     CASSETTE_FORMAT,
-    Recording,
     load_recording,
     open_recording,
     read_cassette,
     write_cassette,
 )
+from agent_kit.replay.recording import Recording
 from agent_kit.store import RewardRow, Rollout, RunStore, TrajectoryRow, TurnRow
 from agent_kit.store.records import turn_totals_of
 
@@ -271,11 +271,11 @@ def test_open_recording_takes_a_path_or_a_loaded_recording(tmp_path: Path) -> No
         open_recording(two, ["nope"])
 
 
-def test_recording_types_are_the_same_objects_from_both_modules() -> None:
-    """The recording types moved to replay.recording stay importable from replay.cassette."""
-    from agent_kit.replay import cassette, recording
+def test_recording_episodes_are_the_store_records_of_finished_rollouts() -> None:
+    """A recording's episodes are the store's Rollout records; finished states replay.
 
-    assert cassette.Recording is recording.Recording
-    assert cassette.Rollout is recording.Rollout is Rollout  # episodes are the store's record
-    assert cassette.TurnRow is TurnRow
-    assert cassette.REPLAYABLE_STATES == recording.REPLAYABLE_STATES == {"REWARDED", "FAILED"}
+    (Where each name is imported from is tests/test_public_api.py's rule.)"""
+    from agent_kit.replay import recording
+
+    assert recording.Rollout is Rollout  # episodes are the store's record
+    assert {"REWARDED", "FAILED"} == recording.REPLAYABLE_STATES

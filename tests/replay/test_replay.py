@@ -22,21 +22,20 @@ from typing import Any
 import pytest
 
 from agent_kit.cli import main
-from agent_kit.driver.job import RunConfig
+from agent_kit.driver.config import RunConfig
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.replay.cassette import Recording, load_recording
-from agent_kit.replay.engine import (
+from agent_kit.replay.cassette import load_recording
+from agent_kit.replay.engine import replay_run
+from agent_kit.replay.helpers import assert_replays, record, recorded_run
+from agent_kit.replay.policy import (
     Normalization,
     ReplayBackend,
     ReplayDivergenceError,
-    ReplayReport,
-    compare_rewards,
-    replay_run,
     request_diff,
 )
-from agent_kit.replay.helpers import assert_replays, record, recorded_run
-from agent_kit.replay.verdicts import judge
+from agent_kit.replay.recording import Recording
+from agent_kit.replay.verdicts import ReplayReport, compare_rewards, judge
 from agent_kit.store import RewardRow, Rollout, RunStore, TrajectoryRow, TurnRow
 from agent_kit.store.records import turn_totals_of
 
@@ -458,7 +457,7 @@ def test_counter_cassette_export_replays_without_the_store(
 
 def test_standalone_replay_policy_reproduces_a_run(counter_run: Path, tmp_path: Path) -> None:
     """`agent-kit run --policy replay:RUN_DIR` on the same prompts reproduces every reward."""
-    from agent_kit.driver.job import JobConfig
+    from agent_kit.driver.config import JobConfig
     from agent_kit.driver.local import run_local
 
     recording = load_recording(counter_run)
@@ -664,9 +663,12 @@ async def test_a_failing_backend_close_is_logged_at_debug_with_the_job(
     assert record_.exc_info is not None
 
 
-def test_engine_keeps_the_in_process_replay_importable() -> None:
-    """replay_in_process, moved to replay.inprocess, is the same function from replay.engine."""
-    from agent_kit.replay import engine, inprocess
+def test_the_replay_face_exports_the_python_api() -> None:
+    """replay_run and replay_in_process (and the report types) come from the replay face."""
+    import agent_kit.replay as face
+    from agent_kit.replay import engine, inprocess, verdicts
 
-    assert engine.replay_in_process is inprocess.replay_in_process
-    assert "replay_in_process" in engine.__all__
+    assert face.replay_run is engine.replay_run
+    assert face.replay_in_process is inprocess.replay_in_process
+    assert face.ReplayReport is verdicts.ReplayReport
+    assert "replay_in_process" not in engine.__all__

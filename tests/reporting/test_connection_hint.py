@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import AGENTS, WORDLE_AGENT, holdout, wordle_policy
 
-from agent_kit.driver.job import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.reporting.hints import connection_hint, connection_stats
 from agent_kit.reporting.summary import resolve_job

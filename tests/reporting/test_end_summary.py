@@ -21,17 +21,15 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from agent_kit.cli import app
-from agent_kit.reporting.report import num, render_terminal
-from agent_kit.reporting.summary import (
-    INTERRUPTED_STATE,
-    RunFigures,
-    Summary,
-    summarize_records,
-)
+from agent_kit.reporting.summary import summarize_records
+from agent_kit.reporting.summary_schema import Summary
+from agent_kit.reporting.terminal import num, render_terminal
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store import Rollout
 from agent_kit.store.layout import RunLayout
+from agent_kit.store.records import INTERRUPTED_STATE
 from agent_kit.store.rows import JobRow
+from agent_kit.store.run_figures import RunFigures
 
 GOLDEN = Path(__file__).parent / "golden"
 REGEN = os.environ.get("AGENT_KIT_REGEN_GOLDEN") == "1"

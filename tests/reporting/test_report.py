@@ -22,8 +22,10 @@ from agent_kit.cli.report import register
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting import svg as _svg
 from agent_kit.reporting.page import SCRIPT
-from agent_kit.reporting.report import render_html, render_json, render_terminal, write_reports
-from agent_kit.reporting.summary import SUMMARY_SCHEMA, Summary, summarize
+from agent_kit.reporting.report import render_html, write_reports
+from agent_kit.reporting.summary import summarize
+from agent_kit.reporting.summary_schema import SUMMARY_SCHEMA, Summary
+from agent_kit.reporting.terminal import render_json, render_terminal
 from agent_kit.store import RunStore, TrajectoryRow, TurnRow
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 

@@ -11,15 +11,15 @@ import pytest
 from fakes.rollouts import rollout
 from pydantic import ValidationError
 
-from agent_kit.reporting.summary import (
+from agent_kit.reporting.summary import summarize_records
+from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
     SUMMARY_SCHEMA_V1,
-    RunFigures,
     Summary,
     read_summary,
-    summarize_records,
 )
 from agent_kit.store import JobRow
+from agent_kit.store.run_figures import RunFigures
 
 JOB = JobRow(
     arn="arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/versions",

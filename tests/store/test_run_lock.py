@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.driver.job import JobConfig, JobHooks, Progress, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.driver.hooks import JobHooks, Progress
 from agent_kit.driver.local import run_local
 from agent_kit.errors import RunInUse
 from agent_kit.store import RunStore
