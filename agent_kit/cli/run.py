@@ -133,7 +133,8 @@ def _check_rollouts(result: JobResult) -> None:
 
 def _play(config: RunConfig, console: Console, err: Console, *, live: bool) -> LocalRun:
     """Play the run to its end (or its graceful stop), with the live display when ``live``;
-    the first signal is announced on stderr. Raises :class:`Aborted` after a second one."""
+    the first signal is announced on stderr. Raises :class:`~agent_kit.errors.Aborted` after a
+    second one."""
 
     stopping = announcer(err, config.grace)
     if not live:

@@ -102,7 +102,7 @@ def play_local(
     The first SIGINT/SIGTERM stops the job gracefully (``config.grace`` seconds for the
     rollouts in flight) and calls ``on_stop`` with the signal; the result then has status
     ``interrupted``. A second one aborts at once: the store is closed and the summary written,
-    then :class:`~agent_kit.driver.stop.Aborted` is raised. ``progress`` gets every progress
+    then :class:`~agent_kit.errors.Aborted` is raised. ``progress`` gets every progress
     snapshot. Raises what :func:`run_local` raises for bad settings or an agent that cannot
     start. Call :meth:`RunConfig.check` first to refuse bad options before anything is created.
     """

@@ -60,7 +60,6 @@ from agent_kit.replay.policy import (
     Divergence,
     Normalization,
     ReplayBackend,
-    ReplayDivergenceError,
     render_request,
     request_diff,
 )
@@ -90,7 +89,6 @@ __all__ = [
     "EpisodeReport",
     "Normalization",
     "ReplayBackend",
-    "ReplayDivergenceError",
     "ReplayReport",
     "compare_rewards",
     "describe",

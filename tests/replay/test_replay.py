@@ -25,11 +25,11 @@ from agent_kit.cli import main
 from agent_kit.driver.job import RunConfig
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
+from agent_kit.errors import ReplayDivergenceError
 from agent_kit.replay.cassette import Recording, load_recording
 from agent_kit.replay.engine import (
     Normalization,
     ReplayBackend,
-    ReplayDivergenceError,
     ReplayReport,
     compare_rewards,
     replay_run,
