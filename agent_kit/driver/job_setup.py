@@ -114,7 +114,7 @@ def plan_slots(
                 states = {r.state for r in rows}
                 if slot in done_events or states & TrajectoryState.settled():
                     counts["done"] += 1
-                    if "REWARDED" in states:
+                    if TrajectoryState.REWARDED.value in states:
                         counts["succeeded"] += 1
                     else:
                         counts["failed"] += 1
@@ -131,7 +131,7 @@ def step_prompts(step: int, batch_size: int, n_prompts: int) -> list[int]:
 
 def expire_stale(emu: Emulator, store: RunStore, job_arn: str) -> int:
     """Mark TIMED_OUT (reason "resumed") what a dead driver left OPEN/READY; return how many."""
-    stale = store.list_trajectories(job_arn=job_arn, states=["OPEN", "READY"])
+    stale = store.list_trajectories(job_arn=job_arn, states=TrajectoryState.unfinished())
     for row in stale:
         emu.expire(row.id, RESUMED_REASON)
     return len(stale)

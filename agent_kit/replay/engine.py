@@ -423,7 +423,7 @@ async def _replay_episode(
     state = emu.state(tid)
     error: str | None = None
     if attempt.kind != "rewarded" and not (
-        state is TrajectoryState.FAILED and episode.trajectory.state == "FAILED"
+        state is TrajectoryState.FAILED and episode.trajectory.state == TrajectoryState.FAILED
     ):
         error = attempt.reason or f"the rollout ended {getattr(state, 'value', state)}"
     result = attempt.result

@@ -29,12 +29,11 @@ from typing import Final, Literal
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
-from agent_kit.store.records import REWARDED, Rollout
+from agent_kit.store.records import Rollout
 
 __all__ = [
     "ADVANTAGE_EPS",
     "ADVANTAGE_KINDS",
-    "REWARDED",
     "AdvantageKind",
     "GroupResult",
     "TokenUsage",

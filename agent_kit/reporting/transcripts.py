@@ -262,9 +262,9 @@ def stop_reason(record: Rollout, detail: Mapping[str, Any] | None, threshold: fl
     body = detail.get("body") if detail else None
     body = body if isinstance(body, dict) else {}
     status = detail.get("status") if detail else None
-    if record.state == "TIMED_OUT":
+    if record.state == TrajectoryState.TIMED_OUT:
         return f"timeout — failed, no reward ({record.reason or 'rollout_timeout'})"
-    if record.state == "FAILED":
+    if record.state == TrajectoryState.FAILED:
         return f"failed, no reward: {record.reason or 'the trajectory was failed'}"
     if record.state != TrajectoryState.REWARDED:
         return f"pending (state {record.state}: no outcome yet)"
