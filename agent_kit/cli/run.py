@@ -71,8 +71,9 @@ from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import DEFAULT_STOP_GRACE_S, ROLLOUTS_FAILED, JobConfig, JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.errors import RewardError, UsageError
-from agent_kit.reporting.report import SUMMARY_FILE, render_terminal
+from agent_kit.reporting.report import render_terminal
 from agent_kit.reporting.words import plural
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["register"]
 
@@ -93,7 +94,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
     except Exception as exc:  # noqa: BLE001 - the digest below still shows the essentials
         err.print(
             f"warning: the end summary could not be rendered ({type(exc).__name__}: {exc}); "
-            f"the summary is in {result.run_dir / SUMMARY_FILE}",
+            f"the summary is in {RunLayout(result.run_dir).summary}",
             markup=False,
         )
         return Text(
@@ -120,7 +121,7 @@ def _print_result(
     if mlflow is not None:
         mlflow.export(result, console, err, as_json=as_json)
     if result.status == "failed":
-        err.print(f"summary written to {result.run_dir / SUMMARY_FILE}", markup=False)
+        err.print(f"summary written to {RunLayout(result.run_dir).summary}", markup=False)
         result.raise_for_status()
 
 

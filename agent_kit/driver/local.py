@@ -24,11 +24,12 @@ from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.driver.tunnel import redact
 from agent_kit.emulator.policies import PolicyBackend
 from agent_kit.errors import RunStoreError
-from agent_kit.reporting.report import REPORT_FILE, SUMMARY_FILE, write_reports
+from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import REPORT_ERROR_EVENT
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["REPORT_ERROR_EVENT", "LocalRun", "play_local", "run_local", "write_run_outputs"]
 
@@ -57,8 +58,8 @@ def write_run_outputs(
         error = f"{type(exc).__name__}: {exc}"
         store.add_event(REPORT_ERROR_EVENT, {"error": error})
         logger.warning("report.html of %s was not written: %s", job_arn, error)
-        (run_dir / REPORT_FILE).unlink(missing_ok=True)
-        paths = (run_dir / SUMMARY_FILE,)
+        RunLayout(run_dir).report.unlink(missing_ok=True)
+        paths = (RunLayout(run_dir).summary,)
         text = json.dumps(summary.document(), indent=2, default=str)
         paths[0].write_text(text + "\n", encoding="utf-8")
     if token:

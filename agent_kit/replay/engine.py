@@ -71,7 +71,7 @@ from agent_kit.replay.verdicts import (
     describe,
     judge,
 )
-from agent_kit.store import RUN_FILE, Rollout
+from agent_kit.store import Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
 
@@ -137,7 +137,7 @@ def _run_name(prefix: str, recording: Recording) -> str:
 
 def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
     candidate, n = name, 1
-    while (parent / candidate / RUN_FILE).exists():
+    while RunLayout(parent / candidate).store.exists():
         n += 1
         candidate = f"{name}-{n}"
     return parent / candidate, candidate

@@ -54,14 +54,14 @@ _KEPT: Final = {
 
 def adapter_dir(run_dir: Path, step: int) -> Path:
     """The adapter saved after ``step`` (0-based)."""
-    return run_dir / ADAPTERS_DIR / f"step-{step:04d}"
+    return RunLayout(run_dir).step_adapter(step)
 
 
 def last_adapter(run_dir: Path) -> tuple[int, Path] | None:
     """The latest complete adapter of a run: ``(step, folder)``, or None."""
     found = [
         (int(p.name.split("-", 1)[1]), p)
-        for p in (run_dir / ADAPTERS_DIR).glob("step-*")
+        for p in RunLayout(run_dir).adapters.glob("step-*")
         if p.name.split("-", 1)[1].isdigit() and (p / "adapter_config.json").is_file()
     ]
     return max(found) if found else None
