@@ -100,7 +100,6 @@ __all__ = [
 
 logger = logging.getLogger("agent_kit.replay")
 
-#: Event kind recorded in the replay run for each divergence.
 #: Report file written into the replay's run directory.
 REPORT_FILE: Final = REPLAY_REPORT_FILE
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")

@@ -101,7 +101,6 @@ __all__ = [
 ]
 
 #: Steps of the projection when the caller gives none: the published reference run's 100.
-#: The summary's file name in a run directory.
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
 
