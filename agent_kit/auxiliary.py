@@ -33,7 +33,7 @@ from strands.models.openai import OpenAIModel
 
 from agent_kit.contract import HEADER_JOB_ARN, HEADER_TRAJECTORY_ID, RolloutPayload
 from agent_kit.contract import resolve_endpoint as _resolve_endpoint
-from agent_kit.errors import AgentKitError
+from agent_kit.errors import AuxiliaryError
 from agent_kit.policy_client import TokenProvider, default_token_provider
 from agent_kit.transport import OpenAIChat
 
@@ -43,7 +43,6 @@ __all__ = [
     "AUX_URL_ENV",
     "AuxKind",
     "AuxTarget",
-    "AuxiliaryError",
     "aux_model",
     "current_target",
     "target_for",
@@ -59,12 +58,6 @@ AUX_API_KEY_ENV: Final = "AGENT_KIT_AUX_API_KEY"
 #: The header naming the kind of an auxiliary call on the emulator's route.
 AUX_KIND_HEADER: Final = "X-Agent-Kit-Aux-Kind"
 _TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
-
-
-class AuxiliaryError(AgentKitError):
-    """No auxiliary model is configured, or an auxiliary call could not be made."""
-
-    exit_code = 2
 
 
 @dataclass(frozen=True)

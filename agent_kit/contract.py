@@ -253,6 +253,11 @@ class TrajectoryState(str, Enum):
         return _UNREWARDED
 
     @classmethod
+    def unfinished(cls) -> frozenset[TrajectoryState]:
+        """The states a rollout still leaves: OPEN, READY (a driver's stale ones on resume)."""
+        return _UNFINISHED
+
+    @classmethod
     def settled(cls) -> frozenset[TrajectoryState]:
         """The terminal states the agent itself reached: REWARDED or FAILED (``Status:
         failed``); a slot with one is done and never played again (TIMED_OUT is retried)."""
@@ -269,6 +274,7 @@ class TrajectoryState(str, Enum):
 _UNREWARDED: Final = frozenset({TrajectoryState.FAILED, TrajectoryState.TIMED_OUT})
 _FINISHED: Final = _UNREWARDED | {TrajectoryState.REWARDED}
 _SETTLED: Final = frozenset({TrajectoryState.REWARDED, TrajectoryState.FAILED})
+_UNFINISHED: Final = frozenset({TrajectoryState.OPEN, TrajectoryState.READY})
 
 
 class CompleteRolloutBody(_Model):

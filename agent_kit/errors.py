@@ -6,10 +6,14 @@ contract's error type name (``x-amzn-ErrorType``)::
 
     AgentKitError                       exit 1
     ├── UsageError                      exit 2   bad CLI arguments or configuration
-    │   └── TemplateError               exit 2   bad template variables / target exists
+    │   ├── TemplateError               exit 2   bad template variables / target exists
+    │   └── NothingToLearn              exit 2   ``train``'s probe groups all scored alike
+    ├── AuxiliaryError                  exit 2   no auxiliary model, or its call failed
     ├── ContractError                   exit 3   a payload or wire body violates docs/contract.md
     ├── JobRuntimeError                 exit 4   an error in the Job Runtime error shape
     │   ├── ValidationError             400 ValidationException
+    │   │   ├── BodyError               400 one field of a request body (``param``)
+    │   │   └── ReplayDivergenceError   400 a replayed episode left its recording
     │   ├── QuotaExceededError          402 ServiceQuotaExceededException
     │   ├── AccessDeniedError           403 AccessDeniedException
     │   ├── NotFoundError               404 ResourceNotFoundException
@@ -17,7 +21,9 @@ contract's error type name (``x-amzn-ErrorType``)::
     │   ├── ThrottlingError             429 ThrottlingException
     │   └── InternalServiceError        500 InternalServiceError
     ├── PolicyError                     exit 5   the policy endpoint failed or answered garbage
+    │   └── ScriptedPolicyError         exit 5   a scripted policy raised or returned garbage
     ├── EnvironmentFailure              exit 6   the user's environment raised (``invoke``)
+    │   └── SimulatedUserError          exit 6   a simulated user could not answer
     ├── RewardError                     exit 6   the reward function raised or was not finite
     │   └── JudgeError                  exit 6   an LLM judge failed or answered nonsense
     ├── ReportingError                  exit 7   a rollout was not reported (``invoke``)
@@ -26,7 +32,8 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── ReplayMismatch                  exit 10  a replay diverged or a reward changed
     ├── DeployError                     exit 11  packaging or deployment refused or failed
     ├── RunInUse                        exit 12  another live driver owns the run directory
-    └── RunStoreError                   exit 14  run dir unwritable or gone, or store damaged
+    ├── RunStoreError                   exit 14  run dir unwritable or gone, or store damaged
+    └── Aborted                         exit 130 a second signal cut a graceful stop short
 
 (Exit 13 is ``agent-kit doctor``'s "an error finding": a verdict, not an exception.)
 
@@ -35,18 +42,25 @@ names the failure in its answer. ``agent-kit invoke`` (one rollout, the debuggin
 them into exit codes after printing the transcript: :class:`ReportingError` when the rollout was
 not reported (the agent's CompleteRollout/UpdateReward failed after its retries, or the rollout
 ended without a reward), else :class:`EnvironmentFailure` / :class:`RewardError` when the
-agent's answer names an ``environment`` / ``reward`` failure. The CLI exits 130 on Ctrl-C.
+agent's answer names an ``environment`` / ``reward`` failure. The CLI exits 130 on Ctrl-C;
+``run`` and ``train`` turn an :class:`Aborted` into 130 (SIGINT) or 143 (SIGTERM), the first
+signal's code. :class:`SimulatedUserError` is also a ``RuntimeError``, as it was before it joined
+the tree.
 
 Nothing here imports anything outside the standard library.
 """
 
 from __future__ import annotations
 
+import signal
 from typing import ClassVar
 
 __all__ = [
+    "Aborted",
     "AccessDeniedError",
     "AgentKitError",
+    "AuxiliaryError",
+    "BodyError",
     "ConflictError",
     "ContractError",
     "DeployError",
@@ -57,13 +71,17 @@ __all__ = [
     "JobRuntimeError",
     "JudgeError",
     "NotFoundError",
+    "NothingToLearn",
     "PolicyError",
     "QuotaExceededError",
+    "ReplayDivergenceError",
     "ReplayMismatch",
     "ReportingError",
     "RewardError",
     "RunInUse",
     "RunStoreError",
+    "ScriptedPolicyError",
+    "SimulatedUserError",
     "TemplateError",
     "ThrottlingError",
     "UsageError",
@@ -95,6 +113,16 @@ class TemplateError(UsageError):
     """Template variables failed validation, or the target directory exists."""
 
 
+class NothingToLearn(UsageError):
+    """The preflight's probe groups all scored alike: training would have no gradient."""
+
+
+class AuxiliaryError(AgentKitError):
+    """No auxiliary model is configured, or an auxiliary call could not be made."""
+
+    exit_code = 2
+
+
 class ContractError(AgentKitError):
     """A payload or wire body does not follow docs/contract.md (maps to HTTP 400 at the agent)."""
 
@@ -118,6 +146,18 @@ class ValidationError(JobRuntimeError):
 
     status = 400
     error_type = "ValidationException"
+
+
+class BodyError(ValidationError):
+    """A 400 ValidationException about one field of a request body (``param``, OpenAI style)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class ReplayDivergenceError(ValidationError):
+    """Raised by the replay backend to stop an episode that diverged (served as a 400)."""
 
 
 class QuotaExceededError(JobRuntimeError):
@@ -188,10 +228,19 @@ class PolicyError(AgentKitError):
     exit_code = 5
 
 
+class ScriptedPolicyError(PolicyError):
+    """A scripted policy raised, or returned something that is not a reply."""
+
+
 class EnvironmentFailure(AgentKitError):
     """The user's environment raised during reset or a tool call (the rollout's answer says so)."""
 
     exit_code = 6
+
+
+class SimulatedUserError(EnvironmentFailure, RuntimeError):
+    """The simulated user could not answer (its model failed or gave no message); still a
+    ``RuntimeError``, as it was before it joined the tree."""
 
 
 class RewardError(AgentKitError):
@@ -251,3 +300,15 @@ class RunStoreError(AgentKitError):
     """
 
     exit_code = 14
+
+
+class Aborted(AgentKitError):
+    """A second signal cut the graceful stop short; ``signum`` is the first one received.
+
+    ``agent-kit run``/``train`` exit with that signal's code (130 for SIGINT, 143 for SIGTERM)."""
+
+    exit_code = 130
+
+    def __init__(self, signum: signal.Signals) -> None:
+        super().__init__(f"aborted by a second signal after {signum.name}")
+        self.signum = signum

@@ -52,6 +52,7 @@ from agent_kit._report_retries import (
     count_attempts,
     pace_retries,
 )
+from agent_kit.contract import TrajectoryState
 
 __all__ = [
     "ReportResult",
@@ -65,8 +66,9 @@ __all__ = [
 logger = logging.getLogger("agent_kit.runtime_client")
 
 SERVICE: Final = "sagemakerjobruntime"
-_STATE_RE: Final = re.compile(r"\b(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
-_FROM_STATE_RE: Final = re.compile(r"\bfrom\s+(OPEN|READY|REWARDED|FAILED|TIMED_OUT)\b")
+_STATES: Final = "|".join(state.value for state in TrajectoryState)
+_STATE_RE: Final = re.compile(rf"\b({_STATES})\b")
+_FROM_STATE_RE: Final = re.compile(rf"\bfrom\s+({_STATES})\b")
 _TOKEN_NAMESPACE: Final = uuid.UUID("5b0f8c3e-6a0e-4c53-9d8e-6d1f3a7c2b10")
 
 _lock = threading.Lock()
@@ -387,5 +389,7 @@ def _already_done(operation: Operation, status: str, message: str) -> bool:
         return False
     state = found.group(1)
     if operation == "CompleteRollout":
-        return state in ("READY", "REWARDED") if status == "ready" else state == "FAILED"
-    return state == "REWARDED"
+        if status == "ready":
+            return state in (TrajectoryState.READY, TrajectoryState.REWARDED)
+        return state == TrajectoryState.FAILED
+    return state == TrajectoryState.REWARDED

@@ -32,8 +32,9 @@ from typing import Any, ClassVar, Final
 
 from agent_kit.auxiliary import aux_model
 from agent_kit.environment import Environment
+from agent_kit.errors import SimulatedUserError
 
-__all__ = ["SimulatedUser", "SimulatedUserError"]
+__all__ = ["SimulatedUser"]
 
 _GREETINGS: Final = (
     "hi! how can I help you today?",
@@ -42,10 +43,6 @@ _GREETINGS: Final = (
     "good day! what can I do for you?",
     "hello! what would you like to know?",
 )
-
-
-class SimulatedUserError(RuntimeError):
-    """The simulated user could not answer (its model failed or gave no message)."""
 
 
 def _greeting(opening: str) -> str:

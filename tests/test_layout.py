@@ -74,8 +74,8 @@ def test_runtime_half_is_the_top_level_files() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert runtime_modules() == top
     assert PACKAGE.resolve() == PACKAGE_DIR
-    assert {"app", "contract", "errors", "policy_client", "runtime_client"}
-    assert {"episode_loop", "transport"} <= set(top) <= set(top)
+    named = {"app", "contract", "errors", "policy_client", "runtime_client"}
+    assert named | {"episode_loop", "transport"} <= set(runtime_modules())
 
 
 def test_app_import_closure_stays_in_the_runtime_half() -> None:
@@ -173,12 +173,12 @@ def test_no_project_file_is_git_ignored() -> None:
 
 
 #: Size limits of the code (docs/internals.md): a module past them holds more than one idea.
-MAX_MODULE_LINES = 600
+MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
 
-def test_no_module_over_600_lines_and_no_function_over_80() -> None:
-    """Every module of agent_kit is under 600 lines and every function under 80 (from its
+def test_no_module_over_500_lines_and_no_function_over_80() -> None:
+    """Every module of agent_kit is at most 500 lines and every function under 80 (from its
     ``def`` line to its last line)."""
     too_long = []
     for path in sorted(PACKAGE.rglob("*.py")):

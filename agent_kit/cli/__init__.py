@@ -33,6 +33,7 @@ from agent_kit.cli import (
     emulate,
     export,
     invoke,
+    job,
     replay,
     report,
     run,
@@ -176,7 +177,19 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, invoke, report, replay, export, scaffold, deploy, doctor, train):
+for _commands in (
+    emulate,
+    run,
+    invoke,
+    report,
+    replay,
+    export,
+    scaffold,
+    deploy,
+    job,
+    doctor,
+    train,
+):
     _commands.register(app)
 del _commands
 

@@ -36,7 +36,8 @@ from agent_kit.errors import (
     RewardError,
     UsageError,
 )
-from agent_kit.reporting.transcripts import NOT_RECORDED, fmt, last_tool_results
+from agent_kit.reporting.tool_results import NOT_RECORDED, last_tool_results
+from agent_kit.reporting.transcripts import fmt
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, TurnRow
 from agent_kit.store.events import NO_REWARD_REASON

@@ -38,7 +38,7 @@ from agent_kit.reporting.summary import resolve_job
 from agent_kit.reporting.summary_schema import Projection, flat_config, read_summary
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, load_rollouts, resolve_path
-from agent_kit.store.layout import SUMMARY_FILE
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["plan_cmd"]
 
@@ -197,7 +197,7 @@ class RanShape:
 
 
 def _ran_shape(run_dir: Path, config: dict[str, Any]) -> RanShape:
-    summary = read_summary(run_dir / SUMMARY_FILE)
+    summary = read_summary(RunLayout(run_dir).summary)
     prompts, group = config.get("batch_size"), config.get("group_size")
     return RanShape(
         prompts=prompts if isinstance(prompts, int) else None,

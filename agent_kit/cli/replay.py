@@ -95,7 +95,8 @@ def _normalization(
     )
 
 
-#: The ``replay run`` options whose declarations take several lines.
+# The ``replay run`` options whose declarations take several lines (a plain comment: it
+# describes the four aliases below, not only the first).
 _Source = Annotated[
     Path, typer.Argument(help=f"Recorded run directory ({RUN_FILE}) or cassette (.jsonl).")
 ]

@@ -19,7 +19,7 @@ from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.terminal import render_json, render_terminal
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import REPORT_FILE, RUN_FILE, SUMMARY_FILE
+from agent_kit.store.layout import COMPARISON_FILE, REPORT_FILE, RUN_FILE, SUMMARY_FILE, RunLayout
 
 __all__ = ["register", "report"]
 
@@ -37,7 +37,7 @@ def report(
         Path | None,
         typer.Option(
             "--out",
-            help="Where the comparison page goes (default: OTHER/compare.html).",
+            help=f"Where the comparison page goes (default: OTHER/{COMPARISON_FILE}).",
             show_default=False,
         ),
     ] = None,
@@ -104,7 +104,7 @@ def report(
 
 
 def _compare(run_a: Path, run_b: Path, out_page: Path | None, *, as_json: bool) -> None:
-    target = out_page if out_page is not None else run_b / "compare.html"
+    target = out_page if out_page is not None else RunLayout(run_b).comparison
     if target.is_dir():
         raise UsageError(f"--out {target} is a directory: name the page's file")
     try:

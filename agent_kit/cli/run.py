@@ -73,7 +73,7 @@ from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.errors import RewardError, UsageError
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.reporting.words import plural
-from agent_kit.store.layout import SUMMARY_FILE
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["register"]
@@ -95,7 +95,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
     except Exception as exc:  # noqa: BLE001 - the digest below still shows the essentials
         err.print(
             f"warning: the end summary could not be rendered ({type(exc).__name__}: {exc}); "
-            f"the summary is in {result.run_dir / SUMMARY_FILE}",
+            f"the summary is in {RunLayout(result.run_dir).summary}",
             markup=False,
         )
         return Text(
@@ -122,7 +122,7 @@ def _print_result(
     if mlflow is not None:
         mlflow.export(result, console, err, as_json=as_json)
     if result.status == "failed":
-        err.print(f"summary written to {result.run_dir / SUMMARY_FILE}", markup=False)
+        err.print(f"summary written to {RunLayout(result.run_dir).summary}", markup=False)
         result.raise_for_status()
 
 
@@ -135,7 +135,8 @@ def _check_rollouts(result: JobResult) -> None:
 
 def _play(config: RunConfig, console: Console, err: Console, *, live: bool) -> LocalRun:
     """Play the run to its end (or its graceful stop), with the live display when ``live``;
-    the first signal is announced on stderr. Raises :class:`Aborted` after a second one."""
+    the first signal is announced on stderr. Raises :class:`~agent_kit.errors.Aborted` after a
+    second one."""
 
     stopping = announcer(err, config.grace)
     if not live:

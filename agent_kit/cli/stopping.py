@@ -3,7 +3,7 @@
 The first SIGINT/SIGTERM stops a run gracefully (:mod:`agent_kit.driver.stop`): :func:`announcer`
 says so on stderr. The run then ends with status ``interrupted`` and :func:`exit_interrupted`
 exits 130 (SIGINT) or 143 (SIGTERM), as a shell reports a signal. A second signal aborts at
-once: :func:`aborts_exit` turns the driver's :class:`~agent_kit.driver.stop.Aborted` into the
+once: :func:`aborts_exit` turns the driver's :class:`~agent_kit.errors.Aborted` into the
 same exit, after one line saying the run directory can be resumed.
 """
 
@@ -17,7 +17,8 @@ from typing import Final, NoReturn
 import typer
 from rich.console import Console
 
-from agent_kit.driver.stop import Aborted, StopHook
+from agent_kit.driver.stop import StopHook
+from agent_kit.errors import Aborted
 
 __all__ = ["SIGNAL_EXIT", "aborts_exit", "announcer", "exit_interrupted"]
 

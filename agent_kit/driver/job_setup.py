@@ -114,7 +114,7 @@ def plan_slots(
                 states = {r.state for r in rows}
                 if slot in done_events or states & TrajectoryState.settled():
                     counts["done"] += 1
-                    if "REWARDED" in states:
+                    if TrajectoryState.REWARDED.value in states:
                         counts["succeeded"] += 1
                     else:
                         counts["failed"] += 1
@@ -131,7 +131,7 @@ def step_prompts(step: int, batch_size: int, n_prompts: int) -> list[int]:
 
 def expire_stale(emu: Emulator, store: RunStore, job_arn: str) -> int:
     """Mark TIMED_OUT (reason "resumed") what a dead driver left OPEN/READY; return how many."""
-    stale = store.list_trajectories(job_arn=job_arn, states=["OPEN", "READY"])
+    stale = store.list_trajectories(job_arn=job_arn, states=TrajectoryState.unfinished())
     for row in stale:
         emu.expire(row.id, RESUMED_REASON)
     return len(stale)
@@ -190,7 +190,7 @@ def open_new(
     created = not run_dir.exists()
     lock = held or RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
     try:
-        existed = (run_dir / RUN_FILE).exists()
+        existed = RunLayout(run_dir).store.exists()
         store = RunStore.open(run_dir)
         if existed and store.list_jobs():
             store.close()
@@ -235,7 +235,7 @@ def open_resume(
     """An existing run to continue: locked (``held``: the lock the caller took already), its
     store opened, settings read from its job (entrypoint and dataset may be overridden);
     UsageError for a failed job, a missing record or a dataset that changed."""
-    if not (run_dir / RUN_FILE).is_file():
+    if not RunLayout(run_dir).store.is_file():
         raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
     lock = held or RunLock.acquire(run_dir)  # RunInUse while another driver plays this run
 

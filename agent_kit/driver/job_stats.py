@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.driver.config import DEFAULT_MAX_FLOOR_RATE
 from agent_kit.driver.job_setup import OpenedRun, plan_slots
 from agent_kit.driver.rollouts import RolloutLoop, RolloutStats, free_retry
@@ -88,7 +89,11 @@ def rollouts_verdict(
     if not finished:
         return None
     rate = DEFAULT_MAX_FLOOR_RATE if max_floor_rate is None else max_floor_rate
-    floored = [r for r in load_rollouts(run.store, job_arn, states=["REWARDED"]) if r.floor_reward]
+    floored = [
+        r
+        for r in load_rollouts(run.store, job_arn, states=[TrajectoryState.REWARDED])
+        if r.floor_reward
+    ]
     floors = len(floored)
     reasons = Counter(r.agent_failure for r in floored if r.agent_failure)
     ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))

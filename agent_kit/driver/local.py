@@ -30,7 +30,7 @@ from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import REPORT_ERROR_EVENT
-from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["LocalRun", "play_local", "run_local", "write_run_outputs"]
 
@@ -59,8 +59,8 @@ def write_run_outputs(
         error = f"{type(exc).__name__}: {exc}"
         store.add_event(REPORT_ERROR_EVENT, {"error": error})
         logger.warning("report.html of %s was not written: %s", job_arn, error)
-        (run_dir / REPORT_FILE).unlink(missing_ok=True)
-        paths = (run_dir / SUMMARY_FILE,)
+        RunLayout(run_dir).report.unlink(missing_ok=True)
+        paths = (RunLayout(run_dir).summary,)
         text = json.dumps(summary.document(), indent=2, default=str)
         paths[0].write_text(text + "\n", encoding="utf-8")
     if token:
@@ -104,7 +104,7 @@ def play_local(
     The first SIGINT/SIGTERM stops the job gracefully (``config.grace`` seconds for the
     rollouts in flight) and calls ``on_stop`` with the signal; the result then has status
     ``interrupted``. A second one aborts at once: the store is closed and the summary written,
-    then :class:`~agent_kit.driver.stop.Aborted` is raised. ``progress`` gets every progress
+    then :class:`~agent_kit.errors.Aborted` is raised. ``progress`` gets every progress
     snapshot. Raises what :func:`run_local` raises for bad settings or an agent that cannot
     start. Call :meth:`RunConfig.check` first to refuse bad options before anything is created.
     """

@@ -19,7 +19,8 @@ from agent_kit.driver.invokers import InvokeResult
 from agent_kit.driver.rollouts import RolloutLoop
 from agent_kit.driver.session import Session, open_session
 from agent_kit.errors import UsageError
-from agent_kit.store import RUN_FILE, RunStore
+from agent_kit.store import RunStore
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["InvokeOutcome", "invoke_once"]
 
@@ -63,7 +64,7 @@ async def invoke_once(config: RunConfig, prompt: str, *, run_dir: str | Path) ->
     if entrypoint is None:
         raise UsageError("give the ENTRYPOINT to invoke")
     run = Path(run_dir)
-    if (run / RUN_FILE).exists():
+    if RunLayout(run).store.exists():
         raise UsageError(f"{run} already holds a run")
     job = replace(config.job or JobConfig(), **_ONE_ROLLOUT).validated(1)
     data = Dataset(path=Path("<prompt>"), column="prompt", prompts=(prompt,))

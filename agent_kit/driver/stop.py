@@ -22,7 +22,9 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-__all__ = ["STOP_SIGNALS", "Aborted", "GracefulStop", "StopHook", "play_stoppable"]
+from agent_kit.errors import Aborted
+
+__all__ = ["STOP_SIGNALS", "GracefulStop", "StopHook", "play_stoppable"]
 
 #: The signals that stop a run.
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
@@ -31,14 +33,6 @@ StopHook = Callable[[signal.Signals], None]
 """Called once, with the first signal, as the graceful stop begins."""
 
 _T = TypeVar("_T")
-
-
-class Aborted(Exception):
-    """A second signal cut the graceful stop short; ``signum`` is the first one received."""
-
-    def __init__(self, signum: signal.Signals) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class GracefulStop:

@@ -3,7 +3,7 @@
 The emulator's turn path (:meth:`agent_kit.emulator.core.Emulator.turn`) validates the body the
 way the service does, through :class:`~agent_kit.emulator.schemas.ChatCompletionBody` (messages
 and their roles, model, tools, sampling parameters; a bad field is a
-:class:`~agent_kit.emulator.schemas.BodyError`, i.e. a 400 naming the field) and hands the policy a
+:class:`~agent_kit.errors.BodyError`, i.e. a 400 naming the field) and hands the policy a
 :class:`~agent_kit.emulator.schemas.PolicyRequest` with flattened message content and a
 per-turn RNG seeded deterministically from the rollout's slot.
 """

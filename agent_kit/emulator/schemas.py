@@ -40,11 +40,10 @@ from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import NotRequired, TypedDict
 
 from agent_kit.contract import InferenceParams
-from agent_kit.errors import ValidationError
+from agent_kit.errors import BodyError
 
 __all__ = [
     "CHAT_ROLES",
-    "BodyError",
     "ChatCompletionBody",
     "ChatMessage",
     "MintRolloutBody",
@@ -161,14 +160,6 @@ def coerce_reply(value: object) -> PolicyReply:
 
 
 # -- wire bodies the server validates ------------------------------------------------------------
-
-
-class BodyError(ValidationError):
-    """A 400 ValidationException about one field of a request body (``param``, OpenAI style)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
 
 
 def _param(loc: tuple[int | str, ...]) -> str | None:

@@ -53,7 +53,7 @@ from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.train_view import load_train_figures
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE, TRAIN_HTML, TRAIN_JSON
+from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON, RunLayout
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -293,7 +293,7 @@ def _write_traces(
 def _artifacts(folder: Path, summary: Summary, store: RunStore) -> list[Path]:
     """summary.json and report.html of the run, written first when either is missing or is
     another job's (or the summary.json cannot be read as a summary)."""
-    paths = [folder / SUMMARY_FILE, folder / REPORT_FILE]
+    paths = [RunLayout(folder).summary, RunLayout(folder).report]
     current = False
     if all(p.is_file() for p in paths):
         on_disk = read_summary(paths[0])

@@ -39,7 +39,8 @@ from typing import Any, Final, Literal
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.reporting.breakdown import RunData
-from agent_kit.reporting.transcripts import last_tool_results, stop_reason
+from agent_kit.reporting.tool_results import last_tool_results
+from agent_kit.reporting.transcripts import stop_reason
 from agent_kit.store import Rollout, RunStore, TurnRow
 from agent_kit.store.records import breakdown_of
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
         Divergence,
         Normalization,
         ReplayBackend,
-        ReplayDivergenceError,
     )
     from agent_kit.replay.recording import Recording
     from agent_kit.replay.verdicts import EpisodeReport, ReplayReport
@@ -35,7 +34,6 @@ _HOMES = {
     "Normalization": "policy",
     "Recording": "recording",
     "ReplayBackend": "policy",
-    "ReplayDivergenceError": "policy",
     "ReplayReport": "verdicts",
     "load_recording": "cassette",
     "read_cassette": "cassette",
@@ -50,7 +48,6 @@ __all__ = [
     "Normalization",
     "Recording",
     "ReplayBackend",
-    "ReplayDivergenceError",
     "ReplayReport",
     "load_recording",
     "read_cassette",

@@ -39,6 +39,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.errors import UsageError
 from agent_kit.replay.recording import Recording, read_run
 from agent_kit.store import RewardRow, Rollout, TrajectoryRow, TurnRow
@@ -169,7 +170,7 @@ class CassetteEpisode(_Strict):
     step: int = Field(0, ge=0)
     prompt_index: int = Field(0, ge=0)
     sample_index: int = Field(0, ge=0)
-    state: str = "REWARDED"
+    state: str = TrajectoryState.REWARDED.value
     reward: CassetteReward | None = None
     reward_breakdown: dict[str, dict[str, Any]] | None = None
     turns: list[CassetteTurn]

@@ -65,7 +65,7 @@ from agent_kit.replay.verdicts import (
     ReplayReport,
     judge,
 )
-from agent_kit.store import RUN_FILE, Rollout
+from agent_kit.store import Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
 
@@ -79,7 +79,6 @@ __all__ = ["replay_run"]
 
 logger = logging.getLogger("agent_kit.replay")
 
-#: Event kind recorded in the replay run for each divergence.
 #: Report file written into the replay's run directory.
 REPORT_FILE: Final = REPLAY_REPORT_FILE
 _NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9]+")
@@ -116,7 +115,7 @@ def _run_name(prefix: str, recording: Recording) -> str:
 
 def _fresh_dir(parent: Path, name: str) -> tuple[Path, str]:
     candidate, n = name, 1
-    while (parent / candidate / RUN_FILE).exists():
+    while RunLayout(parent / candidate).store.exists():
         n += 1
         candidate = f"{name}-{n}"
     return parent / candidate, candidate
@@ -402,7 +401,7 @@ async def _replay_episode(
     state = emu.state(tid)
     error: str | None = None
     if attempt.kind != "rewarded" and not (
-        state is TrajectoryState.FAILED and episode.trajectory.state == "FAILED"
+        state is TrajectoryState.FAILED and episode.trajectory.state == TrajectoryState.FAILED
     ):
         error = attempt.reason or f"the rollout ended {getattr(state, 'value', state)}"
     result = attempt.result

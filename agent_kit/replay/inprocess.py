@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
-from agent_kit.errors import UsageError
+from agent_kit.errors import ReplayDivergenceError, UsageError
 from agent_kit.replay.cassette import open_recording
 from agent_kit.replay.policy import (
     Divergence,
     Normalization,
-    ReplayDivergenceError,
     first_difference,
     reply_from_completion,
     request_diff,

@@ -31,7 +31,7 @@ from agent_kit.emulator.policies import (
     Usage,
 )
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.errors import UsageError, ValidationError
+from agent_kit.errors import ReplayDivergenceError, UsageError
 from agent_kit.replay.cassette import load_recording
 from agent_kit.replay.recording import Recording
 from agent_kit.store import Rollout
@@ -42,7 +42,6 @@ __all__ = [
     "Divergence",
     "Normalization",
     "ReplayBackend",
-    "ReplayDivergenceError",
     "first_difference",
     "from_spec",
     "render_request",
@@ -230,10 +229,6 @@ class Divergence:
     def summary(self) -> str:
         """One line: the turn (0-based) and the first differing field."""
         return f"diverged at turn {self.turn}: {self.where}"
-
-
-class ReplayDivergenceError(ValidationError):
-    """Raised by the replay backend to stop an episode that diverged (served as a 400)."""
 
 
 # -- the policy backend ----------------------------------------------------------------------------

@@ -445,8 +445,8 @@ def failure_overview(data: RunData) -> FailureOverview:
         non_finite_ids=tuple(r.id for r in non_finite[:_LIST_LIMIT]),
         job=_by_reason(job),
         rollouts=_by_reason([(r.reason or r.state, r.id) for r in failed]),
-        timed_out=sum(1 for r in failed if r.state == "TIMED_OUT"),
-        failed_state=sum(1 for r in failed if r.state == "FAILED"),
+        timed_out=sum(1 for r in failed if r.state == TrajectoryState.TIMED_OUT),
+        failed_state=sum(1 for r in failed if r.state == TrajectoryState.FAILED),
         lost_slots=sum(g.lost for g in data.groups),
         retried=sum(1 for r in failed if r.id in retried_ids),
     )

@@ -64,7 +64,7 @@ class ChaosReport:
 
 
 def _outcome(record: Rollout, retries: dict[str, list[Rollout]]) -> str:
-    if record.state == "REWARDED":
+    if record.state == TrajectoryState.REWARDED:
         return "floor" if record.floor_reward else "recovered"
     if record.state in TrajectoryState.unrewarded():
         todo, seen = list(retries.get(record.id, ())), set()
@@ -73,7 +73,7 @@ def _outcome(record: Rollout, retries: dict[str, list[Rollout]]) -> str:
             if retry.id in seen:
                 continue
             seen.add(retry.id)
-            if retry.state == "REWARDED":
+            if retry.state == TrajectoryState.REWARDED:
                 return "retried"
             todo.extend(retries.get(retry.id, ()))
         return "lost"

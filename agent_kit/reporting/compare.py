@@ -37,10 +37,9 @@ from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.reporting.transcripts import fmt, value_attr
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import RUN_FILE, SUMMARY_FILE
+from agent_kit.store.layout import RUN_FILE, RunLayout
 
 __all__ = [
-    "COMPARISON_FILE",
     "RunSide",
     "delta",
     "load_side",
@@ -48,8 +47,6 @@ __all__ = [
     "write_comparison",
 ]
 
-#: The default file name of a comparison page.
-COMPARISON_FILE: Final = "compare.html"
 _SETTING_KEYS: Final = ("success_threshold", "group_size", "batch_size", "steps", "temperature")
 #: Config entries shown after the summary's own settings (threshold, advantage, mode).
 _RUN_KEYS: Final = ("policy", "dataset_sha256", "entrypoint")
@@ -79,7 +76,7 @@ def load_side(run_dir: str | Path, label: str | None = None) -> RunSide:
         raise UsageError(f"no run store at {store_path} (expected a run directory)")
     directory = store_path.parent
     with RunStore.open(store_path, readonly=True) as store:
-        path = directory / SUMMARY_FILE
+        path = RunLayout(directory).summary
         summary = read_summary(path)
         source = str(path)
         if summary is None:

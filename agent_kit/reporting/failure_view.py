@@ -13,10 +13,10 @@ from agent_kit.reporting.breakdown import FailureOverview, RunData, failure_over
 from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.page import cell, esc, section, table, wide
 from agent_kit.reporting.summary_schema import AgentFailure, RolloutBrief, Summary
+from agent_kit.reporting.tool_results import content_text
 from agent_kit.reporting.transcripts import (
     LOWEST,
     below_threshold,
-    content_text,
     fmt,
     stop_reason,
 )

@@ -41,7 +41,7 @@ from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.train_view import load_train_figures, train_section
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html, value_attr
 from agent_kit.store import Rollout, RunStore
-from agent_kit.store.layout import REPORT_FILE, SUMMARY_FILE
+from agent_kit.store.layout import RunLayout
 
 __all__ = ["render_html", "write_reports"]
 
@@ -277,7 +277,8 @@ def write_reports(
     ``records`` as for :func:`render_html`."""
     directory = Path(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    paths = (directory / SUMMARY_FILE, directory / REPORT_FILE)
+    layout = RunLayout(directory)
+    paths = (layout.summary, layout.report)
     texts = (
         json.dumps(summary.document(), indent=2, ensure_ascii=False, allow_nan=False) + "\n",
         render_html(summary, store, records=records),

@@ -62,7 +62,6 @@ from agent_kit.store.run_figures import run_figures_of
 __all__ = ["resolve_job", "summarize", "summarize_records"]
 
 #: Steps of the projection when the caller gives none: the published reference run's 100.
-#: The summary's file name in a run directory.
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
 

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.store.run_figures import OLD_NAMES, RunFigures
 
 __all__ = [
@@ -115,12 +116,12 @@ class Counts(_Strict):
     @property
     def failed_rollouts(self) -> int:
         """Trajectories that ended without a reward (FAILED or TIMED_OUT)."""
-        return self.by_state.get("FAILED", 0) + self.timed_out
+        return self.by_state.get(TrajectoryState.FAILED.value, 0) + self.timed_out
 
     @property
     def timed_out(self) -> int:
         """Trajectories that ended TIMED_OUT."""
-        return self.by_state.get("TIMED_OUT", 0)
+        return self.by_state.get(TrajectoryState.TIMED_OUT.value, 0)
 
 
 class FailureCount(_Strict):

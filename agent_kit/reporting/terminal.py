@@ -24,7 +24,7 @@ from agent_kit.reporting.chaos import OUTCOMES
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.words import first_line, plural
 from agent_kit.store.events import LIMIT_REASON
-from agent_kit.store.layout import REPORT_FILE, TRAIN_CONFIG_FILE, RunLayout
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
 __all__ = ["num", "render_json", "render_terminal"]
@@ -133,7 +133,7 @@ def _what_ran(summary: Summary, run_dir: Path | None) -> str:
     steps = len(summary.steps)
     if summary.job.mode == "evaluation":
         return f"evaluation, {plural(steps, 'step')} of rollouts"
-    if run_dir is not None and (run_dir / TRAIN_CONFIG_FILE).is_file():
+    if run_dir is not None and RunLayout(run_dir).is_training():
         return f"training, {plural(steps, 'step')}"
     return f"{plural(steps, 'step')} of rollouts, no training"
 
@@ -326,7 +326,7 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
         lines.append(Text(f"  {what}", style="dim"))
         lines.append(_id(f"    {command}"))
 
-    report = run_dir / REPORT_FILE
+    report = RunLayout(run_dir).report
     if report.exists():
         step("open the report:", report.resolve().as_uri())
     what, prompt_index = _row_to_play(summary)

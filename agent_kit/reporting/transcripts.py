@@ -6,11 +6,9 @@ ones (no reward), then a sample of the rest, one prompt after another. :func:`tr
 renders one: every turn's new messages (tool results, user text), the policy's reply with its
 tool calls, the reward with its breakdown, and the stop reason.
 
-The last tool result of an episode is in no later request (no policy call follows it). It is
-taken from the agent's answer when the answer carries a tool log (``tool_log`` — a list of
-``{turn, name, input, output, status}``, which ``RolloutApp`` answers with the last turn's
-calls, bounded — or ``last_tool_result``, or chat/Strands ``messages``); otherwise (a foreign
-agent that keeps none) the transcript says it was not recorded.
+The last tool result of an episode is in no later request (no policy call follows it): it is
+read from the agent's answer (:mod:`agent_kit.reporting.tool_results`), or the transcript says
+it was not recorded.
 
 Everything from the run is HTML-escaped. Only chat messages are shown (the store keeps no
 headers, so no credential can appear); the task prompt is shown as recorded and may hold the
@@ -27,20 +25,22 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.reporting.breakdown import FAILED_STATES, RunData, is_non_finite, prompt_label
+from agent_kit.reporting.breakdown import (
+    FAILED_STATES,
+    RunData,
+    is_non_finite,
+    prompt_label,
+)
+from agent_kit.reporting.tool_results import NOT_RECORDED, content_text, last_tool_results
 from agent_kit.store import AuxTurnRow, Rollout, RunStore, TurnRow
 from agent_kit.store.records import breakdown_of
 
 __all__ = [
     "LOWEST",
     "MAX_TRANSCRIPTS",
-    "NOT_RECORDED",
     "Selected",
-    "ToolResult",
     "below_threshold",
-    "content_text",
     "fmt",
-    "last_tool_results",
     "message_html",
     "select_transcripts",
     "stop_reason",
@@ -56,8 +56,6 @@ LOWEST: Final = 10
 _MAX_FLOOR: Final = 15
 _MAX_FAILED: Final = 15
 _MAX_MESSAGE_CHARS: Final = 4000
-#: The text shown where the last tool result is not in the store nor in the agent's answer.
-NOT_RECORDED: Final = "last tool result: not recorded"
 
 _STOP_REASONS: Final = {
     "limit_turns": "turn budget exhausted (max_turns)",
@@ -105,27 +103,6 @@ def _clip(text: str) -> str:
     return text[:_MAX_MESSAGE_CHARS] + f"… [{len(text) - _MAX_MESSAGE_CHARS} more chars]"
 
 
-def content_text(content: Any) -> str:
-    """The text of a chat message's ``content`` (a string, or a list of text parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and "text" in part:
-                parts.append(str(part["text"]))
-            elif isinstance(part, dict) and isinstance(part.get("toolResult"), dict):
-                parts.append(content_text(part["toolResult"].get("content")))
-            elif isinstance(part, dict) and isinstance(part.get("json"), (dict, list)):
-                parts.append(json.dumps(part["json"], ensure_ascii=False))
-            else:
-                parts.append(str(part))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
-
-
 def message_html(message: Mapping[str, Any], call_names: Mapping[str, str] | None = None) -> str:
     """One chat message: role, reasoning, text, tool calls (``→ name(args)``); escaped.
 
@@ -169,97 +146,15 @@ def _calls(message: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    """A tool result taken from the agent's answer (not from any request)."""
-
-    name: str
-    output: str
-    input: str = ""
-    status: str = ""
-
-
-def _tool_log_results(log: Sequence[Any], last_turn: int, pending: int) -> list[ToolResult]:
-    entries = [e for e in log if isinstance(e, dict)]
-    if any(isinstance(e.get("turn"), int) for e in entries):
-        chosen = [e for e in entries if e.get("turn") == last_turn]
-    else:
-        chosen = entries[-pending:] if pending else []
-    return [
-        ToolResult(
-            name=str(e.get("name", "?")),
-            output=content_text(e.get("output", e.get("content", ""))),
-            input=json.dumps(e.get("input", ""), ensure_ascii=False)
-            if not isinstance(e.get("input"), str)
-            else str(e.get("input")),
-            status=str(e.get("status", "")),
-        )
-        for e in chosen
-    ]
-
-
-def _trailing_message_results(messages: Sequence[Any]) -> list[ToolResult]:
-    """Tool results after the last assistant message of a chat or Strands message list."""
-    tail: list[ToolResult] = []
-    for message in reversed([m for m in messages if isinstance(m, dict)]):
-        if message.get("role") == "assistant":
-            break
-        if message.get("role") == "tool":
-            tail.append(ToolResult("tool", content_text(message.get("content"))))
-            continue
-        content = message.get("content")
-        for block in content if isinstance(content, list) else ():
-            result = block.get("toolResult") if isinstance(block, dict) else None
-            if isinstance(result, dict):
-                tail.append(
-                    ToolResult(
-                        str(result.get("toolUseId", "tool")),
-                        content_text(result.get("content")),
-                        status=str(result.get("status", "")),
-                    )
-                )
-    return list(reversed(tail))
-
-
-def last_tool_results(
-    body: Mapping[str, Any] | None, last_turn: int, pending: int
-) -> list[ToolResult] | None:
-    """The results of the tool calls made in the last turn, from the agent's answer.
-
-    ``pending``: tool calls in the last reply (their results are in no request). Returns None
-    when the answer carries no tool log (not recorded), else the results found (maybe none).
-    """
-    if body is None:
-        return None
-    log = body.get("tool_log")
-    if not isinstance(log, list) and isinstance(body.get("tool_calls"), list):
-        log = body["tool_calls"]  # an answer that lists its calls with their outputs
-    if isinstance(log, list):
-        return _tool_log_results(log, last_turn, pending)
-    last = body.get("last_tool_result")
-    if isinstance(last, str):
-        return [ToolResult("tool", last)]
-    if isinstance(last, dict):
-        return _tool_log_results([last], last_turn, 1) or [
-            ToolResult(str(last.get("name", "tool")), content_text(last.get("output", "")))
-        ]
-    if isinstance(last, list):
-        return _tool_log_results(last, last_turn, len(last))
-    messages = body.get("messages")
-    if isinstance(messages, list) and messages:
-        return _trailing_message_results(messages)
-    return None
-
-
 def stop_reason(record: Rollout, detail: Mapping[str, Any] | None, threshold: float) -> str:
     """Why the rollout ended, in words: from the trajectory state and reason, the agent's
     ``failure``/``stop_reason``, and the reward against the success threshold."""
     body = detail.get("body") if detail else None
     body = body if isinstance(body, dict) else {}
     status = detail.get("status") if detail else None
-    if record.state == "TIMED_OUT":
+    if record.state == TrajectoryState.TIMED_OUT:
         return f"timeout — failed, no reward ({record.reason or 'rollout_timeout'})"
-    if record.state == "FAILED":
+    if record.state == TrajectoryState.FAILED:
         return f"failed, no reward: {record.reason or 'the trajectory was failed'}"
     if record.state != TrajectoryState.REWARDED:
         return f"pending (state {record.state}: no outcome yet)"

@@ -14,7 +14,9 @@ from typing import Final
 
 __all__ = [
     "ADAPTERS_DIR",
+    "COMPARISON_FILE",
     "EVAL_DIR",
+    "LOCK_FILE",
     "LOGS_DIR",
     "PREFLIGHT_DIR",
     "REPLAY_REPORT_FILE",
@@ -31,12 +33,16 @@ __all__ = [
 
 #: The run store (SQLite, WAL).
 RUN_FILE: Final = "run.sqlite"
+#: The lock a live driver holds on the run directory (:mod:`agent_kit.store.runlock`).
+LOCK_FILE: Final = "run.lock"
 #: The agent processes' logs, one file per worker.
 LOGS_DIR: Final = "logs"
 #: The run's summary document (:mod:`agent_kit.reporting.summary_schema`).
 SUMMARY_FILE: Final = "summary.json"
 #: The self-contained HTML report.
 REPORT_FILE: Final = "report.html"
+#: The comparison page ``agent-kit report RUN_A --compare RUN_B`` writes into RUN_B.
+COMPARISON_FILE: Final = "compare.html"
 #: A replay run's verdicts (``agent-kit replay``).
 REPLAY_REPORT_FILE: Final = "replay_report.json"
 #: A training run's settings, written when it starts and read back by ``--resume``.
@@ -68,6 +74,11 @@ class RunLayout:
         return self.root / RUN_FILE
 
     @property
+    def lock(self) -> Path:
+        """``run.lock``."""
+        return self.root / LOCK_FILE
+
+    @property
     def logs(self) -> Path:
         """``logs/``."""
         return self.root / LOGS_DIR
@@ -81,6 +92,11 @@ class RunLayout:
     def report(self) -> Path:
         """``report.html``."""
         return self.root / REPORT_FILE
+
+    @property
+    def comparison(self) -> Path:
+        """``compare.html``."""
+        return self.root / COMPARISON_FILE
 
     @property
     def replay_report(self) -> Path:
@@ -106,6 +122,10 @@ class RunLayout:
     def adapters(self) -> Path:
         """``adapters/``."""
         return self.root / ADAPTERS_DIR
+
+    def step_adapter(self, step: int) -> Path:
+        """``adapters/step-NNNN``: the adapter saved after ``step`` (0-based)."""
+        return self.adapters / f"step-{step:04d}"
 
     @property
     def warm_adapter(self) -> Path:

@@ -21,13 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.store.events import INVOCATION_EVENT, STOPPED_REASON
 from agent_kit.store.rows import RewardRow, TrajectoryRow, TurnRow, TurnTotals
 from agent_kit.store.run_store import RunStore
 
 __all__ = [
     "INTERRUPTED_STATE",
-    "REWARDED",
     "Rollout",
     "agent_failure_of",
     "breakdown_of",
@@ -35,8 +35,6 @@ __all__ = [
     "turn_totals_of",
 ]
 
-#: The state of a rollout whose reward arrived (docs/contract.md §4).
-REWARDED: Final = "REWARDED"
 #: The state reports give an attempt cut short by Ctrl-C/SIGTERM. The store keeps the service's
 #: state (TIMED_OUT, reason "job stopped: interrupted"); reports count its slot as pending, not
 #: lost, since ``--resume`` plays it again without counting a retry.
@@ -147,7 +145,11 @@ class Rollout:
     def __post_init__(self) -> None:
         row, usage, put = self.trajectory, self.usage, object.__setattr__  # frozen: set once
         state = INTERRUPTED_STATE if row.reason in _CUT_REASONS else row.state
-        reward = self.reward_row.total if self.reward_row and row.state == REWARDED else None
+        reward = (
+            self.reward_row.total
+            if self.reward_row and row.state == TrajectoryState.REWARDED
+            else None
+        )
         failure, floor = agent_failure_of(self.invocation) if self.invocation else (None, False)
         put(self, "id", row.id)
         put(self, "step", row.step)
@@ -156,7 +158,7 @@ class Rollout:
         put(self, "attempt", row.attempt)
         put(self, "state", state)
         put(self, "reward", reward)
-        put(self, "rewarded", state == REWARDED and reward is not None)
+        put(self, "rewarded", state == TrajectoryState.REWARDED and reward is not None)
         put(self, "started_at", row.created_at)
         put(self, "ended_at", row.updated_at)
         put(self, "turns", usage.turns)

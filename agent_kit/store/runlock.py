@@ -16,13 +16,12 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from agent_kit.errors import RunInUse, RunStoreError
+from agent_kit.store.layout import RunLayout
 
-__all__ = ["LOCK_FILE", "RunLock", "live_holder"]
-
-LOCK_FILE: Final = "run.lock"
+__all__ = ["RunLock", "live_holder"]
 
 
 class RunLock:
@@ -40,7 +39,7 @@ class RunLock:
     def acquire(cls, run_dir: Path) -> RunLock:
         """Take the lock of ``run_dir`` (created if needed); RunInUse when a live driver has it,
         RunStoreError when the directory or its lock file cannot be created or opened."""
-        path = run_dir / LOCK_FILE
+        path = RunLayout(run_dir).lock
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -85,7 +84,7 @@ def live_holder(run_dir: Path) -> dict[str, Any] | None:
     file names nobody), or None when no live process does. Takes nothing and writes nothing:
     a reader asks this to tell a run still being played from a finished or dead one."""
     try:
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(RunLayout(run_dir).lock, os.O_RDONLY)
     except OSError:
         return None  # no lock file: no driver ever held it here
     try:

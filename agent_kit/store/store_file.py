@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from agent_kit.errors import RunStoreError, UsageError
-from agent_kit.store.layout import RUN_FILE
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.schema import check_version, user_version
 
 __all__ = [
@@ -44,7 +44,7 @@ def resolve_path(path: str | Path) -> Path:
     p = Path(path)
     if p.suffix in _FILE_SUFFIXES:
         return p
-    return p / RUN_FILE
+    return RunLayout(p).store
 
 
 #: SQLite result codes (and their extended forms) of a write the file could not take.

@@ -139,7 +139,7 @@ def check_inputs(config: TrainConfig) -> Dataset:
 def _refuse_taken(run_dir: Path) -> None:
     """UsageError when ``run_dir`` holds a run (a store with a job); a directory a run left
     before it recorded its job is taken over."""
-    if not (run_dir / RUN_FILE).is_file():
+    if not RunLayout(run_dir).store.is_file():
         return
     with RunStore.open(run_dir, readonly=True) as store:
         taken = bool(store.list_jobs())
@@ -149,7 +149,7 @@ def _refuse_taken(run_dir: Path) -> None:
 
 def _check_resumable(run_dir: Path) -> None:
     """The store is there and readable (the caller checks the last adapter: it knows which)."""
-    if not (run_dir / RUN_FILE).is_file():
+    if not RunLayout(run_dir).store.is_file():
         raise UsageError(f"nothing to resume: no {RUN_FILE} in {run_dir}")
     verify(run_dir)
 
@@ -178,7 +178,7 @@ def claim(run_dir: Path, *, resume: bool) -> tuple[RunLock, bool]:
 def drop_unstarted(run_dir: Path) -> None:
     """Remove a new run's directory when its job was never recorded (the run failed or was
     stopped before it started playing): a new run that did not start leaves nothing."""
-    if not (run_dir / RUN_FILE).exists():
+    if not RunLayout(run_dir).store.exists():
         shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.model.loading import TRAIN_HINT, LoadedModel
 from agent_kit.model.lora import lora_config
-from agent_kit.store.layout import ADAPTERS_DIR, RunLayout
+from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.samples import StepBatch
@@ -47,14 +47,14 @@ _KEPT: Final = {
 
 def adapter_dir(run_dir: Path, step: int) -> Path:
     """The adapter saved after ``step`` (0-based)."""
-    return run_dir / ADAPTERS_DIR / f"step-{step:04d}"
+    return RunLayout(run_dir).step_adapter(step)
 
 
 def last_adapter(run_dir: Path) -> tuple[int, Path] | None:
     """The latest complete adapter of a run: ``(step, folder)``, or None."""
     found = [
         (int(p.name.split("-", 1)[1]), p)
-        for p in (run_dir / ADAPTERS_DIR).glob("step-*")
+        for p in RunLayout(run_dir).adapters.glob("step-*")
         if p.name.split("-", 1)[1].isdigit() and (p / "adapter_config.json").is_file()
     ]
     return max(found) if found else None

@@ -28,7 +28,7 @@ from agent_kit.reporting.svg import lines
 from agent_kit.reporting.train_view import EVAL_LABELS, eval_comparison
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
-from agent_kit.store.layout import TRAIN_HTML, TRAIN_JSON
+from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 
 __all__ = ["TRAIN_SCHEMA", "peak_rss_mb", "record_evals", "write_train_outputs"]
@@ -123,8 +123,8 @@ def write_train_outputs(
         **(extra or {}),
     }
     text = json.dumps(doc, indent=2, default=str)
-    (run_dir / TRAIN_JSON).write_text(text + "\n", encoding="utf-8")
-    (run_dir / TRAIN_HTML).write_text(render_train_html(doc), encoding="utf-8")
+    RunLayout(run_dir).train_json.write_text(text + "\n", encoding="utf-8")
+    RunLayout(run_dir).train_html.write_text(render_train_html(doc), encoding="utf-8")
     return doc
 
 

@@ -25,15 +25,14 @@ from agent_kit.driver.config import RunConfig
 from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import PolicyBackend
-from agent_kit.errors import UsageError
+from agent_kit.errors import NothingToLearn, UsageError
 from agent_kit.reporting.metrics import build_groups, is_degenerate
 from agent_kit.store import RunStore, load_rollouts
-from agent_kit.store.layout import PREFLIGHT_DIR
+from agent_kit.store.layout import PREFLIGHT_DIR, RunLayout
 from agent_kit.train.evaluate import progress_lines, tool_call_rate
 
 __all__ = [
     "REMEDIES",
-    "NothingToLearn",
     "Preflight",
     "preflight_figures",
     "preflight_or_stop",
@@ -45,10 +44,6 @@ REMEDIES: Final = (
     "a warm start from good episodes (--warm-start RUN_DIR), a bigger or tool-capable model "
     "(--model), or a graded reward"
 )
-
-
-class NothingToLearn(UsageError):
-    """The preflight's probe groups all scored alike: training would have no gradient."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +116,7 @@ async def run_preflight(
 ) -> Preflight:
     """Play one probe step of ``run``'s job with ``backend`` as ``out/preflight`` (an earlier
     probe there is replaced) and return its figures."""
-    target = out / PREFLIGHT_DIR
+    target = RunLayout(out).preflight
     if target.is_dir():
         shutil.rmtree(target)
     if run.job is None:

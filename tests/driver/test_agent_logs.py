@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.invokers.local import MAX_LOG_ENV, CappedLog, max_log_bytes_from_env
+from agent_kit.driver.invokers.agent_log import MAX_LOG_ENV, CappedLog, max_log_bytes_from_env
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.store import RunStore

@@ -53,7 +53,7 @@ from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.store import RUN_FILE, RunStore, TrajectoryRow
-from agent_kit.store.runlock import LOCK_FILE
+from agent_kit.store.layout import RunLayout
 
 pytestmark = pytest.mark.e2e
 
@@ -395,7 +395,7 @@ def _snapshot(run_dir: Path) -> tuple[Any, ...]:
             [(t.id, t.state, t.reason) for t in store.list_trajectories()],
             [(e.kind, e.trajectory_id) for e in store.list_events()],
         )
-    return files, (run_dir / LOCK_FILE).read_text(), rows
+    return files, RunLayout(run_dir).lock.read_text(), rows
 
 
 def test_resume_of_a_live_run_is_refused_and_writes_nothing(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.stop import Aborted, GracefulStop
-from agent_kit.errors import UsageError
+from agent_kit.driver.stop import GracefulStop
+from agent_kit.errors import Aborted, UsageError
 
 
 async def test_first_signal_sets_the_stop_and_is_reported() -> None:

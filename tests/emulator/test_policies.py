@@ -35,7 +35,6 @@ from agent_kit.emulator import tokens
 from agent_kit.emulator.policies import (
     PolicyBackend,
     PolicyResult,
-    ScriptedPolicyError,
     Usage,
     chunks_to_completion,
     completion_to_chunks,
@@ -52,6 +51,7 @@ from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import (
     AccessDeniedError,
     InternalServiceError,
+    ScriptedPolicyError,
     ThrottlingError,
     UsageError,
     ValidationError,

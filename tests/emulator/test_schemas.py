@@ -8,11 +8,11 @@ import pytest
 from agent_kit.emulator import PolicyReply, ToolCall, coerce_reply
 from agent_kit.emulator.schemas import (
     CHAT_ROLES,
-    BodyError,
     ChatCompletionBody,
     MintRolloutBody,
     parse_body,
 )
+from agent_kit.errors import BodyError
 
 
 def test_strings_and_replies_pass_through() -> None:

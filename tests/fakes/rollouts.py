@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_kit.contract import TrajectoryState
 from agent_kit.store import RewardRow, Rollout, TrajectoryRow, TurnTotals
-from agent_kit.store.records import INTERRUPTED_STATE, REWARDED
+from agent_kit.store.records import INTERRUPTED_STATE
+
+REWARDED = TrajectoryState.REWARDED.value
 
 
 def rollout(

@@ -25,13 +25,13 @@ from agent_kit.cli import main
 from agent_kit.driver.config import RunConfig
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
+from agent_kit.errors import ReplayDivergenceError
 from agent_kit.replay.cassette import load_recording
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.helpers import assert_replays, record, recorded_run
 from agent_kit.replay.policy import (
     Normalization,
     ReplayBackend,
-    ReplayDivergenceError,
     request_diff,
 )
 from agent_kit.replay.recording import Recording

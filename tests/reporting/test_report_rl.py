@@ -31,7 +31,8 @@ from agent_kit.reporting.compare import delta, write_comparison
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.report import render_html, write_reports
 from agent_kit.reporting.summary import summarize
-from agent_kit.reporting.transcripts import NOT_RECORDED, last_tool_results, stop_reason
+from agent_kit.reporting.tool_results import NOT_RECORDED, last_tool_results
+from agent_kit.reporting.transcripts import stop_reason
 from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow, TurnRow
 
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/rl-test"

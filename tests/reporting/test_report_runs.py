@@ -27,7 +27,7 @@ from helpers import holdout, play_wordle, wordle_agent_source, wordle_config
 from test_report_rl import Node, num, parse
 
 from agent_kit.reporting.compare import write_comparison
-from agent_kit.reporting.transcripts import NOT_RECORDED
+from agent_kit.reporting.tool_results import NOT_RECORDED
 from agent_kit.store import RunStore
 
 pytestmark = pytest.mark.e2e

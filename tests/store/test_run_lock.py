@@ -17,7 +17,8 @@ from agent_kit.driver.hooks import JobHooks, Progress
 from agent_kit.driver.local import run_local
 from agent_kit.errors import RunInUse
 from agent_kit.store import RunStore
-from agent_kit.store.runlock import LOCK_FILE, RunLock, live_holder
+from agent_kit.store.layout import RunLayout
+from agent_kit.store.runlock import RunLock, live_holder
 
 AGENTS = Path(__file__).parents[1] / "agents"
 
@@ -25,7 +26,7 @@ AGENTS = Path(__file__).parents[1] / "agents"
 def test_second_holder_is_refused_with_the_holders_name(tmp_path: Path) -> None:
     """While one lock is held, acquiring again raises RunInUse naming the pid; release frees it."""
     lock = RunLock.acquire(tmp_path)
-    holder = json.loads((tmp_path / LOCK_FILE).read_text())
+    holder = json.loads(RunLayout(tmp_path).lock.read_text())
     assert holder["pid"] == os.getpid()
     with pytest.raises(RunInUse, match=rf"in use by pid {os.getpid()} .*kill -INT {os.getpid()}"):
         RunLock.acquire(tmp_path)
@@ -97,7 +98,7 @@ async def test_resume_of_a_live_run_is_refused_and_changes_nothing(tmp_path: Pat
         assert not store.list_events(kind="job_resumed")
         (job,) = store.list_jobs()
         assert job.status == "completed"
-    assert (tmp_path / "live" / LOCK_FILE).read_text() == ""  # released before run_local returns
+    assert RunLayout(tmp_path / "live").lock.read_text() == ""  # released before run_local returns
 
 
 def test_live_holder_names_the_holder_without_taking_the_lock(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ _JOB_ARN = re.compile(
 _MAX_BODY = 1 << 20
 
 
+# Not an AgentKitError on purpose: this file is shipped alone as the forwarder Lambda's code,
+# outside agent_kit's runtime half, so it imports nothing of agent_kit (errors.py included).
 class ForwarderError(Exception):
     """A failure with the errorType the forwarder reports for it."""
 

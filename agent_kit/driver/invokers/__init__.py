@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from agent_kit.driver.invokers.agent_log import max_log_bytes_from_env
 from agent_kit.driver.invokers.aws import (
     AGENTCORE_ARN_PATTERN,
     DEFAULT_RATE_LIMIT,
@@ -48,11 +49,7 @@ from agent_kit.driver.invokers.base import (
     max_answer_bytes_from_env,
     parse_response_body,
 )
-from agent_kit.driver.invokers.local import (
-    HttpInvoker,
-    SubprocessInvoker,
-    max_log_bytes_from_env,
-)
+from agent_kit.driver.invokers.local import HttpInvoker, SubprocessInvoker
 from agent_kit.errors import UsageError
 
 __all__ = [

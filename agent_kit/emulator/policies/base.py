@@ -21,7 +21,7 @@ Wire helpers for the server: :func:`reply_to_completion` builds the non-stream c
 finish, then the usage chunk), :func:`chunks_to_completion` the reverse.
 
 Errors: bad specs raise :class:`~agent_kit.errors.UsageError` at load time; a scripted policy
-that raises or returns garbage raises :class:`ScriptedPolicyError` (a
+that raises or returns garbage raises :class:`~agent_kit.errors.ScriptedPolicyError` (a
 :class:`~agent_kit.errors.PolicyError`, served as 500 InternalServiceError with its message);
 a scripted policy may raise a :class:`~agent_kit.errors.JobRuntimeError` subclass on purpose
 (e.g. ``ThrottlingError``) and it passes through unchanged; the proxy maps upstream failures to
@@ -43,13 +43,11 @@ from typing import Any, Protocol, runtime_checkable
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.emulator.sse import chunks_from_completion
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
-from agent_kit.errors import PolicyError
 
 __all__ = [
     "PolicyBackend",
     "PolicyFactory",
     "PolicyResult",
-    "ScriptedPolicyError",
     "Usage",
     "check_policy",
     "chunks_to_completion",
@@ -121,10 +119,6 @@ async def check_policy(policy: object) -> None:
 
 PolicyFactory = Callable[[str, int], PolicyBackend]
 """A scheme's factory: ``(text after "scheme:", seed) -> backend``; raises UsageError."""
-
-
-class ScriptedPolicyError(PolicyError):
-    """A scripted policy raised, or returned something that is not a reply."""
 
 
 # --------------------------------------------------------------------------- wire helpers

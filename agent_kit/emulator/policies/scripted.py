@@ -4,7 +4,7 @@ NAME is a class (instantiated once, with no arguments) or a callable; it is call
 ``policy(request: PolicyRequest)`` and returns a ``PolicyReply``, a ``str`` (text answer) or a
 dict (see :func:`~agent_kit.emulator.schemas.coerce_reply`); ``async def`` works too. Load
 problems are :class:`~agent_kit.errors.UsageError`; failures while answering are
-:class:`~agent_kit.emulator.policies.base.ScriptedPolicyError`, except JobRuntimeError subclasses
+:class:`~agent_kit.errors.ScriptedPolicyError`, except JobRuntimeError subclasses
 the
 policy raises on purpose (to simulate throttling, say), which pass through.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_kit.emulator.loader import load_module, module_name_for
-from agent_kit.emulator.policies.base import PolicyResult, ScriptedPolicyError, result_for_reply
+from agent_kit.emulator.policies.base import PolicyResult, result_for_reply
 from agent_kit.emulator.schemas import PolicyRequest, coerce_reply
-from agent_kit.errors import JobRuntimeError, PolicyError, UsageError
+from agent_kit.errors import JobRuntimeError, PolicyError, ScriptedPolicyError, UsageError
 
 __all__ = ["ScriptedBackend", "from_spec", "load_scripted"]
 

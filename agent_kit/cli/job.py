@@ -1,0 +1,266 @@
+"""``agent-kit job submit|eval|status|plan``: SageMaker MTRL jobs.
+
+Every command that talks to AWS accepts ``--plan``: it prints each request it would send (as
+JSON) and sends nothing. AWS endpoints follow the usual boto3 configuration, including
+``AWS_ENDPOINT_URL_<SERVICE>`` overrides.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agent_kit.cli.aws_io import aws_region, print_calls, print_json
+from agent_kit.cli.job_plan import plan_cmd
+from agent_kit.cli.program import program
+from agent_kit.deploy import agentcore as deploy_mod
+from agent_kit.deploy import jobs
+from agent_kit.errors import DeployError, UsageError
+
+__all__ = ["register"]
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+job_app = typer.Typer(
+    name="job", help="Submit and inspect SageMaker MTRL jobs.", no_args_is_help=True
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``job`` group to the CLI."""
+    job_app.command("plan")(plan_cmd)
+    app.add_typer(job_app, name="job")
+
+
+def _job_region(region: str | None, runtime_arn: str) -> str:
+    """A job runs where its agent is: --region when given (checked against the ARN later),
+    else the region the runtime (or Lambda) ARN names, else the configured one."""
+    if region:
+        return region
+    try:
+        return jobs.runtime_region(runtime_arn)
+    except UsageError:
+        return aws_region(None)  # the ARN itself is reported by the spec's own check
+
+
+def _default_job_name(prefix: str) -> str:
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def _resolve_model(
+    model: str, clients: deploy_mod.ClientFactory | None
+) -> tuple[str, list[deploy_mod.Call]]:
+    if model.startswith("arn:"):
+        return model, []
+    request = jobs.hub_model_arn_request(model)
+    call = deploy_mod.Call("sagemaker", "DescribeHubContent", request, "resolve the model id")
+    if clients is None:
+        return "<HubContentArn from DescribeHubContent>", [call]
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = clients("sagemaker").describe_hub_content(**request)
+    except (ClientError, BotoCoreError) as exc:
+        raise DeployError(
+            f"could not resolve model {model!r} in SageMakerPublicHub: {exc}"
+        ) from None
+    return str(answer["HubContentArn"]), [call]
+
+
+def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
+    clients = None if plan else deploy_mod.boto3_clients(spec.region)
+    jobs.build_create_job(spec, model_arn=spec.model)  # validate before any request
+    model_arn, lookups = _resolve_model(spec.model, clients)
+    request, unknown = jobs.build_create_job(spec, model_arn=model_arn)
+    for key in unknown:
+        _err.print(f"[yellow]warning:[/] hyperparameter {key} is not validated locally")
+    if clients is None:  # --plan: print the requests, send nothing
+        calls = [*lookups, deploy_mod.Call("sagemaker", "CreateJob", request)]
+        if as_json:
+            print_json({"plan": [c.to_dict() for c in calls]})
+            return
+        print_calls(calls)
+        _out.print("JobConfigDocument:")
+        print_json(json.loads(request["JobConfigDocument"]))
+        return
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        answer = clients("sagemaker").create_job(**request)
+    except (ClientError, BotoCoreError) as exc:
+        raise DeployError(f"CreateJob failed: {exc}") from None
+    if as_json:
+        print_json({"JobArn": answer["JobArn"], "JobName": spec.name})
+        return
+    _out.print(f"submitted {spec.category} job [bold]{spec.name}[/]: {answer['JobArn']}")
+    _out.print(f"follow it with: {program()} job status {spec.name} --region {spec.region}")
+
+
+HyperOpt = Annotated[
+    list[str] | None,
+    typer.Option("--hyperparameters", "-H", help="key=value (repeatable)."),
+]
+
+
+@job_app.command("submit")
+def job_submit(
+    runtime_arn: Annotated[
+        str, typer.Option("--runtime-arn", help="AgentCore runtime ARN (or Lambda forwarder ARN).")
+    ],
+    train: Annotated[str, typer.Option("--train", help="s3:// training dataset.")],
+    model: Annotated[str, typer.Option("--model", help="Hub model id or hub-content ARN.")],
+    role_arn: Annotated[str, typer.Option("--role-arn", help="Role the job runs as.")],
+    output: Annotated[str, typer.Option("--output", help="s3:// output path.")],
+    validation: Annotated[
+        str | None, typer.Option("--validation", help="s3:// validation dataset.")
+    ] = None,
+    mlflow_arn: Annotated[str | None, typer.Option("--mlflow-arn", help="MLflow app ARN.")] = None,
+    hyperparameters: HyperOpt = None,
+    model_package_group: Annotated[
+        str | None,
+        typer.Option("--model-package-group", help="Output model package group ARN."),
+    ] = None,
+    qualifier: Annotated[str, typer.Option("--qualifier", help="Runtime endpoint.")] = "DEFAULT",
+    name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
+    ] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Submit a multi-turn RL training job (CreateJob, category AgentRFT)."""
+    spec = jobs.JobSpec(
+        name=name or _default_job_name("agent-kit-mtrl"),
+        agent_arn=runtime_arn,
+        model=model,
+        role_arn=role_arn,
+        output=output,
+        region=_job_region(region, runtime_arn),
+        train=train,
+        validation=validation,
+        mlflow_arn=mlflow_arn,
+        hyperparameters=jobs.parse_hyperparameters(hyperparameters or []),
+        qualifier=qualifier,
+        output_model_package_group=model_package_group,
+    )
+    _submit(spec, plan, as_json)
+
+
+@job_app.command("eval")
+def job_eval(
+    runtime_arn: Annotated[str, typer.Option("--runtime-arn", help="AgentCore runtime ARN.")],
+    dataset: Annotated[str, typer.Option("--dataset", help="s3:// evaluation dataset.")],
+    model: Annotated[str, typer.Option("--model", help="Hub model id or hub-content ARN.")],
+    role_arn: Annotated[str, typer.Option("--role-arn", help="Role the job runs as.")],
+    output: Annotated[str, typer.Option("--output", help="s3:// output path.")],
+    model_package: Annotated[
+        str | None,
+        typer.Option("--model-package", help="Fine-tuned model package ARN to evaluate."),
+    ] = None,
+    mlflow_arn: Annotated[str | None, typer.Option("--mlflow-arn", help="MLflow app ARN.")] = None,
+    hyperparameters: HyperOpt = None,
+    max_runtime: Annotated[
+        int, typer.Option("--max-runtime", help="StoppingCondition seconds.")
+    ] = 86400,
+    name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
+    ] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Submit an evaluation job (CreateJob, category AgentRFTEvaluation)."""
+    spec = jobs.JobSpec(
+        name=name or _default_job_name("agent-kit-eval"),
+        agent_arn=runtime_arn,
+        model=model,
+        role_arn=role_arn,
+        output=output,
+        region=_job_region(region, runtime_arn),
+        evaluation=dataset,
+        mlflow_arn=mlflow_arn,
+        hyperparameters=jobs.parse_hyperparameters(hyperparameters or []),
+        input_model_package=model_package,
+        max_runtime_s=max_runtime,
+        category="AgentRFTEvaluation",
+    )
+    _submit(spec, plan, as_json)
+
+
+@job_app.command("status")
+def job_status_cmd(
+    name: Annotated[str, typer.Argument(help="Job name.")],
+    category: Annotated[
+        str, typer.Option("--category", help="AgentRFT or AgentRFTEvaluation.")
+    ] = "AgentRFT",
+    region: Annotated[str | None, typer.Option("--region", help="AWS region.")] = None,
+    pricing: Annotated[
+        Path | None, typer.Option("--pricing", help="Pricing file for the cost estimate.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Show a job's status, progress, billable tokens and an estimated cost (DescribeJob)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from agent_kit.reporting.pricing import (
+        TokenCounts,
+        default_pricing,
+        estimate_cost,
+        load_pricing,
+    )
+
+    if category not in ("AgentRFT", "AgentRFTEvaluation"):
+        raise UsageError("--category must be AgentRFT or AgentRFTEvaluation")
+    client = deploy_mod.boto3_clients(aws_region(region))("sagemaker")
+    try:
+        answer = client.describe_job(JobName=name, JobCategory=category)
+    except (ClientError, BotoCoreError) as exc:
+        raise DeployError(f"DescribeJob failed: {exc}") from None
+    status = jobs.job_status(answer)
+    usage = status.get("billable_token_usage") or {}
+    prices = load_pricing(pricing) if pricing else default_pricing()
+    cost = estimate_cost(
+        TokenCounts(
+            prefill=int(usage.get("PrefillTokenCount") or 0),
+            sample=int(usage.get("SampleTokenCount") or 0),
+            train=int(usage.get("TrainTokenCount") or 0),
+        ),
+        prices,
+    )
+    status["cost_estimate"] = cost.to_dict() if usage else None
+    if as_json:
+        print_json(status)
+        return
+    _out.print(
+        f"[bold]{status['name']}[/] ({status['category']}): {status['status']} / "
+        f"{status['secondary_status']}"
+    )
+    if status["failure_reason"]:
+        _out.print(f"[red]failure:[/] {status['failure_reason']}")
+    progress = status.get("progress") or {}
+    if progress.get("MaxSteps"):
+        _out.print(f"progress: step {progress.get('CurrentStep', 0)} / {progress['MaxSteps']}")
+    elif progress.get("MaxEpoch"):
+        _out.print(
+            f"progress: epoch {progress.get('CurrentEpoch', 0)} / {progress['MaxEpoch']}, "
+            f"step {progress.get('CurrentStep', 0)} / {progress.get('StepsPerEpoch')}"
+        )
+    if usage:
+        _out.print(
+            "billable tokens: prefill {:,} · sample {:,} · train {:,}".format(
+                int(usage.get("PrefillTokenCount") or 0),
+                int(usage.get("SampleTokenCount") or 0),
+                int(usage.get("TrainTokenCount") or 0),
+            )
+        )
+        _out.print(f"estimated cost: {cost.total:,.2f} {cost.currency} ({cost.label})")
+    if status.get("output_model_package_arn"):
+        _out.print(f"model package: {status['output_model_package_arn']}")
