@@ -6,6 +6,8 @@
   first ``rows`` holdout prompts.
 - ``WORDLE_IMPORT``: the lines an inline agent starts with to load the Wordle agent by path
   (``wordle``), for agents that wrap its environment or reward.
+- ``SAY_AGENT``, ``SAY_POLICY``, ``SAY_RAISES_AT``: a one-tool agent whose reward raises or is
+  NaN as ``task["bad"]`` says, the policy that plays it, and where its reward raises.
 - ``MINIMAL_AGENT``: the smallest contract entrypoint (a raw ``BedrockAgentCoreApp`` that answers
   reward 1.0), the source of ``tests/agents/minimal_agent.py``.
 """
@@ -26,6 +28,16 @@ WORDLE = ROOT / "examples" / "wordle"
 WORDLE_AGENT = WORDLE / "agent.py"
 HOLDOUT = WORDLE / "holdout.jsonl"
 MINIMAL_AGENT = (AGENTS / "minimal_agent.py").read_text(encoding="utf-8")
+#: The one-tool agent whose reward acts on ``task["bad"]`` ("raise" or true: raises; "nan").
+SAY_AGENT = AGENTS / "say_agent.py"
+#: The ``--policy`` spec that plays ``SAY_AGENT`` (say 3, then "done").
+SAY_POLICY = f"scripted:{AGENTS / 'say_policy.py'}:policy"
+_SAY_RAISE = '        raise ValueError("the reward function broke on purpose")'
+#: Where ``SAY_AGENT``'s reward raises, as a failure line names it (file, line, function).
+SAY_RAISES_AT = (
+    f"(at say_agent.py:{SAY_AGENT.read_text(encoding='utf-8').splitlines().index(_SAY_RAISE) + 1}"
+    " in reward)"
+)
 
 #: Loads the Wordle agent as ``wordle`` from the path that replaces ``__AGENT__`` (``repr``).
 WORDLE_IMPORT = """
