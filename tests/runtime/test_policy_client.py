@@ -41,20 +41,7 @@ CHAT = "/v1/chat/completions"
 JOB_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/my-job"
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy AWS credentials only; no profile files, no instance metadata, no policy env."""
-    for name in ("AWS_PROFILE", "RFT_RUNTIME_ENDPOINT", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("URL", "MODEL", "API_KEY", "TRANSPORT", "STREAM", "TIMEOUT", "MAX_RETRIES"):
-        monkeypatch.delenv(f"AGENT_KIT_POLICY_{name}", raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTTEST")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "dummy-session-token")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+pytestmark = pytest.mark.usefixtures("offline_aws")
 
 
 @pytest.fixture
