@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SAY_AGENT, SAY_POLICY, SAY_RAISES_AT
+from helpers import SAY_AGENT, SAY_POLICY, SAY_RAISES_AT, wait_gone
 from rich.console import Console
 
 from agent_kit.cli import main
@@ -281,14 +280,6 @@ def test_invoke_dataset_row_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["invoke", GOOD, "--dataset", str(data), "--row", "5"]) == 2
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL of a real `agent-kit run` mid-job, then --resume: all slots once, none lost."""
     data = _dataset(tmp_path / "d.jsonl", [{"id": i, "turns": 3} for i in range(10)])
@@ -327,10 +318,7 @@ def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         agent_pids = [e.detail["pid"] for e in store.list_events(kind="agent_start")]
     assert 4 <= len(rewarded_before) < 40
     # The orphaned agent process notices its parent is gone and exits by itself.
-    deadline = time.monotonic() + 15
-    while any(_alive(pid) for pid in agent_pids):
-        assert time.monotonic() < deadline, "agent process outlived the killed driver"
-        time.sleep(0.05)  # polling process liveness with a deadline
+    wait_gone(agent_pids, "agent process outlived the killed driver")
 
     assert main(["run", "--resume", str(run_dir), "--json"]) == 0
     summary = _last_json_line(capsys.readouterr().out)
