@@ -44,6 +44,12 @@ JOB_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/my-job"
 pytestmark = pytest.mark.usefixtures("offline_aws")
 
 
+def _short_for_hangs(match: str) -> dict[str, float]:
+    """A 0.5 s timeout where the case is a hang that never answers (``match`` "timed out");
+    the default elsewhere, so a busy box cannot turn an error answer into a timeout."""
+    return {"timeout_s": 0.5} if match == "timed out" else {}
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeJobRuntime]:
     """A running fake Job Runtime."""
@@ -393,7 +399,7 @@ async def test_openai_failures_are_policy_errors(
 ) -> None:
     """5xx, throttling, garbage, empty streams, timeouts and dropped connections → PolicyError."""
     setup(fake)
-    config = PolicyConfig(stream=stream, max_retries=0, timeout_s=0.5)
+    config = PolicyConfig(stream=stream, max_retries=0, **_short_for_hangs(match))
     with pytest.raises(PolicyError, match=match):
         await play(build_model(payload(fake.url), config, token_provider=provider))
 
@@ -607,7 +613,9 @@ async def test_sample_failures_are_policy_errors(setup: Any, stream: bool, match
     """Sample errors, garbage bodies and timeouts surface as PolicyError with the reason."""
     with FakeJobRuntime() as fake:
         setup(fake)
-        config = PolicyConfig(transport="sample", stream=stream, max_retries=0, timeout_s=0.5)
+        config = PolicyConfig(
+            transport="sample", stream=stream, max_retries=0, **_short_for_hangs(match)
+        )
         with pytest.raises(PolicyError, match=match):
             await play(build_model(payload(fake.url), config))
 
