@@ -6,6 +6,8 @@
 - ``emulator``: an in-process ``Emulator`` on a temporary run store, with one job created.
 - ``running_emulator``: that emulator served by uvicorn on 127.0.0.1 (ephemeral port) in a
   background thread; yields a :class:`RunningEmulator` (``url``, ``emulator``, ``job_arn``).
+- ``offline_aws``: dummy AWS credentials in the environment, no profile or config files, no
+  instance metadata, no policy endpoint settings (``usefixtures`` it in a module).
 - ``serve_app(app)``: context manager serving any ASGI app the same way, yielding its URL.
 """
 
@@ -175,6 +177,23 @@ def _fresh_shared_aws_state() -> Iterator[None]:
     clear()
     yield
     clear()
+
+
+@pytest.fixture
+def offline_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Dummy AWS credentials only (secret ``dummy-secret``, session token
+    ``dummy-session-token``, us-west-2); no profile files, no instance metadata, no policy env."""
+    for name in ("AWS_PROFILE", "RFT_RUNTIME_ENDPOINT", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("URL", "MODEL", "API_KEY", "TRANSPORT", "STREAM", "TIMEOUT", "MAX_RETRIES"):
+        monkeypatch.delenv(f"AGENT_KIT_POLICY_{name}", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "dummy-session-token")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 # -- the e2e marker, kept honest ------------------------------------------------------------------

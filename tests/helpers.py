@@ -6,6 +6,10 @@
   first ``rows`` holdout prompts.
 - ``WORDLE_IMPORT``: the lines an inline agent starts with to load the Wordle agent by path
   (``wordle``), for agents that wrap its environment or reward.
+- ``SAY_AGENT``, ``SAY_POLICY``, ``SAY_RAISES_AT``: a one-tool agent whose reward raises or is
+  NaN as ``task["bad"]`` says, the policy that plays it, and where its reward raises.
+- ``pid_alive(pid)``, ``wait_gone(pids, what)``: whether a process runs; wait (with a deadline)
+  for processes to exit, failing with ``what``.
 - ``MINIMAL_AGENT``: the smallest contract entrypoint (a raw ``BedrockAgentCoreApp`` that answers
   reward 1.0), the source of ``tests/agents/minimal_agent.py``.
 """
@@ -13,6 +17,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,16 @@ WORDLE = ROOT / "examples" / "wordle"
 WORDLE_AGENT = WORDLE / "agent.py"
 HOLDOUT = WORDLE / "holdout.jsonl"
 MINIMAL_AGENT = (AGENTS / "minimal_agent.py").read_text(encoding="utf-8")
+#: The one-tool agent whose reward acts on ``task["bad"]`` ("raise" or true: raises; "nan").
+SAY_AGENT = AGENTS / "say_agent.py"
+#: The ``--policy`` spec that plays ``SAY_AGENT`` (say 3, then "done").
+SAY_POLICY = f"scripted:{AGENTS / 'say_policy.py'}:policy"
+_SAY_RAISE = '        raise ValueError("the reward function broke on purpose")'
+#: Where ``SAY_AGENT``'s reward raises, as a failure line names it (file, line, function).
+SAY_RAISES_AT = (
+    f"(at say_agent.py:{SAY_AGENT.read_text(encoding='utf-8').splitlines().index(_SAY_RAISE) + 1}"
+    " in reward)"
+)
 
 #: Loads the Wordle agent as ``wordle`` from the path that replaces ``__AGENT__`` (``repr``).
 WORDLE_IMPORT = """
@@ -91,3 +107,20 @@ def play_wordle(
         assert result.status == status, result.failure
     assert result.run_dir is not None
     return Path(result.run_dir)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (signal 0 reaches it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_gone(pids: list[int], what: str, timeout: float = 30) -> None:
+    """Wait for every process of ``pids`` to exit; fail with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"{what}: {pids}"
+        time.sleep(0.05)  # polling process liveness, with a deadline

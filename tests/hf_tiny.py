@@ -12,19 +12,37 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+#: The one tool of the chat-template tests: ``guess(number)``.
+GUESS_TOOLS = (
+    {
+        "type": "function",
+        "function": {
+            "name": "guess",
+            "description": "Guess a number.",
+            "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}},
+        },
+    },
+)
 
 
-def build_tiny_model(folder: Path) -> Path:
-    """Write the tiny model and SmolLM2's tokenizer (from the packaged GGUF) into ``folder``."""
+def _tokenizer() -> Any:
+    """SmolLM2's tokenizer from the packaged GGUF, offline."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    import torch
     import transformers
 
     from agent_kit.model.gguf import default_model_path
 
     gguf = default_model_path()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    config = transformers.LlamaConfig(
+    return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def _tiny_config(tokenizer: Any, **extra: Any) -> Any:
+    """A two-layer Llama config (hidden size 64) over ``tokenizer``; ``extra``: more fields."""
+    import transformers
+
+    return transformers.LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
@@ -33,10 +51,19 @@ def build_tiny_model(folder: Path) -> Path:
         num_key_value_heads=2,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
-        mlp_bias=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        **extra,
     )
+
+
+def build_tiny_model(folder: Path) -> Path:
+    """Write the tiny model and SmolLM2's tokenizer (from the packaged GGUF) into ``folder``."""
+    import torch
+    import transformers
+
+    tokenizer = _tokenizer()
+    config = _tiny_config(tokenizer, mlp_bias=True)
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
     with torch.no_grad():  # end a turn with probability ≈ 0.15 per token (see the docstring)
@@ -82,27 +109,11 @@ def build_tool_model(folder: Path, chat_template: str | None = None) -> Path:
     reply: its embeddings are large enough (std 0.4) for attention alone to single out a
     token. It has no end-of-turn bias, so the base model rarely ends a turn by itself (its
     turns run to the token cap). ``chat_template`` is written into the tokenizer's folder."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
     import torch
     import transformers
 
-    from agent_kit.model.gguf import default_model_path
-
-    gguf = default_model_path()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        initializer_range=0.4,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    tokenizer = _tokenizer()
+    config = _tiny_config(tokenizer, initializer_range=0.4)
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config)
     model.save_pretrained(str(folder))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_gone
 from typer.testing import CliRunner
 
 from agent_kit import __version__, errors
@@ -380,14 +381,6 @@ def _sampled(run_dir: Path) -> int:
     return 0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _interrupt_when(
     proc: subprocess.Popen[str], ready: Callable[[], bool], late: str
 ) -> tuple[str, str]:
@@ -432,10 +425,7 @@ def test_ctrl_c_real_process_exits_130(tmp_path: Path) -> None:
     with RunStore.open(run_dir, readonly=True) as store:
         agent_pids = [e.detail["pid"] for e in store.list_events(kind="agent_start")]
     assert agent_pids
-    deadline = time.monotonic() + 15
-    while any(_alive(pid) for pid in agent_pids):
-        assert time.monotonic() < deadline, "the agent process outlived the interrupted run"
-        time.sleep(0.05)  # polling process liveness, with a deadline
+    wait_gone(agent_pids, "the agent process outlived the interrupted run")
 
 
 def _rewarded(run_dir: Path) -> int:

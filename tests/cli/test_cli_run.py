@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SAY_AGENT, SAY_POLICY, SAY_RAISES_AT, wait_gone
 from rich.console import Console
 
 from agent_kit.cli import main
@@ -282,14 +282,6 @@ def test_invoke_dataset_row_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["invoke", GOOD, "--dataset", str(data), "--row", "5"]) == 2
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """SIGKILL of a real `agent-kit run` mid-job, then --resume: all slots once, none lost."""
     data = _dataset(tmp_path / "d.jsonl", [{"id": i, "turns": 3} for i in range(10)])
@@ -328,10 +320,7 @@ def test_kill_9_then_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         agent_pids = [e.detail["pid"] for e in store.list_events(kind="agent_start")]
     assert 4 <= len(rewarded_before) < 40
     # The orphaned agent process notices its parent is gone and exits by itself.
-    deadline = time.monotonic() + 15
-    while any(_alive(pid) for pid in agent_pids):
-        assert time.monotonic() < deadline, "agent process outlived the killed driver"
-        time.sleep(0.05)  # polling process liveness with a deadline
+    wait_gone(agent_pids, "agent process outlived the killed driver")
 
     assert main(["run", "--resume", str(run_dir), "--json"]) == 0
     summary = _last_json_line(capsys.readouterr().out)
@@ -393,59 +382,15 @@ def test_workers_default_is_the_drivers(tmp_path: Path) -> None:
     assert summary["config"]["workers"] == default_workers(2)
 
 
-FLOOR_AGENT = '''
-from agent_kit import Environment, Reward, RolloutApp, tool
-
-
-class Env(Environment):
-    def reset(self, task):
-        self.task = task
-        return "say something"
-
-    @tool
-    def say(self, n: int) -> str:
-        """Say a number.
-
-        Args:
-            n: the number
-        """
-        self.finish()
-        return "ok"
-
-
-def reward(env, episode):
-    if env.task.get("bad"):
-        raise ValueError("the reward function broke on purpose")
-    return Reward.weighted(outcome=(1.0, 1.0))
-
-
-app = RolloutApp(Env, reward=reward, max_turns=4)
-if __name__ == "__main__":
-    app.run()
-'''
-#: Where FLOOR_AGENT's reward raises, as every failure line names it (file, line, function).
-_FLOOR_RAISE = '        raise ValueError("the reward function broke on purpose")'
-FLOOR_WHERE = f"(at agent.py:{FLOOR_AGENT.splitlines().index(_FLOOR_RAISE) + 1} in reward)"
-
-FLOOR_POLICY = """
-def policy(request):
-    if not request.tool_results():
-        return {"tool_calls": [{"name": "say", "arguments": {"n": 1}}]}
-    return "done"
-"""
-
-
 @pytest.mark.parametrize(("rate", "code"), [("0.25", 6), ("0.5", 0), (None, 0)])
 def test_max_floor_rate(
     rate: str | None, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Half the rollouts' reward raises (floor reward): `--max-floor-rate 0.25` exits 6 with a
     one-line reason after the summary; 0.5 (not exceeded) and the default (off) exit 0."""
-    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
-    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"ok": 1}])
-    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
-    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv = ["run", str(SAY_AGENT), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", SAY_POLICY, "--out", str(tmp_path)]
     argv += ["--name", "floor", "--json", "--workers", "1"]
     if rate is not None:
         argv += ["--max-floor-rate", rate]
@@ -457,7 +402,7 @@ def test_max_floor_rate(
         assert captured.err.strip().splitlines() == [
             "error: 2 of 4 finished rollouts got the floor reward (50.0% > --max-floor-rate "
             "0.25); most often: reward: ValueError: the reward function broke on purpose "
-            f"{FLOOR_WHERE}"
+            f"{SAY_RAISES_AT}"
         ]
     else:
         assert "error" not in captured.err
@@ -468,18 +413,16 @@ def test_every_rollout_floored_is_rollouts_failed_exit_6(
 ) -> None:
     """Every rollout's reward raises (all floor rewards): status rollouts_failed in summary.json
     and the end summary's headline, the reason on its failure line, then one error line, exit 6."""
-    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
-    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"bad": True}])
-    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
-    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv = ["run", str(SAY_AGENT), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", SAY_POLICY, "--out", str(tmp_path)]
     argv += ["--name", "floors", "--workers", "1"]
     assert main(argv) == 6
     captured = capsys.readouterr()
     reason = (
         "every rollout failed: none of the 4 finished rollouts got a reward from the reward "
         "function (4 floor rewards, 0 without a reward); most often: reward: ValueError: the "
-        f"reward function broke on purpose {FLOOR_WHERE}"
+        f"reward function broke on purpose {SAY_RAISES_AT}"
     )
     assert captured.err.strip().splitlines() == [f"error: {reason}"]
     summary = json.loads((tmp_path / "floors" / "summary.json").read_text())
@@ -499,11 +442,9 @@ def test_default_floor_rate_is_one_half(
 ) -> None:
     """6 of 8 rollouts floored: above the default rate 0.5, exit 6 naming it; --max-floor-rate
     0.75 or 1 accepts that share and the run is completed, exit 0."""
-    (tmp_path / "agent.py").write_text(FLOOR_AGENT)
-    (tmp_path / "pol.py").write_text(FLOOR_POLICY)
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}, {"bad": True}, {"bad": True}, {"ok": 1}])
-    argv = ["run", str(tmp_path / "agent.py"), "--dataset", str(data), "--group-size", "2"]
-    argv += ["--policy", f"scripted:{tmp_path / 'pol.py'}:policy", "--out", str(tmp_path)]
+    argv = ["run", str(SAY_AGENT), "--dataset", str(data), "--group-size", "2"]
+    argv += ["--policy", SAY_POLICY, "--out", str(tmp_path)]
     argv += ["--name", "rate", "--workers", "1", "--json", *options]
     assert main(argv) == code
     captured = capsys.readouterr()
@@ -514,7 +455,7 @@ def test_default_floor_rate_is_one_half(
         assert captured.err.strip().splitlines() == [
             "error: 6 of 8 finished rollouts got the floor reward (75.0% > --max-floor-rate "
             "0.5, the default); most often: reward: ValueError: the reward function broke on "
-            f"purpose {FLOOR_WHERE}"
+            f"purpose {SAY_RAISES_AT}"
         ]
     else:
         assert summary["run"]["status"] == "completed"

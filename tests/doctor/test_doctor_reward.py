@@ -11,7 +11,6 @@ pure checks on hand-built episode views.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -22,14 +21,13 @@ from typing import Any
 
 import pytest
 from fakes.rollouts import rollout
+from helpers import WORDLE_AGENT, holdout, play_wordle, wordle_agent_source, wordle_config
 
 from agent_kit.cli import main
 from agent_kit.doctor.findings import EXIT_FINDINGS, Finding
 from agent_kit.doctor.hacking import dominance, length_signals, recovered_calls
 from agent_kit.doctor.invariants import EpisodeView, Ordering, check_orderings, parse_orderings
 from agent_kit.doctor.reward import RewardAudit, audit_reward
-from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
 from agent_kit.store import INVOCATION_EVENT
 from agent_kit.store.events import ROLLOUT_DONE_EVENT
@@ -37,26 +35,12 @@ from agent_kit.store.runlock import RunLock
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-WORDLE = ROOT / "examples" / "wordle"
-
-_LOAD_WORDLE = """
-import importlib.util
-import sys
-
+INVERTED_AGENT = wordle_agent_source(
+    "Wordle with a sign bug: the outcome term is subtracted.",
+    """
 from agent_kit import Reward
 from agent_kit.app import RolloutApp
 
-_spec = importlib.util.spec_from_file_location("doctor_wordle_agent", __AGENT__)
-wordle = importlib.util.module_from_spec(_spec)
-sys.modules["doctor_wordle_agent"] = wordle
-_spec.loader.exec_module(wordle)
-"""
-
-INVERTED_AGENT = (
-    '"""Wordle with a sign bug: the outcome term is subtracted."""\n'
-    + _LOAD_WORDLE
-    + """
 
 def inverted_reward(env, episode=None):
     good = wordle.wordle_reward(env, episode)
@@ -71,13 +55,15 @@ def inverted_reward(env, episode=None):
 REWARD_ORDERINGS = wordle.REWARD_ORDERINGS
 app = RolloutApp(wordle.WordleEnv, reward=inverted_reward, system_prompt=wordle.SYSTEM_PROMPT,
                  max_turns=wordle.MAX_TURNS, floor_reward=-1.5)
-"""
+""",
 )
 
-BREVITY_AGENT = (
-    '"""Wordle scored for brevity only: short episodes score high, solved or not."""\n'
-    + _LOAD_WORDLE
-    + """
+BREVITY_AGENT = wordle_agent_source(
+    "Wordle scored for brevity only: short episodes score high, solved or not.",
+    """
+from agent_kit import Reward
+from agent_kit.app import RolloutApp
+
 
 def brevity_reward(env, episode=None):
     turns = max(1, episode.turns if episode is not None else 1)
@@ -86,44 +72,23 @@ def brevity_reward(env, episode=None):
 
 app = RolloutApp(wordle.WordleEnv, reward=brevity_reward, system_prompt=wordle.SYSTEM_PROMPT,
                  max_turns=wordle.MAX_TURNS, floor_reward=-1.5)
-"""
+""",
 )
-
-
-def _run(dataset: Path, out: Path, name: str, temperature: float) -> Path:
-    config = JobConfig(
-        name=name,
-        policy=f"scripted:{WORDLE / 'policies.py'}:Solver",
-        group_size=4,
-        temperature=temperature,
-        concurrency=12,
-        steps=1,
-        rollout_timeout=120,
-    )
-    result = asyncio.run(
-        run_local(
-            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
-        )
-    )
-    assert result.status == "completed"
-    return Path(result.run_dir)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run directories (healthy, flat) and the planted entrypoints (inverted, brevity)."""
     base = tmp_path_factory.mktemp("doctor-reward")
-    dataset = base / "three.jsonl"
-    lines = (WORDLE / "holdout.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-    dataset.write_text("".join(lines[:3]), encoding="utf-8")
-    agent = str(WORDLE / "agent.py")
+    dataset = holdout(base / "three.jsonl", 3)
     inverted = base / "inverted_agent.py"
-    inverted.write_text(INVERTED_AGENT.replace("__AGENT__", repr(agent)), encoding="utf-8")
+    inverted.write_text(INVERTED_AGENT, encoding="utf-8")
     brevity = base / "brevity_agent.py"
-    brevity.write_text(BREVITY_AGENT.replace("__AGENT__", repr(agent)), encoding="utf-8")
+    brevity.write_text(BREVITY_AGENT, encoding="utf-8")
+    out = base / "runs"
     return {
-        "healthy": _run(dataset, base / "runs", "healthy", 0.7),
-        "flat": _run(dataset, base / "runs", "flat", 0.0),
+        "healthy": play_wordle(dataset, out, wordle_config("healthy", concurrency=12)),
+        "flat": play_wordle(dataset, out, wordle_config("flat", temperature=0.0, concurrency=12)),
         "inverted": inverted,
         "brevity": brevity,
     }
@@ -145,14 +110,14 @@ def test_healthy_solver_run_has_no_error(runs: dict[str, Path]) -> None:
     assert ordering.severity == "info"
     assert ordering.evidence["violations"] == 0
     assert ordering.evidence["pairs"] > 0
-    assert audit.entrypoint == str(WORDLE / "agent.py")
+    assert audit.entrypoint == str(WORDLE_AGENT)
     assert not _one(audit, "hacking", "error")
     assert not _one(audit, "zero-variance", "error")
 
 
 def test_rescoring_with_the_unchanged_reward_changes_nothing(runs: dict[str, Path]) -> None:
     """Re-scoring with the run's own entrypoint reproduces every reward and uses game results."""
-    audit = audit_reward(runs["healthy"], entrypoint=WORDLE / "agent.py")
+    audit = audit_reward(runs["healthy"], entrypoint=WORDLE_AGENT)
     (rescore,) = _one(audit, "rescore")
     assert rescore.evidence["rescored"] == 12
     assert rescore.evidence["changed"] == 0

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import SAY_AGENT, SAY_POLICY, SAY_RAISES_AT
 
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
@@ -13,66 +14,16 @@ from agent_kit.store.records import agent_failure_of
 
 pytestmark = pytest.mark.e2e
 
-AGENTS = Path(__file__).parents[1] / "agents"
-
-ENTRY = '''
-import math
-
-from agent_kit import Environment, Reward, RolloutApp, tool
-
-
-class Env(Environment):
-    def reset(self, task):
-        self.task = task
-        return "say something"
-
-    @tool
-    def say(self, n: int) -> str:
-        """Say a number.
-
-        Args:
-            n: the number
-        """
-        self.finish()
-        return "ok"
-
-
-def reward(env, episode):
-    if env.task.get("bad") == "raise":
-        raise ValueError("the reward function broke on purpose")
-    if env.task.get("bad") == "nan":
-        return Reward.weighted(outcome=(math.nan, 1.0))
-    return Reward.weighted(outcome=(1.0, 1.0))
-
-
-app = RolloutApp(Env, reward=reward, max_turns=4)
-if __name__ == "__main__":
-    app.run()
-'''
-
-RAISE_LINE = '        raise ValueError("the reward function broke on purpose")'
-
-POLICY = """
-def policy(request):
-    if not request.tool_results():
-        return {"tool_calls": [{"name": "say", "arguments": {"n": 1}}]}
-    return "done"
-"""
-
 
 async def test_reward_that_raises_or_is_nan_is_listed_by_reason(tmp_path: Path) -> None:
     """Half the rollouts' rewards raise or are NaN: summary.json counts each reason with ids,
     and a raising reward names its file and line (summary.json, report.html)."""
-    (tmp_path / "agent.py").write_text(ENTRY)
-    (tmp_path / "pol.py").write_text(POLICY)
     tasks = [{"bad": "raise"}, {"bad": "nan"}, {"ok": 1}, {"ok": 2}]
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"prompt": json.dumps(t)}) + "\n" for t in tasks))
-    config = JobConfig(
-        name="faults", group_size=2, concurrency=4, policy=f"scripted:{tmp_path / 'pol.py'}:policy"
-    )
+    config = JobConfig(name="faults", group_size=2, concurrency=4, policy=SAY_POLICY)
     result = await run_local(
-        RunConfig(entrypoint=str(tmp_path / "agent.py"), dataset=data, job=config, out=tmp_path)
+        RunConfig(entrypoint=str(SAY_AGENT), dataset=data, job=config, out=tmp_path)
     )
     assert result.status == "completed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
@@ -80,8 +31,7 @@ async def test_reward_that_raises_or_is_nan_is_listed_by_reason(tmp_path: Path) 
     raised = [r for r in failures if "the reward function broke on purpose" in r]
     assert len(raised) == 1
     assert raised[0].startswith("reward: ")
-    line = ENTRY.splitlines().index(RAISE_LINE)
-    where = f"(at agent.py:{line + 1} in reward)"
+    where = SAY_RAISES_AT
     assert raised[0].endswith(where), raised[0]
     assert where in (result.run_dir / "report.html").read_text()
     assert failures[raised[0]]["count"] == 2
@@ -135,20 +85,12 @@ def test_where_names_the_users_frames_only_and_is_bounded(tmp_path: Path) -> Non
     assert "json" not in only_ours
 
 
-def test_invoke_names_where_the_reward_raised(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_invoke_names_where_the_reward_raised(capsys: pytest.CaptureFixture[str]) -> None:
     """`agent-kit invoke` on a rollout whose reward raises exits 6 naming the reward's file and
     line, not only "ValueError: …"."""
     from agent_kit.cli import main
 
-    (tmp_path / "agent.py").write_text(ENTRY)
-    (tmp_path / "pol.py").write_text(POLICY)
-    policy = f"scripted:{tmp_path / 'pol.py'}:policy"
-    code = main(
-        ["invoke", str(tmp_path / "agent.py"), "--prompt", '{"bad": "raise"}', "--policy", policy]
-    )
+    code = main(["invoke", str(SAY_AGENT), "--prompt", '{"bad": "raise"}', "--policy", SAY_POLICY])
     captured = capsys.readouterr()
-    line = ENTRY.splitlines().index(RAISE_LINE)
     assert code == 6
-    assert f"(at agent.py:{line + 1} in reward)" in captured.err + captured.out
+    assert SAY_RAISES_AT in captured.err + captured.out

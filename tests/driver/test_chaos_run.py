@@ -10,7 +10,6 @@ of the spec, and ``--mlflow`` logging the run to a temporary SQLite store read b
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -21,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import WORDLE_AGENT, holdout, play_wordle, wordle_config, wordle_policy
 from rich.console import Console
 
-from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.local import run_local
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import render_terminal
 from agent_kit.store import RunStore
@@ -32,8 +30,6 @@ from agent_kit.store.events import CHAOS_EVENT
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-WORDLE = ROOT / "examples" / "wordle"
 #: Every fault, the timed ones with short seconds (a timeout answers 500 after 0.3 s).
 MIXED = (
     "policy_5xx=0.15,policy_429=0.15,policy_403=0.1,latency=0.1@0.05,timeout=0.05@0.3,"
@@ -45,31 +41,14 @@ MIXED = (
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four holdout words of the Wordle example."""
-    path = tmp_path_factory.mktemp("data") / "four.jsonl"
-    lines = (WORDLE / "holdout.jsonl").read_text().splitlines(keepends=True)
-    path.write_text("".join(lines[:4]))
-    return path
+    return holdout(tmp_path_factory.mktemp("data") / "four.jsonl", 4)
 
 
 def _run(out: Path, dataset: Path, chaos: str, *, retries: int = 2) -> Path:
-    config = JobConfig(
-        name="chaos",
-        policy=f"scripted:{WORDLE / 'policies.py'}:Solver",
-        group_size=2,
-        temperature=0.7,
-        concurrency=4,
-        max_retries=retries,
-        rollout_timeout=120,
-        seed=5,
-        chaos=chaos,
+    config = wordle_config(
+        "chaos", group_size=2, concurrency=4, max_retries=retries, seed=5, chaos=chaos
     )
-    result = asyncio.run(
-        run_local(
-            RunConfig(entrypoint=str(WORDLE / "agent.py"), dataset=dataset, job=config, out=out)
-        )
-    )
-    assert result.run_dir is not None
-    return Path(result.run_dir)
+    return play_wordle(dataset, out, config, status=None)
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
@@ -190,11 +169,11 @@ def test_cli_chaos_and_mlflow(tmp_path: Path, dataset: Path) -> None:
     out, db = tmp_path / "runs", tmp_path / "mlflow.db"
     common = [
         "run",
-        str(WORDLE / "agent.py"),
+        str(WORDLE_AGENT),
         "--dataset",
         str(dataset),
         "--policy",
-        f"scripted:{WORDLE / 'policies.py'}:Solver",
+        wordle_policy(),
         "--group-size",
         "2",
         "--temperature",

@@ -134,8 +134,11 @@ async def test_crashed_agent_is_restarted_and_rollout_retried(tmp_path: Path) ->
 
 
 async def test_hanging_agent_times_out_and_is_retried(tmp_path: Path) -> None:
-    """A rollout with no answer within rollout_timeout is TIMED_OUT, then retried and rewarded."""
-    result = await _run_bad_then_good(tmp_path, "hang_agent.py", rollout_timeout=3)
+    """A rollout with no answer within rollout_timeout is TIMED_OUT, then retried and rewarded.
+
+    The hung attempt never answers (whatever the timeout); 10 s leaves a busy box time to
+    sample before it and to play the retry and the good rollouts within it."""
+    result = await _run_bad_then_good(tmp_path, "hang_agent.py", rollout_timeout=10)
     with RunStore.open(result.run_dir, readonly=True) as store:
         slots = _slots(store, result.job_arn)
         for k in range(2):
@@ -212,10 +215,11 @@ async def test_fail_fast_stops_the_job(tmp_path: Path) -> None:
 
 
 async def test_exhausted_retries_fail_the_job(tmp_path: Path) -> None:
-    """A rollout that times out on every attempt fails the job after max_retries retries."""
+    """A rollout that times out on every attempt fails the job after max_retries retries (the
+    hung attempt never answers; 10 s leaves a busy box time to sample before the timeout)."""
     data = _dataset(tmp_path / "d.jsonl", [{"bad": True}])
     config = JobConfig(
-        name="exhaust", group_size=2, concurrency=2, rollout_timeout=2, max_retries=0
+        name="exhaust", group_size=2, concurrency=2, rollout_timeout=10, max_retries=0
     )
     result = await run_local(
         RunConfig(entrypoint=str(AGENTS / "hang_agent.py"), dataset=data, job=config, out=tmp_path)

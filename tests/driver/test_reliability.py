@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_gone
 
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
@@ -222,14 +223,6 @@ def _wait_for(
         time.sleep(0.02)  # polling another process's store, with a deadline
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _agent_pids(run_dir: Path) -> dict[tuple[int, int], int]:
     """``(worker, start) -> pid`` of every agent process the run started."""
     with RunStore.open(run_dir, readonly=True) as store:
@@ -237,14 +230,6 @@ def _agent_pids(run_dir: Path) -> dict[tuple[int, int], int]:
             (int(e.detail["worker"]), int(e.detail["start"])): int(e.detail["pid"])
             for e in store.list_events(kind="agent_start")
         }
-
-
-def _wait_gone(pids: list[int], timeout: float = 15) -> None:
-    """Wait for processes to exit (an orphaned agent notices its dead driver by itself)."""
-    deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"agent processes {pids} outlived their driver"
-        time.sleep(0.05)  # polling process liveness, with a deadline
 
 
 def _children(pid: int) -> set[int]:
@@ -348,7 +333,7 @@ def test_sigkill_at_three_moments_then_resume_rewards_every_slot_once(tmp_path: 
             rewarded = store.list_trajectories(states=["REWARDED"])
             assert len(rewarded) == [0, 6, 12][i], moment
             recorded |= {t.id: (store.get_reward(t.id), store.count_turns(t.id)) for t in rewarded}
-        _wait_gone(list(_agent_pids(run_dir).values()))
+        wait_gone(list(_agent_pids(run_dir).values()), "agent processes outlived their driver")
 
     resumed = _run(tmp_path, resume)
     assert resumed.code == 0, resumed.err
@@ -427,7 +412,7 @@ def test_resume_of_a_live_run_is_refused_and_writes_nothing(tmp_path: Path) -> N
         assert _snapshot(run_dir) == before
         assert live.proc.poll() is None  # the live run was not disturbed
         live.kill()
-    _wait_gone(list(_agent_pids(run_dir).values()))
+    wait_gone(list(_agent_pids(run_dir).values()), "agent processes outlived their driver")
 
 
 # -- one of two agent processes killed mid-run --------------------------------------------------

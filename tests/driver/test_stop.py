@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,19 @@ from agent_kit.driver.stop import GracefulStop
 from agent_kit.errors import Aborted, UsageError
 
 
+@pytest.fixture
+def handled_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM with Python's own handlers for the test, whatever the parent left
+    (a shell's background job inherits SIGINT ignored), the parent's given back afterwards."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.usefixtures("handled_signals")
 async def test_first_signal_sets_the_stop_and_is_reported() -> None:
     """The first SIGINT sets the stop event, calls the hook once, and the job still returns."""
     before = signal.getsignal(signal.SIGINT)
@@ -31,6 +45,7 @@ async def test_first_signal_sets_the_stop_and_is_reported() -> None:
     assert signal.getsignal(signal.SIGINT) == before  # the handler is given back
 
 
+@pytest.mark.usefixtures("handled_signals")
 async def test_second_signal_aborts_with_the_first() -> None:
     """A second signal cancels the job and guard raises Aborted naming the first signal."""
     stop = GracefulStop()

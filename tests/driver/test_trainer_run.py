@@ -11,10 +11,12 @@ import asyncio
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import AGENTS, WORDLE_AGENT, holdout, wordle_config
 from typer.testing import CliRunner
 
 from agent_kit.cli import app as cli_app
@@ -26,38 +28,23 @@ from agent_kit.store import INVOCATION_EVENT, RunStore
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-WORDLE = ROOT / "examples" / "wordle"
-AGENTS = ROOT / "tests" / "agents"
 
-
-def _dataset(tmp_path: Path, rows: int = 2) -> Path:
-    lines = (WORDLE / "holdout.jsonl").read_text().splitlines(keepends=True)[:rows]
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(lines))
-    return path
-
-
-def _config(**extra: object) -> JobConfig:
-    settings: dict[str, object] = {
-        "policy": f"scripted:{WORDLE / 'policies.py'}:Solver",
-        "group_size": 2,
-        "concurrency": 4,
-        "temperature": 0.0,
-        "rollout_timeout": 120,
-        "contract": "rl-toolkit",
-    }
-    return JobConfig(**{**settings, **extra})  # type: ignore[arg-type]
+def _config(name: str, policy: str | None = None, **extra: Any) -> JobConfig:
+    """A small rl-toolkit job (group 2, temperature 0) of the scripted Wordle solver, or of
+    ``policy`` where given."""
+    settings = {"group_size": 2, "concurrency": 4, "temperature": 0.0, "contract": "rl-toolkit"}
+    config = wordle_config(name, **{**settings, **extra})
+    return config if policy is None else replace(config, policy=policy)
 
 
 def test_wordle_plays_the_rl_toolkit_contract_end_to_end(tmp_path: Path) -> None:
     """Every rollout answers processing, its S3 object's rewards land in the store with turns."""
-    config = _config(name="wordle-rl")
+    config = _config("wordle-rl")
     result = asyncio.run(
         run_local(
             RunConfig(
-                entrypoint=str(WORDLE / "agent.py"),
-                dataset=_dataset(tmp_path),
+                entrypoint=str(WORDLE_AGENT),
+                dataset=holdout(tmp_path / "rows.jsonl", 2),
                 job=config,
                 out=tmp_path / "runs",
             )
@@ -106,8 +93,8 @@ def test_an_agent_that_does_not_answer_processing_fails_the_job(tmp_path: Path) 
         run_local(
             RunConfig(
                 entrypoint=str(AGENTS / "echo_agent.py"),
-                dataset=_dataset(tmp_path, rows=1),
-                job=_config(max_retries=0),
+                dataset=holdout(tmp_path / "rows.jsonl", 1),
+                job=_config("echo-rl", max_retries=0),
                 out=tmp_path / "runs",
             )
         )
@@ -130,9 +117,9 @@ def test_missing_moto_is_one_line_saying_what_to_install(
         cli_app,
         [
             "run",
-            str(WORDLE / "agent.py"),
+            str(WORDLE_AGENT),
             "--dataset",
-            str(_dataset(tmp_path, rows=1)),
+            str(holdout(tmp_path / "rows.jsonl", 1)),
             "--contract",
             "rl-toolkit",
             "--group-size",
@@ -159,8 +146,8 @@ def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
         run_local(
             RunConfig(
                 entrypoint=str(AGENTS / "rltoolkit_agent.py"),
-                dataset=_dataset(tmp_path, rows=1),
-                job=_config(policy="random"),
+                dataset=holdout(tmp_path / "rows.jsonl", 1),
+                job=_config("hand-rl", policy="random"),
                 out=tmp_path / "runs",
             )
         )
@@ -185,7 +172,7 @@ def _edge_run(tmp_path: Path, write: str, retries: int = 0, **row: object) -> An
             RunConfig(
                 entrypoint=str(AGENTS / "rltoolkit_result_agent.py"),
                 dataset=dataset,
-                job=_config(policy="random", max_retries=retries, rollout_timeout=60),
+                job=_config("edge-rl", "random", max_retries=retries, rollout_timeout=60),
                 out=tmp_path / "runs",
             )
         )

@@ -11,12 +11,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import boto3
 import httpx
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 from conftest import RunningEmulator, serve_app
+from fakes.clients import runtime_client
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -46,17 +45,6 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-def _sm(url: str) -> Any:
-    return boto3.client(
-        "sagemakerjobruntime",
-        endpoint_url=url,
-        region_name="us-west-2",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
 
 
 def test_validate_advertise_url() -> None:
@@ -103,7 +91,7 @@ def test_create_app_path_prefix(emulator: Emulator, run_store: RunStore) -> None
         assert PREFIX not in missing.json()["Message"]
 
         tid = run.mint()["metadata"]["rolloutId"]
-        rooted, prefixed = _sm(url), _sm(f"{url}/{PREFIX}")
+        rooted, prefixed = runtime_client(url), runtime_client(f"{url}/{PREFIX}")
         try:
             with pytest.raises(ClientError) as info:
                 rooted.complete_rollout(JobArn=run.job_arn, TrajectoryId=tid, Status="ready")

@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore import UNSIGNED
-from botocore.config import Config
 from conftest import RunningEmulator
+from fakes.clients import runtime_client
 
 from agent_kit.contract import CompleteRolloutBody, TrajectoryState
 from agent_kit.emulator.sse import chunks_from_completion
@@ -34,21 +33,10 @@ BODY = json.dumps(
 ).encode()
 
 
-def _client(url: str, **config: Any) -> Any:
-    return boto3.client(
-        "sagemakerjobruntime",
-        endpoint_url=url,
-        region_name="us-west-2",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}, **config),
-    )
-
-
 @pytest.fixture
 def sm(running_emulator: RunningEmulator) -> Iterator[Any]:
     """A boto3 sagemakerjobruntime client pointed at the emulator (retries off)."""
-    client = _client(running_emulator.url)
+    client = runtime_client(running_emulator.url)
     yield client
     client.close()
 
@@ -239,7 +227,7 @@ def test_job_level_errors(running_emulator: RunningEmulator, sm: Any) -> None:
 
 def test_unsigned_request_is_access_denied(running_emulator: RunningEmulator) -> None:
     """A request without Authorization gets 403 AccessDeniedException."""
-    client = _client(running_emulator.url, signature_version=UNSIGNED)
+    client = runtime_client(running_emulator.url, signature_version=UNSIGNED)
     tid = running_emulator.mint()["metadata"]["rolloutId"]
     with pytest.raises(client.exceptions.AccessDeniedException):
         client.sample(JobArn=running_emulator.job_arn, TrajectoryId=tid, Body=BODY)
@@ -314,15 +302,8 @@ def test_verify_mode_checks_real_sigv4(emulator: Any, run_store: RunStore) -> No
 
     app = create_app(emulator, credentials={"AKIDEXAMPLE": "secret"})
     with serve_app(app) as url:
-        good = _client(url)
-        bad = boto3.client(
-            "sagemakerjobruntime",
-            endpoint_url=url,
-            region_name="us-west-2",
-            aws_access_key_id="AKIDEXAMPLE",
-            aws_secret_access_key="forged",
-            config=Config(retries={"total_max_attempts": 1}),
-        )
+        good = runtime_client(url)
+        bad = runtime_client(url, secret="forged")
         arn = emulator.default_job_arn
         tid = emulator.open_trajectory(arn, "{}").id
         with pytest.raises(bad.exceptions.AccessDeniedException, match="lenient"):
@@ -473,14 +454,7 @@ def test_verify_accepts_a_request_dated_within_five_minutes(
 def test_verify_refuses_a_scope_of_another_region(emulator: Any, verifying: str) -> None:
     """A request signed for eu-west-1 (a correct signature, another region's scope) is 403
     naming the emulator's region."""
-    client = boto3.client(
-        "sagemakerjobruntime",
-        endpoint_url=verifying,
-        region_name="eu-west-1",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
+    client = runtime_client(verifying, region="eu-west-1")
     tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
     with pytest.raises(client.exceptions.AccessDeniedException, match="us-west-2"):
         client.sample(JobArn=emulator.default_job_arn, TrajectoryId=tid, Body=BODY)
@@ -511,7 +485,7 @@ def _captured_sample(url: str, emulator: Any) -> dict[str, Any]:
         headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
         captured.update(url=request.url, headers=headers, body=request.body)
 
-    client = _client(url)
+    client = runtime_client(url)
     client.meta.events.register("before-send", keep)
     tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
     client.sample(JobArn=emulator.default_job_arn, TrajectoryId=tid, Body=BODY)
@@ -531,7 +505,7 @@ def test_verify_lets_a_refused_request_be_sent_again(emulator: Any, verifying: s
         headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
         captured.update(url=request.url, headers=headers, body=request.body)
 
-    client = _client(verifying)
+    client = runtime_client(verifying)
     client.meta.events.register("before-send", keep)
     arn = emulator.default_job_arn
     tid = emulator.open_trajectory(arn, "{}").id

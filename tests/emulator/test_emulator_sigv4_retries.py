@@ -17,10 +17,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import botocore.auth
 import pytest
-from botocore.config import Config
+from fakes.clients import runtime_client
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.emulator.core import Emulator
@@ -58,14 +57,7 @@ def signatures() -> list[str]:
 @pytest.fixture
 def sm(verifying: str, one_second: None, signatures: list[str]) -> Iterator[Any]:
     """A boto3 sagemakerjobruntime client signing with the emulator's keys (retries off)."""
-    client = boto3.client(
-        "sagemakerjobruntime",
-        endpoint_url=verifying,
-        region_name="us-west-2",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-        config=Config(retries={"total_max_attempts": 1}),
-    )
+    client = runtime_client(verifying)
 
     def keep(request: Any, **_: Any) -> None:
         value = request.headers["Authorization"]

@@ -6,63 +6,30 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import AGENTS, SAY_AGENT
 
 from agent_kit.emulator.loader import load_entrypoint, load_module
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.testing import load_app, run_episode
 
-ENTRY = '''
-from agent_kit import Environment, Reward, RolloutApp, tool
-import {helper}
-
-
-class Echo(Environment):
-    def reset(self, task):
-        self.said = None
-        return "say a number"
-
-    @tool
-    def say(self, n: int) -> str:
-        """Say a number.
-
-        Args:
-            n: the number
-        """
-        self.said = n
-        self.finish()
-        return {helper}.echo(n)
-
-
-def reward(env, episode):
-    return Reward.weighted(outcome=(float(env.said == 3), 1.0))
-
-
-app = RolloutApp(Echo, reward=reward, max_turns=4)
-if __name__ == "__main__":
-    app.run()
-'''
+SAY_POLICY_FILE = AGENTS / "say_policy.py"
 
 
 def _project(tmp_path: Path, helper: str) -> Path:
+    """A folder holding ``helper.py`` and ``agent.py``: the say agent importing ``helper``."""
     folder = tmp_path / helper
     folder.mkdir()
     (folder / f"{helper}.py").write_text("def echo(n):\n    return f'said {n}'\n")
     entry = folder / "agent.py"
-    entry.write_text(ENTRY.format(helper=helper))
+    entry.write_text(f"import {helper}\n\n" + SAY_AGENT.read_text(encoding="utf-8"))
     return entry
-
-
-def _policy(request):  # type: ignore[no-untyped-def]
-    if not request.tool_results():
-        return {"tool_calls": [{"name": "say", "arguments": {"n": 3}}]}
-    return "done"
 
 
 def test_run_episode_imports_a_helper_beside_the_entrypoint(tmp_path: Path) -> None:
     """`import helper` beside agent.py works in run_episode (the folder is put on sys.path)."""
     entry = _project(tmp_path, "helper_for_episode")
-    result = run_episode(entry, {"target": 3}, policy=_policy)
+    result = run_episode(entry, {"target": 3}, policy=load_module(SAY_POLICY_FILE).policy)
     assert result["reward"] == 1.0
 
 

@@ -825,14 +825,16 @@ async def test_openai_proxy_maps_stream_errors_timeouts_and_dead_servers(
     upstream: Upstream,
 ) -> None:
     """An error event mid-stream, a hung upstream and a closed port are InternalServiceErrors."""
-    backend = OpenAIProxyBackend(upstream.url, timeout=0.3)
+    backend = OpenAIProxyBackend(upstream.url)  # the default timeout: a busy box answers in it
+    hung = OpenAIProxyBackend(upstream.url, timeout=0.3)  # "hang" never answers
     try:
         with pytest.raises(InternalServiceError, match="streamed an error: GPU fell over"):
             await backend.complete(proxy_request("stream-error", stream=True))
         with pytest.raises(InternalServiceError, match=r"timed out after 0\.3 s"):
-            await backend.complete(proxy_request("hang", stream=False))
+            await hung.complete(proxy_request("hang", stream=False))
     finally:
         await backend.aclose()
+        await hung.aclose()
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import transformers
+from hf_tiny import GUESS_TOOLS as TOOLS
 from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
 from agent_kit.emulator.policies import load_policy
@@ -18,16 +19,6 @@ from agent_kit.errors import PolicyError
 from agent_kit.model import loading
 from agent_kit.model.chat import chat_format, completion_text
 
-TOOLS = (
-    {
-        "type": "function",
-        "function": {
-            "name": "guess",
-            "description": "Guess a number.",
-            "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}},
-        },
-    },
-)
 MESSAGES = [{"role": "system", "content": "Find it."}, {"role": "user", "content": "1 to 9."}]
 REPLY = {
     "role": "assistant",

@@ -41,20 +41,13 @@ CHAT = "/v1/chat/completions"
 JOB_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/my-job"
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy AWS credentials only; no profile files, no instance metadata, no policy env."""
-    for name in ("AWS_PROFILE", "RFT_RUNTIME_ENDPOINT", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("URL", "MODEL", "API_KEY", "TRANSPORT", "STREAM", "TIMEOUT", "MAX_RETRIES"):
-        monkeypatch.delenv(f"AGENT_KIT_POLICY_{name}", raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTTEST")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret")
-    monkeypatch.setenv("AWS_SESSION_TOKEN", "dummy-session-token")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+pytestmark = pytest.mark.usefixtures("offline_aws")
+
+
+def _short_for_hangs(match: str) -> dict[str, float]:
+    """A 0.5 s timeout where the case is a hang that never answers (``match`` "timed out");
+    the default elsewhere, so a busy box cannot turn an error answer into a timeout."""
+    return {"timeout_s": 0.5} if match == "timed out" else {}
 
 
 @pytest.fixture
@@ -406,7 +399,7 @@ async def test_openai_failures_are_policy_errors(
 ) -> None:
     """5xx, throttling, garbage, empty streams, timeouts and dropped connections → PolicyError."""
     setup(fake)
-    config = PolicyConfig(stream=stream, max_retries=0, timeout_s=0.5)
+    config = PolicyConfig(stream=stream, max_retries=0, **_short_for_hangs(match))
     with pytest.raises(PolicyError, match=match):
         await play(build_model(payload(fake.url), config, token_provider=provider))
 
@@ -620,7 +613,9 @@ async def test_sample_failures_are_policy_errors(setup: Any, stream: bool, match
     """Sample errors, garbage bodies and timeouts surface as PolicyError with the reason."""
     with FakeJobRuntime() as fake:
         setup(fake)
-        config = PolicyConfig(transport="sample", stream=stream, max_retries=0, timeout_s=0.5)
+        config = PolicyConfig(
+            transport="sample", stream=stream, max_retries=0, **_short_for_hangs(match)
+        )
         with pytest.raises(PolicyError, match=match):
             await play(build_model(payload(fake.url), config))
 

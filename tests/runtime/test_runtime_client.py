@@ -34,16 +34,7 @@ COMPLETE = "/complete-rollout"
 REWARD = "/update-reward"
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy AWS credentials only; no profile files, no instance metadata."""
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTTEST")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dummy-secret-key")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+pytestmark = pytest.mark.usefixtures("offline_aws")
 
 
 @pytest.fixture
@@ -144,7 +135,7 @@ def test_gives_up_after_max_attempts_and_logs(
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1
     assert "traj-1" in errors[0].getMessage()
-    assert "dummy-secret-key" not in caplog.text
+    assert "dummy-secret" not in caplog.text
 
 
 def test_botocore_retries_are_off_so_attempts_are_exact(fake: FakeJobRuntime) -> None:

@@ -9,23 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hf_tiny import GUESS_TOOLS as TOOLS
 
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.policies.hf import HFPolicyBackend, parse_tool_calls
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import PolicyError
 from agent_kit.model.turns import TurnTokens
-
-TOOLS = (
-    {
-        "type": "function",
-        "function": {
-            "name": "guess",
-            "description": "Guess a number.",
-            "parameters": {"type": "object", "properties": {"number": {"type": "integer"}}},
-        },
-    },
-)
 
 
 def _request(messages: list[dict[str, Any]], *, turn: int = 0, seed: int = 1) -> PolicyRequest:
