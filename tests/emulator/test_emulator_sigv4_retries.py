@@ -12,6 +12,8 @@ Sample gets the state's answer, never AccessDeniedException.
 from __future__ import annotations
 
 import datetime
+import importlib
+import importlib.util
 import json
 import uuid
 from collections.abc import Iterator
@@ -43,9 +45,19 @@ def verifying(emulator: Emulator) -> Iterator[str]:
 
 @pytest.fixture
 def one_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    """botocore signs every request of the test at one instant (now): same-second calls."""
+    """botocore signs every request of the test at one instant (now): same-second calls.
+    Both signers' clocks are pinned: botocore's own and the CRT one it uses where awscrt is
+    installed (as here)."""
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)
+
+    def clock(remove_tzinfo: bool = True) -> datetime.datetime:
+        return now.replace(tzinfo=None) if remove_tzinfo else now
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", clock)
+    if importlib.util.find_spec("awscrt") is not None:
+        monkeypatch.setattr(
+            importlib.import_module("botocore.crt.auth"), "get_current_datetime", clock
+        )
 
 
 @pytest.fixture
