@@ -33,7 +33,7 @@ FLOORS = [
     {"reporting", "deploy", "scaffold"},
     {"driver"},
     {"replay", "export", "train"},
-    {"testing", "doctor"},
+    {"testing", "doctor", "evaluation"},
     {"cli"},
 ]
 
