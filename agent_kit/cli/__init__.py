@@ -31,6 +31,7 @@ from agent_kit.cli import (
     deploy,
     doctor,
     emulate,
+    eval,
     export,
     invoke,
     replay,
@@ -176,7 +177,19 @@ def _root(
     del version  # handled by its eager callback
 
 
-for _commands in (emulate, run, invoke, report, replay, export, scaffold, deploy, doctor, train):
+for _commands in (
+    emulate,
+    run,
+    invoke,
+    eval,
+    report,
+    replay,
+    export,
+    scaffold,
+    deploy,
+    doctor,
+    train,
+):
     _commands.register(app)
 del _commands
 

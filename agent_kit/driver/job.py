@@ -501,6 +501,7 @@ class _Job:
     ) -> Invoker:
         run = self.run_
         env = agent_env(local_endpoint, run.config.region, credentials=svc.keys.agent_env())
+        env.update(self.config.extra_env or {})
         if trainer is not None:
             env["AWS_ENDPOINT_URL_S3"] = trainer.s3.url
         return make_invoker(
