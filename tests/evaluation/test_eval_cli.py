@@ -161,6 +161,7 @@ def test_mlflow_export_is_a_parent_with_a_child_per_cell(
 
         client = MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
         experiment = client.get_experiment_by_name("agent-kit")
+        assert experiment is not None
         runs = client.search_runs([experiment.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]

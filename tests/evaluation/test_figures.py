@@ -4,12 +4,15 @@ the difference of two cells and its standard error; the grid's cells and compari
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+from agent_kit.driver.config import RunConfig
 from agent_kit.errors import UsageError
 from agent_kit.evaluation.figures import CellFigures, difference, mean_and_se, reward_figures
 from agent_kit.evaluation.grid import grid_spec, parse_axis, policy_label
+from agent_kit.evaluation.local_cells import cell_config
 from agent_kit.evaluation.table import build_table, comparisons
 
 SOLVER = "scripted:examples/wordle/policies.py:Solver"
@@ -155,3 +158,28 @@ def test_bad_policies_and_samples() -> None:
     spec = grid_spec("a.py", "d.jsonl", [SOLVER, SLOPPY], [], 4, {})
     with pytest.raises(UsageError, match="name two cells or two policies"):
         comparisons(spec, ["Solver", "nobody"])
+
+
+def test_a_cells_run_carries_its_policy_settings_and_environment(tmp_path: Path) -> None:
+    """The cell's run: one step of every holdout prompt × samples, the cell's policy, its
+    inference settings over the base ones, its env.* settings as the agents' extra env."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n', encoding="utf-8")
+    spec = grid_spec(
+        "agent.py",
+        str(data),
+        [SOLVER],
+        ["temperature=0.7", "env.REASONING_EFFORT=low"],
+        4,
+        {"temperature": 1.0, "top_p": 0.9, "concurrency": 3},
+    )
+    (cell,) = spec.cells()
+    config = cell_config(spec, cell, tmp_path / "out", RunConfig(workers=1))
+    job = config.job
+    assert job is not None
+    assert (job.name, job.policy, job.group_size, job.batch_size, job.steps) == (
+        cell.id, SOLVER, 4, 3, 1,
+    )  # fmt: skip
+    assert (job.temperature, job.top_p, job.concurrency) == (0.7, 0.9, 3)
+    assert config.extra_env == {"REASONING_EFFORT": "low"}
+    assert (config.workers, config.out, config.resume) == (1, tmp_path / "out", None)
