@@ -9,7 +9,8 @@ and ``DIR/eval.html``. Progress goes to stderr. Re-running with the same ``--out
 finished cells and resumes an interrupted one. Exit 0 when every cell completed; 9 after the
 table when one did not (the table marks it with its reason); 130/143 after a Ctrl-C/SIGTERM
 (the cell in flight stops gracefully and is resumed by the next run). ``--plan`` prints the
-grid's rollouts, tokens, cost and wall clock and exits without running anything.
+grid's rollouts, tokens, cost and wall clock and exits without running anything. ``--submit``
+runs every cell as a SageMaker evaluation job instead (:mod:`agent_kit.cli.eval_jobs`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from agent_kit.cli.eval_jobs import (
+    DatasetUriOption,
+    JobTimeoutOption,
+    MaxJobsOption,
+    MaxRuntimeOption,
+    MetricsUriOption,
+    MlflowArnOption,
+    PollIntervalOption,
+    RegionOption,
+    RoleArnOption,
+    RuntimeArnOption,
+    S3OutputOption,
+    SubmitOption,
+    check_quota,
+    job_settings,
+    submit_grid,
+)
 from agent_kit.cli.run_options import (
     AgentMemoryOption,
     AsJsonOption,
@@ -43,9 +61,17 @@ from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.errors import JobFailed, UsageError
 from agent_kit.evaluation.grid import GridSpec, grid_spec
-from agent_kit.evaluation.local_cells import EvalLayout, base_settings, read_cell, run_grid
+from agent_kit.evaluation.job_cells import JobGridRun
+from agent_kit.evaluation.job_specs import JobSettings, job_policy
+from agent_kit.evaluation.local_cells import (
+    EvalLayout,
+    GridRun,
+    base_settings,
+    read_cell,
+    run_grid,
+)
 from agent_kit.evaluation.page import render_page
-from agent_kit.evaluation.plan import grid_plan, recorded_rollouts
+from agent_kit.evaluation.plan import grid_plan, job_plan, recorded_rollouts
 from agent_kit.evaluation.render import render_table
 from agent_kit.evaluation.table import GridTable, build_table, comparisons
 from agent_kit.reporting.pricing import default_pricing
@@ -95,6 +121,7 @@ def _base(options: dict[str, Any], spec_axes: list[str]) -> dict[str, Any]:
     """The job settings every cell shares; an inference setting that is also an axis is
     refused."""
     base = base_settings(options)
+    base.pop("region", None)  # --region is the jobs' (--submit), not a cell's setting
     for name in ("temperature", "top_p", "max_tokens"):
         given = options.get(name)
         if given is None:
@@ -138,17 +165,34 @@ def _print_plan(doc: dict[str, Any], console: Console, *, as_json: bool) -> None
         table.add_row("recorded run", str(doc["source"]))
     else:
         table.add_row("tokens, cost, time", "give --plan-from RUN_DIR (a run of this agent)")
+    jobs = doc.get("jobs")
+    if jobs is not None:
+        table.add_row(
+            "as jobs",
+            f"{jobs['count']} evaluation jobs, {jobs['max_concurrent']} at once: "
+            f"{jobs['turns']} rounds (each at most {jobs['max_runtime_s'] // jobs['turns']} s)",
+        )
+        if jobs["wall_clock_s"] is not None:
+            wall = jobs["wall_clock_s"]
+            table.add_row(
+                "jobs' wall clock",
+                f"{wall['low']:.0f} – {wall['high']:.0f} s (rounds in turn; start-up not counted)",
+            )
     console.print(table)
 
 
 def _plan(
-    spec: GridSpec, out: Path, plan_from: Path | None, options: dict[str, Any], *, as_json: bool
+    spec: GridSpec,
+    prompts: int,
+    plan_from: Path | None,
+    options: dict[str, Any],
+    jobs: JobSettings | None,
 ) -> None:
     source = plan_from
     if source is not None and not resolve_path(source).exists():
         raise UsageError(f"--plan-from {source}: no run store there")
     if source is None:
-        layout = EvalLayout(out)
+        layout = EvalLayout(options["out"])
         done = [
             layout.cell_dir(c)
             for c in spec.cells()
@@ -158,7 +202,7 @@ def _plan(
         source = done[0] if done else None
     doc = grid_plan(
         spec,
-        _prompts(Path(spec.dataset)),
+        prompts,
         concurrency=options["concurrency"],
         rollout_timeout=options["rollout_timeout"],
         max_tokens=options.get("max_tokens") or 4096,
@@ -166,7 +210,9 @@ def _plan(
         recorded=None if source is None else recorded_rollouts(source),
         source=None if source is None else str(source),
     )
-    _print_plan(doc, Console(highlight=False, soft_wrap=True), as_json=as_json)
+    if jobs is not None:
+        doc = job_plan(doc, jobs.max_concurrent, jobs.max_runtime_s)
+    _print_plan(doc, Console(highlight=False, soft_wrap=True), as_json=options["as_json"])
 
 
 def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
@@ -216,42 +262,74 @@ def eval_cmd(
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
     mlflow_experiment: MlflowExperimentOption = None,
+    submit: SubmitOption = False,
+    runtime_arn: RuntimeArnOption = None,
+    role_arn: RoleArnOption = None,
+    s3_output: S3OutputOption = None,
+    dataset_uri: DatasetUriOption = None,
+    mlflow_arn: MlflowArnOption = None,
+    metrics_uri: MetricsUriOption = None,
+    max_concurrent_jobs: MaxJobsOption = 1,
+    max_runtime: MaxRuntimeOption = 86400,
+    job_timeout: JobTimeoutOption = None,
+    poll_interval: PollIntervalOption = 60.0,
+    region: RegionOption = None,
     as_json: AsJsonOption = False,
 ) -> None:
     """Evaluate policies × settings on a holdout: one table, mean ± SE and differences."""
     options = locals()
-    if entrypoint is None or dataset is None:
+    jobs = job_settings(options)
+    agent = jobs.runtime_arn if jobs is not None else entrypoint
+    if agent is None or dataset is None:
         raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
     base = _base(options, list(grid or []))
-    spec = grid_spec(entrypoint, str(dataset), policy, list(grid or []), samples, base)
+    where = jobs.dataset_uri if jobs is not None else str(dataset)
+    check = job_policy if jobs is not None else None
+    spec = grid_spec(agent, where, policy, list(grid or []), samples, base, check)
     comparisons(spec, compare)  # a bad --compare is refused before anything runs
-    _prompts(dataset)
+    prompts = _prompts(dataset)
+    if jobs is not None:
+        check_quota(spec, jobs)
     if plan:
-        _plan(spec, out, plan_from, options, as_json=as_json)
+        _plan(spec, prompts, plan_from, options, jobs)
         return
     run = RunConfig(workers=workers, agent_memory=_memory(agent_memory), lenient_auth=lenient_auth)
-    if mlflow or mlflow_uri or mlflow_experiment:
+    if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.mlflow import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
-    _run_and_report(spec, out, run, options, as_json=as_json)
+    _run_and_report(spec, out, run, options, (jobs, prompts))
 
 
 def _run_and_report(
-    spec: GridSpec, out: Path, run: RunConfig, options: dict[str, Any], *, as_json: bool
+    spec: GridSpec,
+    out: Path,
+    run: RunConfig,
+    options: dict[str, Any],
+    submit: tuple[JobSettings | None, int],
 ) -> None:
+    as_json = bool(options["as_json"])
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     threshold = float(options["success_threshold"])
+
+    def echo(line: str) -> None:
+        err.print(line, markup=False)
+
+    jobs, prompts = submit
     with aborts_exit(err):
-        done = run_grid(
-            spec,
-            out,
-            run,
-            k=spec.samples,
-            threshold=threshold,
-            echo=lambda line: err.print(line, markup=False),
-            on_stop=announcer(err, run.grace),
+        done: GridRun | JobGridRun = (
+            submit_grid(spec, out, jobs, options, prompts, echo)
+            if jobs is not None
+            else run_grid(
+                spec,
+                out,
+                run,
+                k=spec.samples,
+                threshold=threshold,
+                echo=echo,
+                on_stop=announcer(err, run.grace),
+            )
         )
     table = build_table(
         spec,

@@ -9,6 +9,9 @@ inference settings and agent settings, and the table every result is reported in
   and its JSON document, filled from any source of cell figures;
 - :mod:`~agent_kit.evaluation.local_cells`: the local source: each cell a run through the
   driver (:func:`agent_kit.driver.local.play_local`) in its own run directory, resumable;
+- :mod:`~agent_kit.evaluation.job_specs`, :mod:`~agent_kit.evaluation.job_cells`: the job
+  source (``--submit``): each cell a SageMaker evaluation job, at most the quota at once, its
+  metrics read back, resumable from ``jobs.json``;
 - :mod:`~agent_kit.evaluation.render`, :mod:`~agent_kit.evaluation.page`: the terminal table
   and the HTML page (grouped bars with error bars);
 - :mod:`~agent_kit.evaluation.plan`: rollouts, tokens, cost and wall clock of a grid before it

@@ -148,11 +148,24 @@ def policy_label(spec: str) -> str:
     elif scheme == "hf":
         model, _, adapter = rest.partition("+")
         label = Path(adapter.rstrip("/")).name if adapter else (Path(model).name or "hf")
+    elif scheme == "arn" or "+arn:" in spec:
+        label = _arn_label(spec)
     elif scheme in ("local", "replay") and rest:
         label = f"{scheme}-{Path(rest.rstrip('/')).stem}"
     else:
         label = spec.strip()
     return label or scheme
+
+
+def _arn_label(spec: str) -> str:
+    """A model ARN's label: a model package's group and version (``wordle-3``), else a hub
+    model's name."""
+    base, _, package = spec.strip().partition("+")
+    if "model-package/" in package:
+        return "-".join(package.split("model-package/", 1)[1].split("/")[-2:])
+    if "/Model/" in base:
+        return base.split("/Model/", 1)[1].split("/")[0]
+    return base.rsplit("/", 1)[-1] or "model"
 
 
 def _slug(text: str) -> str:
@@ -300,15 +313,17 @@ def grid_spec(
     axes: Sequence[str],
     samples: int,
     base: Mapping[str, Any],
+    check_policy: Callable[[str], object] | None = None,
 ) -> GridSpec:
-    """The grid the command line gives; UsageError for no policy, a bad policy spec, a bad or
-    repeated axis, an axis that is also a base setting given apart, or a bad ``samples``."""
+    """The grid the command line gives; UsageError for no policy, a bad policy spec (checked by
+    ``check_policy``, default: a policy this machine plays), a bad or repeated axis, an axis
+    that is also a base setting given apart, or a bad ``samples``."""
     if not policies:
         raise UsageError("the grid is empty: give at least one --policy")
     if len(set(policies)) != len(policies):
         raise UsageError("--policy: the same policy is given twice")
     for spec in policies:
-        _check_policy(spec)
+        (check_policy or _check_policy)(spec)
     if not 2 <= samples <= 32:
         raise UsageError(f"--samples must be 2..32 (rollouts per prompt), got {samples}")
     parsed = [parse_axis(text) for text in axes]

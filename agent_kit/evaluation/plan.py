@@ -24,7 +24,7 @@ from agent_kit.reporting.plan import Band, JobShape, PlanSettings, plan_job
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.store import RunStore, load_rollouts
 
-__all__ = ["PLAN_SCHEMA", "grid_plan", "recorded_rollouts"]
+__all__ = ["PLAN_SCHEMA", "grid_plan", "job_plan", "recorded_rollouts"]
 
 #: The ``schema`` tag of a grid plan.
 PLAN_SCHEMA: Final = "agent_kit.eval_plan/1"
@@ -106,3 +106,23 @@ def grid_plan(
         }
     )
     return doc
+
+
+def job_plan(doc: dict[str, Any], max_concurrent: int, max_runtime_s: int) -> dict[str, Any]:
+    """``doc`` (a :func:`grid_plan` document) with its job side under ``"jobs"``: one
+    evaluation job per cell, at most ``max_concurrent`` at once, so ``turns`` rounds; the wall
+    clock is the recorded cell's band × rounds (each job's start-up is not counted: it is the
+    service's), at most ``max_runtime_s`` × rounds. Rollouts, tokens and cost are the grid's."""
+    cells = int(doc["cells"])
+    rounds = -(-cells // max(1, max_concurrent))
+    jobs: dict[str, Any] = {
+        "count": cells,
+        "max_concurrent": max_concurrent,
+        "turns": rounds,
+        "max_runtime_s": max_runtime_s * rounds,
+        "wall_clock_s": None,
+    }
+    if "cell" in doc:
+        wall = doc["cell"]["wall_clock_s"]
+        jobs["wall_clock_s"] = {"low": wall["low"] * rounds, "high": wall["high"] * rounds}
+    return {**doc, "jobs": jobs}
