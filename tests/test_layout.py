@@ -34,7 +34,7 @@ FLOORS = [
     {"reporting", "deploy", "scaffold"},
     {"driver"},
     {"replay", "export", "train"},
-    {"testing", "doctor"},
+    {"testing", "doctor", "evaluation"},
     {"cli"},
 ]
 

@@ -144,6 +144,9 @@ TRAINING_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
 #: AgentRFTEvaluation hyperparameters (sent as strings, as the SDK does).
 EVAL_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
     "eval_group_size": HyperParameter("int", 1, 32),
+    "temperature": HyperParameter("float", 0, 2),
+    "sampling_top_p": HyperParameter("float", 0, 1),
+    "sampling_max_tokens": HyperParameter("int", 1, 8192),
     "sampling_temperature": HyperParameter("float", 0, 2),
     "top_p": HyperParameter("float", 0, 1),
     "max_tokens": HyperParameter("int", 1, 8192),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
@@ -187,6 +188,10 @@ class RunConfig:
     lenient_auth: bool = False
     #: ``--agent-memory``: bytes each local agent process may hold, all it started included.
     agent_memory: int | None = None
+    #: Environment variables added to the agent processes this run starts (a ``.py``
+    #: entrypoint), over the caller's environment: an agent's own settings (``agent-kit eval
+    #: --grid env.NAME=…``). Not recorded with the run: a resume passes them again.
+    extra_env: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.agent_memory is not None and self.agent_memory <= 0:

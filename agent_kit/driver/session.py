@@ -135,6 +135,7 @@ class Session:
             return self.invoker
         svc = self.svc
         env = agent_env(endpoint or svc.endpoint, self.job.region, credentials=svc.keys.agent_env())
+        env.update(self.config.extra_env or {})
         env.update(extra_env or {})
         self.invoker = make_invoker(
             self.target,

@@ -67,6 +67,7 @@ __all__ = [
     "default_tracking_uri",
     "export_key",
     "export_run",
+    "mlflow_quiet",
     "require_mlflow",
 ]
 
@@ -124,7 +125,7 @@ class ExportResult:
 
 
 @contextlib.contextmanager
-def _mlflow_quiet() -> Iterator[None]:
+def mlflow_quiet() -> Iterator[None]:
     """Silence MLflow's known warnings and its INFO logging for the duration."""
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     with warnings.catch_warnings():
@@ -145,7 +146,7 @@ def require_mlflow() -> ModuleType:
     Needs the SQL store too (sqlalchemy, alembic), which the ``mlflow`` extra brings.
     """
     try:
-        with _mlflow_quiet():
+        with mlflow_quiet():
             import mlflow
             import mlflow.store.tracking.sqlalchemy_store  # needs sqlalchemy
             import mlflow.types.responses  # raises its AnyType warning once, here
@@ -318,7 +319,7 @@ def _write_run(
 ) -> tuple[str, str, int, int]:
     """Write the MLflow run, then delete the earlier exports of ``key``; return (run id,
     experiment id, metric points, runs replaced)."""
-    with _mlflow_quiet():
+    with mlflow_quiet():
         client = mlflow.MlflowClient(uri)
         experiment_id = _experiment(client, name, uri)
         old_runs = [

@@ -41,6 +41,7 @@ __all__ = [
     "eval_metrics",
     "group_advantages",
     "is_degenerate",
+    "mean_and_se",
     "pass_at_k",
     "pass_power_k",
     "reward_metrics",
@@ -59,6 +60,19 @@ ADVANTAGE_EPS: Final = 1e-6
 def is_degenerate(rewards: Sequence[float]) -> bool:
     """True when a group gives no gradient: fewer than two rewards, or all rewards equal."""
     return len(rewards) < 2 or max(rewards) == min(rewards)
+
+
+def mean_and_se(means: Sequence[float]) -> tuple[float | None, float | None]:
+    """The mean of per-prompt means and its standard error (sample standard deviation over
+    √P): how held-out figures are reported (``agent-kit eval``, ``agent-kit train --eval``).
+    (None, None) without prompts; the SE is None with one."""
+    if not means:
+        return None, None
+    mean = math.fsum(means) / len(means)
+    if len(means) < 2:
+        return mean, None
+    var = math.fsum((m - mean) ** 2 for m in means) / (len(means) - 1)
+    return mean, math.sqrt(var / len(means))
 
 
 def group_advantages(

@@ -23,24 +23,12 @@ from agent_kit.driver.hooks import JobHooks, Progress, ProgressHook
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import HFPolicyBackend
-from agent_kit.reporting.metrics import build_groups, eval_metrics
+from agent_kit.reporting.metrics import build_groups, eval_metrics, mean_and_se
 from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 
-__all__ = ["eval_figures", "mean_and_se", "progress_lines", "run_eval", "tool_call_rate"]
-
-
-def mean_and_se(groups: dict[int, list[float]]) -> tuple[float | None, float | None]:
-    """Mean reward and its standard error over prompts (see the module docstring)."""
-    means = [math.fsum(v) / len(v) for v in groups.values() if v]
-    if not means:
-        return None, None
-    mean = math.fsum(means) / len(means)
-    if len(means) < 2:
-        return mean, None
-    var = math.fsum((m - mean) ** 2 for m in means) / (len(means) - 1)
-    return mean, math.sqrt(var / len(means))
+__all__ = ["eval_figures", "progress_lines", "run_eval", "tool_call_rate"]
 
 
 def tool_call_rate(records: Sequence[Rollout]) -> float | None:
@@ -70,7 +58,7 @@ def eval_figures(run_dir: Path, k: int) -> dict[str, Any]:
     for group in groups:
         per_prompt[group.prompt_index].extend(group.rewards)
         per_prompt[group.prompt_index].extend([0.0] * group.lost)
-    mean, se = mean_and_se(per_prompt)
+    mean, se = mean_and_se([math.fsum(v) / len(v) for v in per_prompt.values() if v])
     figures: dict[str, Any] = {
         "mean": mean,
         "se": se,

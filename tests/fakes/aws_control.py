@@ -7,7 +7,11 @@ real boto3 clients pointed at it with ``AWS_ENDPOINT_URL_<SERVICE>`` and dummy c
   UpdateAgentRuntime, GetAgentRuntime (status goes CREATING/UPDATING → READY after
   ``polls_until_ready`` polls, or ``*_FAILED`` when ``fail_with`` is set);
 - ``s3`` (rest-xml): PutObject (path-style), keeping the bytes and answering a version id;
-- ``sagemaker`` (json 1.1): ListJobs, DescribeJob, CreateJob, DescribeHubContent.
+- ``sagemaker`` (json 1.1): ListJobs, DescribeJob, CreateJob, DescribeHubContent. A created job
+  is listed and described: InProgress, then, after ``polls_until_done`` DescribeJob calls,
+  Completed (``on_done`` may fill its ``ServiceOutput`` or fail it); CreateJob answers
+  ResourceLimitExceeded while ``job_quota`` jobs of the category are InProgress, and
+  ``max_running`` keeps the most that ever were at once.
 
 The service of a request is read from the SigV4 credential scope in ``Authorization`` (requests
 are signed but not verified). Every request is recorded (:class:`Recorded`) so tests assert the
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,7 +64,12 @@ class FakeAws:
     runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    polls_until_done: int = 2
+    job_quota: int | None = None
+    on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+    max_running: int = 0
     _polls: dict[str, int] = field(default_factory=dict)
+    _job_polls: dict[tuple[str, str], int] = field(default_factory=dict)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -177,6 +187,49 @@ class FakeAws:
             return self._sagemaker(rec)
         return 400, {}, b"unknown service"
 
+    def _running(self, category: str) -> int:
+        return sum(
+            1
+            for (c, _), job in self.jobs.items()
+            if c == category and job["JobStatus"] == "InProgress"
+        )
+
+    def _create_job(self, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        category, name = body["JobCategory"], body["JobName"]
+        if self.job_quota is not None and self._running(category) >= self.job_quota:
+            return _error_json("ResourceLimitExceeded", f"{category} jobs: quota reached")
+        if (category, name) in self.jobs:
+            return _error_json("ResourceInUse", f"job {name} exists")
+        arn = f"arn:aws:sagemaker:{self.region}:{ACCOUNT}:job/{category}/{name}"
+        self.jobs[(category, name)] = {
+            "JobName": name,
+            "JobArn": arn,
+            "RoleArn": body["RoleArn"],
+            "JobCategory": category,
+            "JobConfigSchemaVersion": body["JobConfigSchemaVersion"],
+            "JobConfigDocument": body["JobConfigDocument"],
+            "CreationTime": 1_780_000_000,
+            "LastModifiedTime": 1_780_000_000,
+            "JobStatus": "InProgress",
+            "SecondaryStatus": "Starting",
+        }
+        self._job_polls[(category, name)] = 0
+        self.max_running = max(self.max_running, self._running(category))
+        return _json(200, {"JobArn": arn}, amz=True)
+
+    def _advance(self, key: tuple[str, str], job: dict[str, Any]) -> None:
+        """A created job in progress ends after ``polls_until_done`` descriptions."""
+        if key not in self._job_polls or job["JobStatus"] != "InProgress":
+            return
+        self._job_polls[key] += 1
+        if self._job_polls[key] < self.polls_until_done:
+            return
+        job["JobStatus"] = job["SecondaryStatus"] = "Completed"
+        if self.on_done is not None:
+            document = json.loads(job["JobConfigDocument"])
+            self.on_done(job, document)
+            job["JobConfigDocument"] = json.dumps(document)
+
     def _control(self, rec: Recorded) -> tuple[int, dict[str, str], bytes]:
         path = rec.path.split("?", 1)[0]
         match = re.fullmatch(r"/runtimes/([^/]+)/", path)
@@ -262,14 +315,14 @@ class FakeAws:
             ]
             return _json(200, {"JobSummaries": summaries}, amz=True)
         if rec.operation == "DescribeJob":
-            job = self.jobs.get((body.get("JobCategory"), body.get("JobName")))
+            key = (body.get("JobCategory"), body.get("JobName"))
+            job = self.jobs.get(key)
             if job is None:
                 return _error_json("ResourceNotFound", "job not found")
+            self._advance(key, job)
             return _json(200, job, amz=True)
         if rec.operation == "CreateJob":
-            job_path = f"{body['JobCategory']}/{body['JobName']}"
-            arn = f"arn:aws:sagemaker:{self.region}:{ACCOUNT}:job/{job_path}"
-            return _json(200, {"JobArn": arn}, amz=True)
+            return self._create_job(body)
         if rec.operation == "DescribeHubContent":
             name = body["HubContentName"]
             hub = f"arn:aws:sagemaker:{self.region}:aws:hub-content/SageMakerPublicHub"

@@ -1,0 +1,149 @@
+"""The grid in MLflow: one parent run, a child run per cell (``agent-kit eval … --mlflow``).
+
+The parent run (name ``eval <grid>``) has the grid as params (entrypoint, dataset, samples,
+policies, axes), the differences as metrics (``difference/<a>/<b>``, ``difference_se/…``) and
+the table's ``table.json`` and ``eval.html`` as artifacts. Each child (tag
+``mlflow.parentRunId``) has its cell's settings as params (``policy``, ``cell``, one per axis)
+and its figures as metrics (``reward_mean``, ``reward_se``, ``success_rate``, ``pass_at_k``,
+``turns``, ``prompt_tokens``, ``sample_tokens``, ``cost``, ``n``), its state as a tag, and its
+run's ``summary.json`` when it has one. Re-exporting the same eval directory replaces the
+earlier parent and children (tag ``agent_kit.eval_key``: the directory's absolute path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from agent_kit.errors import UsageError
+from agent_kit.evaluation.table import GridTable
+from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, MLFLOW_DB, mlflow_quiet, require_mlflow
+from agent_kit.store.layout import SUMMARY_FILE
+
+__all__ = ["GridExport", "default_grid_uri", "export_grid"]
+
+_KEY_TAG: Final = "agent_kit.eval_key"
+
+
+@dataclass(frozen=True)
+class GridExport:
+    """What :func:`export_grid` wrote: the parent run, a child run id per cell id."""
+
+    tracking_uri: str
+    experiment_id: str
+    parent_run_id: str
+    children: dict[str, str]
+    replaced: int
+
+
+def default_grid_uri(out: Path) -> str:
+    """``sqlite:///<eval directory>/mlflow.db``: where the cells' own exports go too."""
+    return f"sqlite:///{out.resolve() / MLFLOW_DB}"
+
+
+def _metrics(client: Any, run_id: str, values: dict[str, float | int | None]) -> None:
+    for name, value in values.items():
+        if value is not None:
+            client.log_metric(run_id, name, float(value))
+
+
+def _child(
+    client: Any, experiment_id: str, parent: str, key: str, table: GridTable, row: Any
+) -> str:
+    f = row.figures
+    run = client.create_run(
+        experiment_id,
+        run_name=row.cell.id,
+        tags={"mlflow.parentRunId": parent, _KEY_TAG: key, "agent_kit.cell_state": f.state},
+    )
+    run_id = str(run.info.run_id)
+    params = {"cell": row.cell.id, "policy": row.cell.policy, "setting": row.cell.setting_label}
+    params.update({name: str(value) for name, value in row.cell.setting})
+    for name, value in params.items():
+        client.log_param(run_id, name, value[:6000])
+    _metrics(
+        client,
+        run_id,
+        {
+            "reward_mean": f.mean,
+            "reward_se": f.se,
+            "success_rate": f.success_rate,
+            f"pass_at_{table.k}": f.pass_at_k.get(table.k),
+            "turns": f.turns,
+            "prompt_tokens": f.prompt_tokens,
+            "sample_tokens": f.sample_tokens,
+            "cost": f.cost,
+            "n": f.n,
+        },
+    )
+    summary = Path(f.location) / SUMMARY_FILE if f.location else None
+    if summary is not None and summary.is_file():
+        client.log_artifact(run_id, str(summary))
+    status = "FINISHED" if f.state == "completed" else "FAILED"
+    client.set_terminated(run_id, status=status)
+    return run_id
+
+
+def _experiment(client: Any, name: str, uri: str) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        if found.lifecycle_stage == "deleted":
+            client.restore_experiment(found.experiment_id)
+        return str(found.experiment_id)
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
+    return str(client.create_experiment(name, artifact_location=location))
+
+
+def export_grid(
+    table: GridTable,
+    out: Path,
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    files: tuple[Path, ...] = (),
+) -> GridExport:
+    """Log ``table`` (the grid in eval directory ``out``) as a parent run with a child per
+    cell (see the module docstring); ``files`` are logged as the parent's artifacts."""
+    mlflow = require_mlflow()
+    uri = tracking_uri or default_grid_uri(out)
+    key = str(out.resolve())
+    spec = table.spec
+    try:
+        with mlflow_quiet():
+            client = mlflow.MlflowClient(uri)
+            experiment_id = _experiment(client, experiment or DEFAULT_EXPERIMENT, uri)
+            old = client.search_runs([experiment_id], filter_string=f"tags.`{_KEY_TAG}` = '{key}'")
+            parent = client.create_run(
+                experiment_id, run_name=f"eval {Path(spec.entrypoint).stem}", tags={_KEY_TAG: key}
+            )
+            parent_id = str(parent.info.run_id)
+            params = {
+                "entrypoint": spec.entrypoint,
+                "dataset": spec.dataset,
+                "samples": str(spec.samples),
+                "policies": ", ".join(spec.policies),
+                **{f"axis.{a.name}": ",".join(map(str, a.values)) for a in spec.axes},
+            }
+            for name, value in params.items():
+                client.log_param(parent_id, name, value[:6000])
+            children = {
+                row.cell.id: _child(client, experiment_id, parent_id, key, table, row)
+                for row in table.rows
+            }
+            for d in table.differences:
+                _metrics(
+                    client,
+                    parent_id,
+                    {f"difference/{d.a}/{d.b}": d.difference, f"difference_se/{d.a}/{d.b}": d.se},
+                )
+            for path in files:
+                client.log_artifact(parent_id, str(path))
+            client.set_terminated(parent_id, status="FINISHED")
+            for run in old:
+                client.delete_run(run.info.run_id)
+    except mlflow.exceptions.MlflowException as exc:
+        raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc
+    return GridExport(uri, experiment_id, parent_id, children, len(old))
