@@ -219,3 +219,64 @@ def test_an_answer_cannot_close_the_output_section_and_add_a_rubric(
     component = _score(emu, Judge("Was a refund issued?", name="resolution"), _episode(_INJECTION))
     assert component.value == 0.2
     assert seen == [_INJECTION]
+
+
+def _aux_calls(emu: _Emu, n: int, kind: str = "judge") -> list[Any]:
+    """``n`` auxiliary calls on the emulator's route, one after the other; each outcome or the
+    error that refused it."""
+    from agent_kit.emulator.aux_route import aux_turn
+    from agent_kit.errors import ValidationError
+
+    body = {"model": "default", "messages": [{"role": "user", "content": "score this"}]}
+
+    arn = emu.traj.job_arn
+
+    async def run() -> list[Any]:
+        out: list[Any] = []
+        for _ in range(n):
+            try:
+                out.append(await aux_turn(emu.emu, arn, emu.traj.id, body, kind=kind))
+            except ValidationError as exc:
+                out.append(exc)
+        return out
+
+    return asyncio.run(run())
+
+
+def test_the_auxiliary_route_refuses_the_call_past_its_bound(
+    make_emu: Callable[..., _Emu],
+) -> None:
+    """A trajectory may make ``max_aux_calls_per_trajectory`` auxiliary calls (256 by default,
+    like the policy route's turns); the next is a 400 ValidationException naming the limit,
+    and nothing more is recorded."""
+    from agent_kit.errors import ValidationError
+
+    emu = make_emu(lambda r: judge_reply(0.5, "ok"))
+    assert emu.emu.max_aux_calls_per_trajectory == 256
+    emu.emu.max_aux_calls_per_trajectory = 4
+    outcomes = _aux_calls(emu, 6)
+    assert [o.idx for o in outcomes[:4]] == [0, 1, 2, 3]
+    refused = outcomes[4:]
+    assert all(isinstance(o, ValidationError) for o in refused), refused
+    assert "reached the limit of 4 auxiliary calls" in refused[0].message
+    assert refused[0].status == 400
+    assert emu.store.count_aux_turns(emu.traj.id) == 4
+
+
+def test_an_auxiliary_call_reads_no_earlier_call(make_emu: Callable[..., _Emu]) -> None:
+    """A call's cost does not grow with the calls before it: the index comes from a counter,
+    so the statements the store runs for the 40th call are those of the 2nd (the same
+    number, none reading the rows of earlier calls)."""
+    emu = make_emu(lambda r: judge_reply(0.5, "ok"))
+    statements: list[str] = []
+    emu.store._conn.set_trace_callback(statements.append)
+    per_call: list[list[str]] = []
+    for _ in range(40):
+        statements.clear()
+        _aux_calls(emu, 1)
+        shapes = [re.sub(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b", "?", s) for s in statements]
+        per_call.append([s for s in shapes if "aux_turns" in s])
+    emu.store._conn.set_trace_callback(None)
+    assert per_call[1] == per_call[39]
+    assert not any("SELECT *" in s or "SELECT a.*" in s for s in per_call[39]), per_call[39]
+    assert emu.store.count_aux_turns(emu.traj.id) == 40
