@@ -186,6 +186,32 @@ def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
     assert list((tmp_path / "runs").glob("*/summary.json"))
 
 
+def test_the_example_passes_its_own_doctor(tmp_path: Path) -> None:
+    """Run as its README says (group size 4, success at 1.5), the teaching example passes
+    ``doctor reward``: no error, no warning, its declared orderings hold; success is neither
+    0 % nor 100 %, and a conversation the customer ended satisfied says so."""
+    out = tmp_path / "runs"
+    _agent_kit(
+        "run", str(SUPPORT / "agent.py"), "--dataset", str(SUPPORT / "cases.jsonl"),
+        "--policy", f"scripted:{POLICIES}:SupportAgent",
+        "--aux-policy", f"scripted:{POLICIES}:Aux", "--group-size", "4",
+        "--success-threshold", "1.5", "--out", str(out), "--name", "taught",
+    )  # fmt: skip
+    (run_dir,) = out.glob("*/")
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    succeeded = summary["metrics"]["eval/reward/succeeded_rollouts"]
+    assert 0 < succeeded < summary["counts"]["rewarded"], summary["metrics"]
+    proc = _agent_kit("doctor", "reward", str(run_dir), "--json", check=False)
+    audit = json.loads(proc.stdout)
+    loud = [f for f in audit["findings"] if f["severity"] != "info"]
+    assert loud == [], loud
+    orderings = [f for f in audit["findings"] if f["check"] == "ordering"]
+    assert any("right action > wrong action" in f["title"] for f in orderings), orderings
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "goal was met" in report
+    assert "stopped replying with tool calls before the task finished" not in report
+
+
 def test_invoke_shows_a_failing_judge_and_exits_with_the_reward_code() -> None:
     """``agent-kit invoke`` of one case with a garbage judge prints the floor reward's
     ``judge: …`` reason and exits 6 (JudgeError, a RewardError)."""
