@@ -40,6 +40,7 @@ from agent_kit.transport import OpenAIChat
 __all__ = [
     "AUX_KIND_HEADER",
     "AUX_MODEL_ENV",
+    "AUX_NAME_HEADER",
     "AUX_URL_ENV",
     "AuxKind",
     "AuxTarget",
@@ -57,6 +58,9 @@ AUX_MODEL_ENV: Final = "AGENT_KIT_AUX_MODEL"
 AUX_API_KEY_ENV: Final = "AGENT_KIT_AUX_API_KEY"
 #: The header naming the kind of an auxiliary call on the emulator's route.
 AUX_KIND_HEADER: Final = "X-Agent-Kit-Aux-Kind"
+#: The header naming the caller of an auxiliary call (a judge's name), shown when a replay of
+#: the call diverges.
+AUX_NAME_HEADER: Final = "X-Agent-Kit-Aux-Name"
 _TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
 
 
@@ -133,9 +137,10 @@ class _Bearer(httpx.Auth):
 class _AuxChat:
     """``chat.completions.create`` opening one client per call (any loop, any thread)."""
 
-    def __init__(self, target: AuxTarget, kind: AuxKind) -> None:
+    def __init__(self, target: AuxTarget, kind: AuxKind, name: str | None = None) -> None:
         self.target = target
         self.kind = kind
+        self.name = name
         self.chat = self
         self.completions = self
 
@@ -147,6 +152,8 @@ class _AuxChat:
         if target.token_provider is not None:
             auth = _Bearer(target.token_provider, target.region)
         headers = {**target.headers, AUX_KIND_HEADER: self.kind}
+        if self.name:
+            headers[AUX_NAME_HEADER] = self.name.encode("ascii", "replace").decode()[:100]
         request["stream"] = False
         async with httpx.AsyncClient(
             timeout=_TIMEOUT, auth=auth, transport=target.transport
@@ -163,11 +170,16 @@ class _AuxChat:
 
 
 def aux_model(
-    kind: AuxKind, *, target: AuxTarget | None = None, params: Mapping[str, Any] | None = None
+    kind: AuxKind,
+    *,
+    target: AuxTarget | None = None,
+    params: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> Any:
     """A Strands model for a judge (``kind="judge"``) or a simulated user (``"user"``) on
     ``target`` (default: the current episode's). ``params`` are sampling parameters (default
-    temperature 0). Raises :class:`AuxiliaryError` when no auxiliary model is configured."""
+    temperature 0); ``name`` (a judge's) is sent with each call. Raises
+    :class:`AuxiliaryError` when no auxiliary model is configured."""
     target = target or current_target()
     if target is None:
         raise AuxiliaryError(
@@ -181,5 +193,5 @@ def aux_model(
         return BedrockModel(model_id=target.model_id, temperature=0.0)
     chosen = dict(params) if params is not None else {"temperature": 0.0}
     return OpenAIModel(
-        client=_AuxChat(target, kind), model_id=target.model_id, params=chosen, stream=False
+        client=_AuxChat(target, kind, name), model_id=target.model_id, params=chosen, stream=False
     )

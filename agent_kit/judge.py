@@ -17,13 +17,21 @@ emulator's ``/aux`` route, where every call is recorded). Use it in an ``async``
 
 :meth:`Judge.score` returns a :class:`~agent_kit.reward.Component` whose ``reason`` is the
 judge's and whose ``judged`` flag lets ``agent-kit doctor reward`` audit it. A judge whose call
-fails, or that answers nonsense (no structured answer, a score outside 0..1 or not finite),
-raises :class:`~agent_kit.errors.JudgeError`: the episode ends on the floor with reason
-``judge: …`` — never a crash, never a silent 0.
+fails, or that answers nonsense (no structured answer, a score that is not a number — ``true``,
+``"high"``, null — or outside 0..1 or not finite), raises :class:`~agent_kit.errors.JudgeError`:
+the episode ends on the floor with reason ``judge: …`` — never a crash, never a silent 0. A
+judge makes at most ``max_calls`` model calls per score (3): strands answers an invalid
+structured answer with the validation error and asks again, and without a bound a judge that
+never answers validly would bill calls until the rollout's timeout.
+
+The episode's text (the conversation, the answer, the state) is untrusted: it is XML-escaped
+(``&``, ``<``, ``>``) before it enters the judge's prompt, so an answer cannot close the
+prompt's ``<Output>`` section and add a ``<Rubric>`` of its own.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -34,10 +42,18 @@ from agent_kit.episode import Episode
 from agent_kit.errors import JudgeError
 from agent_kit.reward import Component, RewardKind
 
-__all__ = ["Judge", "render_conversation"]
+__all__ = ["DEFAULT_MAX_CALLS", "Judge", "render_conversation", "untrusted"]
 
 #: Characters of one tool result shown to the judge.
 _TOOL_RESULT_MAX: Final = 600
+#: Model calls one score may make (the structured answer's retries included).
+DEFAULT_MAX_CALLS: Final = 3
+
+
+def untrusted(text: str) -> str:
+    """``text`` escaped for the judge's prompt: ``&``, ``<`` and ``>`` as XML entities, so it
+    cannot open or close the prompt's sections (``</Output>``, ``<Rubric>``)."""
+    return html.escape(text, quote=False)
 
 
 def _text(content: Any) -> list[str]:
@@ -83,7 +99,8 @@ class Judge:
     as for :class:`~agent_kit.reward.Component` (names starting with ``outcome`` are outcome
     terms unless ``kind`` says otherwise); ``state`` (optional) maps the environment to the
     state the judge should see (hidden facts stay out unless you put them there);
-    ``system_prompt`` replaces strands-evals' judge prompt.
+    ``system_prompt`` replaces strands-evals' judge prompt; ``max_calls`` bounds the model
+    calls of one score (an answer that fails validation is asked again, at most this often).
     """
 
     def __init__(
@@ -95,9 +112,13 @@ class Judge:
         kind: RewardKind | None = None,
         state: Callable[[Any], Any] | None = None,
         system_prompt: str | None = None,
+        max_calls: int = DEFAULT_MAX_CALLS,
     ) -> None:
         if not rubric.strip():
             raise ValueError("a judge needs a rubric")
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+            raise ValueError(f"a judge's max_calls must be a positive integer, got {max_calls!r}")
+        self.max_calls = max_calls
         self.rubric = rubric
         self.name = name
         self.weight = float(weight)
@@ -118,10 +139,11 @@ class Judge:
 
         state = None
         if self.state is not None:
-            state = [EnvironmentState(name="environment", state=self.state(env))]
+            shown = untrusted(json.dumps(self.state(env), ensure_ascii=False, default=str))
+            state = [EnvironmentState(name="environment", state=shown)]
         return EvaluationData(
-            input=render_conversation(episode),
-            actual_output=episode.final_text,
+            input=untrusted(render_conversation(episode)),
+            actual_output=untrusted(episode.final_text),
             actual_environment_state=state,
             name=episode.trajectory_id,
         )
@@ -130,11 +152,12 @@ class Judge:
         """Judge the episode: a Component (value 0..1, the judge's reason, ``judged``).
 
         Raises :class:`~agent_kit.errors.JudgeError` when the judge's call fails or its answer
-        is not a score in 0..1."""
+        is not a score in 0..1, or no valid answer came in ``max_calls`` calls."""
         try:
-            outputs = await self._evaluator(aux_model("judge")).evaluate_async(
-                self._data(env, episode)
-            )
+            evaluator = self._evaluator(aux_model("judge", name=self.name))
+            outputs = await self._ask(evaluator, self._data(env, episode))
+        except JudgeError:
+            raise
         except ImportError as exc:
             raise JudgeError(
                 f"{self.name}: strands-agents-evals is not installed "
@@ -143,6 +166,31 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 - any failure of the judge is the judge's
             raise JudgeError(f"{self.name}: {_reason(exc)}") from None
         return self._component(outputs)
+
+    async def _ask(self, evaluator: Any, data: Any) -> list[Any]:
+        """The evaluator's question on a Strands agent bounded to ``max_calls`` model calls
+        (``OutputEvaluator.evaluate_async`` with a limit, and a score that must be a number)."""
+        from strands import Agent
+
+        agent = Agent(
+            model=evaluator.model,
+            tools=evaluator.tools,
+            system_prompt=evaluator.system_prompt,
+            callback_handler=None,
+        )
+        result = await agent.invoke_async(
+            evaluator._build_prompt(data),
+            structured_output_model=_strict_output(),
+            limits={"turns": self.max_calls},
+        )
+        answer = getattr(result, "structured_output", None)
+        if answer is None:
+            last = _last_refusal(agent.messages)
+            raise JudgeError(
+                f"{self.name}: no valid answer in {self.max_calls} judge calls"
+                + (f" (last: {last})" if last else "")
+            )
+        return [answer]
 
     def _component(self, outputs: Any) -> Component:
         first = outputs[0] if isinstance(outputs, list) and outputs else None
@@ -174,3 +222,40 @@ def _reason(exc: BaseException) -> str:
         current = current.__cause__ or current.__context__
     text = str(exc) or repr(exc)
     return f"{type(exc).__name__}: {text}"[:500]
+
+
+def _strict_output() -> type[Any]:
+    """strands-evals' ``EvaluationOutput`` (same tool, same schema) whose ``score`` must be a
+    number: pydantic would read ``true`` as 1.0 and ``"0.8"`` as 0.8."""
+    global _STRICT
+    if _STRICT is None:
+        from pydantic import field_validator
+        from strands_evals.types import EvaluationOutput as Base
+
+        class EvaluationOutput(Base):  # type: ignore[misc]
+            __doc__ = Base.__doc__
+
+            @field_validator("score", mode="before")
+            @classmethod
+            def _a_number(cls, value: Any) -> Any:
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"score must be a number from 0.0 to 1.0, not {value!r:.40}")
+                return value
+
+        _STRICT = EvaluationOutput
+    return _STRICT
+
+
+_STRICT: type[Any] | None = None
+
+
+def _last_refusal(messages: Any) -> str:
+    """The last error a tool call of the judge's got (the structured answer's validation
+    error), on one line; ``""`` when there is none."""
+    for message in reversed(messages if isinstance(messages, list) else []):
+        for block in message.get("content") or []:
+            result = block.get("toolResult") if isinstance(block, Mapping) else None
+            if isinstance(result, Mapping) and result.get("status") == "error":
+                text = " ".join(_text(result.get("content")))
+                return " ".join(text.split())[:300]
+    return ""

@@ -5,7 +5,8 @@ calls :meth:`SimulatedUser.start_user` with a persona, a goal and the user's ope
 (all from the dataset row), and after every agent turn the simulator answers as that user until
 it says the goal is met, the user-turn budget (``max_user_turns``) ends, or the environment
 finishes. ``goal_met`` (the simulator stopped because the goal was reached) and
-``user_turns`` are there for the reward.
+``user_turns`` are there for the reward; the episode's stop reason then reads
+``user_goal_met`` (or ``user_turns_exhausted``), not the policy's ``end_turn``.
 
 The simulator is strands-agents-evals' ``ActorSimulator`` (the ``judges`` extra) on the
 episode's auxiliary model (:mod:`agent_kit.auxiliary`: the emulator's ``/aux`` route locally,
@@ -101,6 +102,7 @@ class SimulatedUser(Environment):
             return None
         if self.user_turns >= self.max_user_turns:
             self.user_stop_reason = "max_turns"
+            self._mark_stop("user_turns_exhausted")
             return None
         from strands_evals.types.simulation import ActorResponse
 
@@ -112,11 +114,18 @@ class SimulatedUser(Environment):
         if getattr(answer, "stop", False):
             self.goal_met = True
             self.user_stop_reason = "goal_completed"
+            self._mark_stop("user_goal_met")
             return None
         message = getattr(answer, "message", None)
         if not isinstance(message, str) or not message.strip():
             raise SimulatedUserError("simulated user: the simulator answered without a message")
         return message
+
+    def _mark_stop(self, reason: str) -> None:
+        """The episode's stop reason when the simulated user ends the conversation
+        (``user_goal_met``, ``user_turns_exhausted``), not the policy's ``end_turn``."""
+        if self._episode is not None:
+            self._episode.stop_reason = reason
 
 
 class _Actor:

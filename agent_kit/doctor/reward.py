@@ -186,7 +186,7 @@ def audit_reward(
     findings.extend(dominance(views))
     findings.extend(recovered_calls(views))
     findings.extend(projection(summary, budget))
-    findings.extend(_judge_findings(folder, data, path, aux_policy, judge_runs))
+    findings.extend(_judge_findings(folder, data, path, aux_policy, judge_runs, pricing))
     order = {"error": 0, "warn": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return RewardAudit(
@@ -203,7 +203,12 @@ def audit_reward(
 
 
 def _judge_findings(
-    folder: Path, data: RunData, path: Path | None, aux_policy: str | None, runs: int
+    folder: Path,
+    data: RunData,
+    path: Path | None,
+    aux_policy: str | None,
+    runs: int,
+    pricing: Pricing | None = None,
 ) -> list[Finding]:
     """The judge audit, when the run's rewards have judged terms."""
     from agent_kit.doctor.judge_audit import audit_judges, judged_names
@@ -220,7 +225,7 @@ def _judge_findings(
                 "pass --entrypoint and --aux-policy (the judge's model) to audit it",
             )
         ]
-    return audit_judges(folder, path, spec, data.chosen, k=runs)
+    return audit_judges(folder, path, spec, data.chosen, k=runs, pricing=pricing)
 
 
 def _finished(store: RunStore, records: Sequence[Rollout]) -> tuple[list[Rollout], int]:

@@ -17,6 +17,7 @@ Each call's ``request.context["aux_kind"]`` says which it is (``judge`` | ``user
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Final
 
@@ -54,15 +55,16 @@ def _last_user_text(request: PolicyRequest) -> str:
 
 
 def judged_output(request: PolicyRequest) -> str:
-    """The output a judge is asked to score (its prompt's ``<Output>``), or ``""``."""
+    """The output a judge is asked to score (its prompt's ``<Output>``, unescaped: the text as
+    the agent wrote it), or ``""``."""
     found = _OUTPUT_RE.search(_last_user_text(request))
-    return found.group(1) if found else ""
+    return html.unescape(found.group(1)) if found else ""
 
 
 def judged_input(request: PolicyRequest) -> str:
-    """The conversation a judge is shown (its prompt's ``<Input>``), or ``""``."""
+    """The conversation a judge is shown (its prompt's ``<Input>``, unescaped), or ``""``."""
     found = _INPUT_RE.search(_last_user_text(request))
-    return found.group(1) if found else ""
+    return html.unescape(found.group(1)) if found else ""
 
 
 def agent_message(request: PolicyRequest) -> str:

@@ -9,10 +9,16 @@ policy spec, ``--aux-policy``) and records the call as an auxiliary turn of the 
 (:class:`~agent_kit.store.rows.AuxTurnRow`, numbered apart from the policy's turns): it is never
 a policy turn, never counted in MTRL's prefill/sample/train tokens, and never trained.
 
-A call is admitted while its trajectory is OPEN (the judge scores before the agent reports);
-the auxiliary policy sees a :class:`~agent_kit.emulator.schemas.PolicyRequest` whose ``turn``
-is the auxiliary index and whose ``context`` carries ``aux_kind``; its RNG is seeded apart from
-the policy's turns.
+A call is admitted while its trajectory is OPEN (the judge scores before the agent reports),
+up to ``max_aux_calls_per_trajectory`` calls (256, like the policy route's turns; the next is
+a 400 ValidationException). Its index is taken when the call is admitted, from a counter in the
+emulator's trajectory table (one count from the store the first time, never a read of the
+earlier calls), so two calls in flight together (two judges awaited with ``asyncio.gather``)
+never share one; the row is stored in the order the calls finish, and a replay matches a call
+to its recording by content, not by arrival. The auxiliary policy sees a
+:class:`~agent_kit.emulator.schemas.PolicyRequest` whose ``turn`` is that index and whose
+``context`` carries ``aux_kind`` (and ``aux_name``, a judge's name, when the caller sent
+``X-Agent-Kit-Aux-Name``); its RNG is seeded apart from the policy's turns.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from agent_kit.emulator.sse import dumps
 from agent_kit.errors import InternalServiceError, JobRuntimeError, NotFoundError, ValidationError
 from agent_kit.store.rows import AUX_KINDS, AuxTurnRow
 
-__all__ = ["AUX_KIND_HEADER", "AUX_PREFIX", "AuxOutcome", "aux_turn"]
+__all__ = ["AUX_KIND_HEADER", "AUX_NAME_HEADER", "AUX_PREFIX", "AuxOutcome", "aux_turn"]
 
 #: The path prefix of the auxiliary route (``{endpoint}/aux/v1/chat/completions``).
 AUX_PREFIX: Final = "/aux"
 #: The header naming the kind of an auxiliary call.
 AUX_KIND_HEADER: Final = "x-agent-kit-aux-kind"
+#: The header naming the caller (a judge's name) of an auxiliary call.
+AUX_NAME_HEADER: Final = "x-agent-kit-aux-name"
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,9 @@ class AuxOutcome:
 
 def _admit(
     emu: ServiceState, job_arn: str | None, trajectory_id: str | None
-) -> tuple[str, str, dict[str, Any]]:
-    """(job, trajectory id, the trajectory's policy context), once they and the state are
-    checked."""
+) -> tuple[str, str, dict[str, Any], int]:
+    """(job, trajectory id, the trajectory's policy context, the call's auxiliary index), once
+    they, the state and the bound are checked; the index is taken here."""
     job_arn = emu.check_job(job_arn)
     if not trajectory_id or len(trajectory_id) > 256:
         raise ValidationError("TrajectoryId must be 1..256 characters")
@@ -63,7 +71,18 @@ def _admit(
             f"Trajectory {trajectory_id} is not in valid status for an auxiliary call: "
             f"{traj.state.value}"
         )
-    return job_arn, trajectory_id, dict(traj.context)
+    cap = emu.max_aux_calls_per_trajectory
+    with emu._table.lock:
+        if traj.aux_calls is None:
+            traj.aux_calls = emu.store.count_aux_turns(trajectory_id)
+        if traj.aux_calls >= cap:
+            raise ValidationError(
+                f"Trajectory {trajectory_id} reached the limit of {cap} auxiliary calls "
+                "(judge and simulated-user calls of one rollout)"
+            )
+        idx = traj.aux_calls
+        traj.aux_calls = idx + 1
+    return job_arn, trajectory_id, dict(traj.context), idx
 
 
 async def aux_turn(
@@ -73,6 +92,7 @@ async def aux_turn(
     body: Any,
     *,
     kind: str | None,
+    name: str | None = None,
 ) -> AuxOutcome:
     """Answer one auxiliary call with the emulator's auxiliary policy and record it.
 
@@ -90,15 +110,17 @@ async def aux_turn(
             "This emulator has no auxiliary model for judge and simulated-user calls: "
             "start the run with --aux-policy SPEC (e.g. scripted:FILE.py:NAME)"
         )
-    job_arn, trajectory_id, context = _admit(emu, job_arn, trajectory_id)
-    idx = len(emu.store.list_aux_turns(trajectory_id))
+    job_arn, trajectory_id, context, idx = _admit(emu, job_arn, trajectory_id)
+    context = {**context, "aux_kind": kind}
+    if name:
+        context["aux_name"] = name[:100]
     request = policy_request(
         body,
         seed=emu.seed,
         trajectory_id=trajectory_id,
         job_arn=job_arn,
         turn=idx,
-        context={**context, "aux_kind": kind},
+        context=context,
         parsed=parse_chat(body),
     )
     request = dataclasses.replace(

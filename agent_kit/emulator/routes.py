@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agent_kit.contract import CompleteRolloutBody, UpdateRewardBody
-from agent_kit.emulator.aux_route import AUX_KIND_HEADER, aux_turn
+from agent_kit.emulator.aux_route import AUX_KIND_HEADER, AUX_NAME_HEADER, aux_turn
 from agent_kit.emulator.chat_request import parse_chat
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.http_request import (
@@ -147,7 +147,8 @@ class Routes:
         _, body = await self._json(request)
         chat = parse_chat(body)
         kind = headers.get(AUX_KIND_HEADER)
-        outcome = await aux_turn(self.emu, job_arn, trajectory_id, body, kind=kind)
+        name = headers.get(AUX_NAME_HEADER)
+        outcome = await aux_turn(self.emu, job_arn, trajectory_id, body, kind=kind, name=name)
         if not chat.stream:
             return Response(outcome.response_json, media_type="application/json")
         chunks = chunks_from_completion(outcome.response, include_usage=chat.include_usage)

@@ -64,11 +64,15 @@ class ServiceState:
         seed: int | None = None,
         chaos: Chaos | None = None,
         aux_policy: PolicyBackendLike | None = None,
+        max_aux_calls_per_trajectory: int = 256,
     ) -> None:
         if not (len(account_id) == 12 and account_id.isdigit()):
             raise UsageError(f"account id must be 12 digits, got {account_id!r}")
-        if max_body_bytes <= 0 or max_turns_per_trajectory <= 0:
-            raise UsageError("max_body_bytes and max_turns_per_trajectory must be positive")
+        if min(max_body_bytes, max_turns_per_trajectory, max_aux_calls_per_trajectory) <= 0:
+            raise UsageError(
+                "max_body_bytes, max_turns_per_trajectory and max_aux_calls_per_trajectory "
+                "must be positive"
+            )
         self.store = store
         self.policy = policy
         self.account_id = account_id
@@ -83,6 +87,8 @@ class ServiceState:
         #: The auxiliary model (``--aux-policy``) that answers judge and simulated-user calls
         #: on ``/aux/v1/chat/completions`` (:mod:`agent_kit.emulator.aux_route`); None: refused.
         self.aux_policy = aux_policy
+        #: Auxiliary calls one trajectory may make (the next is refused with a 400).
+        self.max_aux_calls_per_trajectory = max_aux_calls_per_trajectory
         self._policy_calls: dict[str, int] = {}
         #: The connection of each trajectory's last policy call (bounded, oldest dropped).
         self._last_peer: OrderedDict[str, str] = OrderedDict()

@@ -41,6 +41,8 @@ class CachedTrajectory:
     context: dict[str, Any]
     #: Set when a policy call was refused on the turn cap: what limit the rollout reached.
     limit: str | None = None
+    #: Auxiliary calls admitted so far (None: not counted yet; read from the store once).
+    aux_calls: int | None = None
 
 
 @dataclass

@@ -224,10 +224,15 @@ class Divergence:
     turn: int
     where: str
     diff: str
+    #: True when an auxiliary call (a judge's, a simulated user's) diverged: ``turn`` is then
+    #: the auxiliary call's index and ``where`` names the call.
+    aux: bool = False
 
     @property
     def summary(self) -> str:
         """One line: the turn (0-based) and the first differing field."""
+        if self.aux:
+            return f"diverged at {self.where}"
         return f"diverged at turn {self.turn}: {self.where}"
 
 
@@ -369,18 +374,18 @@ class ReplayBackend:
         diff: str,
         *,
         stop: bool,
+        aux: bool = False,
     ) -> None:
         tid = request.trajectory_id
         divergence = self.divergences.get(tid)
         if divergence is None:
-            divergence = Divergence(tid, episode.id, request.turn, where, diff)
+            divergence = Divergence(tid, episode.id, request.turn, where, diff, aux)
             self.divergences[tid] = divergence
             if self.on_divergence is not None:
                 self.on_divergence(divergence)
         if stop:
-            raise ReplayDivergenceError(
-                f"Replay of {episode.id} diverged at turn {request.turn}: {where}\n{diff}"[:4000]
-            )
+            at = where if aux else f"turn {request.turn}: {where}"
+            raise ReplayDivergenceError(f"Replay of {episode.id} diverged at {at}\n{diff}"[:4000])
 
     async def aclose(self) -> None:
         """Close the live backend of a fork (nothing else to release)."""
@@ -390,37 +395,51 @@ class ReplayBackend:
 
 class AuxReplay:
     """The auxiliary backend of a replay: each judge or simulated-user call of a replayed
-    rollout is answered with the one recorded at the same auxiliary index of the rollout it
-    replays (matched as :class:`ReplayBackend` matches policy turns), so a judged, simulated
-    episode replays with no auxiliary model. A call the recording does not hold, or of another
-    kind than recorded, is a divergence (400)."""
+    rollout is answered with the recorded call of the same kind whose request is the same
+    (compared as :class:`ReplayBackend` compares policy turns; the earliest unused one), so a
+    judged, simulated episode replays with no auxiliary model, whatever order concurrent calls
+    (two judges awaited together) arrive in. A call the recording does not hold is a
+    :class:`Divergence` of the replay (which call, which judge, the first differing field and
+    the diff against the nearest recorded call) and a 400."""
 
     def __init__(self, replay: ReplayBackend) -> None:
         self.replay = replay
         self.name = f"aux-{replay.name}"
+        self._used: dict[str, set[int]] = {}
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """The recorded answer of this auxiliary call."""
         episode = self.replay.episode_for(request)
-        calls = self.replay.recording.aux.get(episode.id, [])
-        idx, kind = request.turn, request.context.get("aux_kind")
-        if idx >= len(calls) or calls[idx].kind != kind:
-            held = "none" if idx >= len(calls) else f"a {calls[idx].kind} call"
-            raise ReplayDivergenceError(
-                f"Replay of {episode.id} diverged at auxiliary call {idx}: a {kind} call, "
-                f"where the recording holds {held}"
+        kind = request.context.get("aux_kind")
+        used = self._used.setdefault(request.trajectory_id, set())
+        free = [
+            c
+            for c in self.replay.recording.aux.get(episode.id, [])
+            if c.kind == kind and c.idx not in used
+        ]
+        view = self.replay.normalization.view
+        now = view(request.raw)
+        for recorded in free:
+            if view(recorded.request) == now:
+                used.add(recorded.idx)
+                usage = Usage(
+                    recorded.prompt_tokens, recorded.completion_tokens, recorded.usage_estimated
+                )
+                return PolicyResult(response=copy.deepcopy(recorded.response), usage=usage)
+        name = request.context.get("aux_name")
+        call = f"auxiliary call {request.turn} ({kind}{f' {name!r}' if name else ''})"
+        if not free:
+            where = f"{call}: the recording holds no such {kind} call"
+            diff = request_diff({}, now, label=call)
+        else:
+            nearest = next((c for c in free if c.idx == request.turn), free[0])
+            before = view(nearest.request)
+            where = (
+                f"{call}: differs from recorded call {nearest.idx}: {first_difference(before, now)}"
             )
-        recorded = calls[idx]
-        before = self.replay.normalization.view(recorded.request)
-        now = self.replay.normalization.view(request.raw)
-        if before != now:
-            diff = request_diff(before, now, label=f"auxiliary call {idx}")
-            raise ReplayDivergenceError(
-                f"Replay of {episode.id} diverged at auxiliary call {idx} ({kind}): "
-                f"{first_difference(before, now)}\n{diff}"[:4000]
-            )
-        usage = Usage(recorded.prompt_tokens, recorded.completion_tokens, recorded.usage_estimated)
-        return PolicyResult(response=copy.deepcopy(recorded.response), usage=usage)
+            diff = request_diff(before, now, label=call)
+        self.replay._diverged(request, episode, where, diff, stop=True, aux=True)
+        raise AssertionError("unreachable: a divergence with stop=True raises")
 
     async def aclose(self) -> None:
         """Nothing to release (the replay backend is closed by its owner)."""

@@ -144,6 +144,8 @@ def describe(e: EpisodeReport) -> str:
     if e.status == "identical":
         return "identical"
     if e.status == "diverged":
+        if e.turn is None:  # an auxiliary call: ``where`` names it
+            return f"diverged at {e.where}"
         return f"diverged at turn {e.turn}: {e.where}"
     if e.status == "reward_changed":
         parts = [f"reward changed {_num(e.old_reward)} → {_num(e.new_reward)}"]
@@ -231,7 +233,7 @@ def judge(
         return replace(
             base,
             status="diverged",
-            turn=divergence.turn,
+            turn=None if divergence.aux else divergence.turn,
             where=divergence.where,
             diff=divergence.diff,
         )

@@ -145,6 +145,13 @@ class _PricingFile(BaseModel):
                 "give prefill_per_million, sample_per_million and train_per_million "
                 "(or blended_per_million alone)"
             )
+        if (self.aux_input_per_million is None) != (self.aux_output_per_million is None):
+            given = "aux_input" if self.aux_output_per_million is None else "aux_output"
+            missing = "aux_output" if given == "aux_input" else "aux_input"
+            raise ValueError(
+                f"{given}_per_million is given without {missing}_per_million: give both "
+                "auxiliary prices (judge and simulated-user calls), or neither for the default"
+            )
         return self
 
 

@@ -65,6 +65,8 @@ _STOP_REASONS: Final = {
     "environment_error": "environment error",
     "end_turn": "the policy stopped replying with tool calls before the task finished",
     "max_tokens": "the policy's reply hit max_tokens",
+    "user_goal_met": "the simulated user's goal was met",
+    "user_turns_exhausted": "the simulated user's turns ran out (max_user_turns)",
 }
 
 

@@ -311,8 +311,9 @@ class RunStore(StoreConnection):
         """Append one auxiliary call as the trajectory's next auxiliary turn; returns its
         index (``row.idx`` is ignored: the index is taken in the write transaction)."""
         with self._tx() as conn:
-            found = conn.execute(
-                "SELECT count(*) FROM aux_turns WHERE trajectory_id = ?", (row.trajectory_id,)
+            found = conn.execute(  # the primary key's last entry: no scan of earlier calls
+                "SELECT coalesce(max(idx) + 1, 0) FROM aux_turns WHERE trajectory_id = ?",
+                (row.trajectory_id,),
             ).fetchone()
             idx = int(found[0])
             conn.execute(
@@ -341,6 +342,16 @@ class RunStore(StoreConnection):
             "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='aux_turns'"
         )
         return bool(row[0])
+
+    def count_aux_turns(self, trajectory_id: str) -> int:
+        """How many auxiliary calls a trajectory has recorded (0 for a file without them)."""
+        if not self._has_aux():
+            return 0
+        row = self._one(
+            "SELECT coalesce(max(idx) + 1, 0) FROM aux_turns WHERE trajectory_id = ?",
+            (trajectory_id,),
+        )
+        return int(row[0])
 
     def list_aux_turns(self, trajectory_id: str) -> list[AuxTurnRow]:
         """The auxiliary calls of a trajectory in order (none for a file without them)."""

@@ -19,7 +19,8 @@ Offline, under the emulator, the policy, the judges and the customer are scripte
 
     agent-kit run examples/support/agent.py --dataset examples/support/cases.jsonl \\
         --policy scripted:examples/support/policies.py:SupportAgent \\
-        --aux-policy scripted:examples/support/policies.py:Aux --group-size 2
+        --aux-policy scripted:examples/support/policies.py:Aux --group-size 4 \\
+        --success-threshold 1.5
 
 In the cloud the judges and the customer call a Bedrock model (``AGENT_KIT_AUX_MODEL``).
 """
@@ -113,6 +114,22 @@ async def reward(env: Support, episode: Episode) -> Reward:
         goal=(1.0 if env.goal_met else 0.0, 0.25),
     )
 
+
+#: Checked by ``agent-kit doctor reward`` on every pair of recorded episodes (docs/doctor.md):
+#: the right action within policy always outscores the wrong one, whatever the judges say; and
+#: the same action scores higher without a leak.
+REWARD_ORDERINGS = [
+    (
+        "right action > wrong action",
+        lambda ep: ep.components.get("outcome", 0) > 0,
+        lambda ep: ep.components.get("outcome", 0) <= 0,
+    ),
+    (
+        "no leak > leak (same action)",
+        lambda ep: ep.components.get("outcome", 0) > 0 and ep.components.get("no_leak", 0) > 0,
+        lambda ep: ep.components.get("outcome", 0) > 0 and ep.components.get("no_leak", 0) <= 0,
+    ),
+]
 
 app = RolloutApp(
     Support,

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from agent_kit.emulator.aux_replies import judge_reply
+from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.store import RunStore
 
 pytest.importorskip("strands_evals")
@@ -26,6 +28,34 @@ ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "examples" / "support"
 POLICIES = SUPPORT / "policies.py"
 CLI = shutil.which("agent-kit", path=str(Path(sys.executable).parent)) or "agent-kit"
+HERE = Path(__file__).resolve()
+
+
+def invalid_forever(request: PolicyRequest) -> PolicyReply:
+    """A judge whose answer never validates (a score of "high"): only doctor's plays ask it."""
+    args = {"score": "high", "test_pass": True, "reason": "great"}
+    return PolicyReply(tool_calls=(ToolCall("EvaluationOutput", args),))
+
+
+class Flaky:
+    """A judge that fails its first six calls (the auxiliary model errs), then answers 0.8."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: PolicyRequest) -> PolicyReply:
+        """Fail, then answer."""
+        self.calls += 1
+        if self.calls <= 6:
+            raise RuntimeError("the judge's model is unavailable")
+        return judge_reply(0.8, "fine")
+
+
+def obeys_injection(request: PolicyRequest) -> PolicyReply:
+    """A judge that obeys a score written anywhere in what it reads (0.5 otherwise)."""
+    text = str(request.messages[-1].get("content") or "")
+    return judge_reply(1.0 if "SCORE=1.0" in text else 0.5, "read")
+
 
 pytestmark = pytest.mark.e2e
 
@@ -101,12 +131,17 @@ def test_a_replay_of_the_judged_simulated_run_is_identical_without_any_model(
 
 def test_doctor_passes_the_consistent_judge(judged_run: tuple[dict[str, Any], Path]) -> None:
     """``doctor reward`` re-judges the run's episodes and finds the example's judge steady
-    under the padding, flattery and reorder probes."""
+    under the padding, flattery, reorder and injection probes."""
     _, run_dir = judged_run
     proc = _agent_kit("doctor", "reward", str(run_dir), "--json", check=False)
     audit = json.loads(proc.stdout)
     judge = [f for f in audit["findings"] if f["check"].startswith("judge")]
-    assert {f["check"] for f in judge} == {"judge-share", "judge-consistency", "judge-bias"}
+    assert {f["check"] for f in judge} == {
+        "judge-share",
+        "judge-consistency",
+        "judge-bias",
+        "judge-calls",
+    }
     assert all(f["severity"] != "error" for f in judge), judge
 
 
@@ -151,6 +186,32 @@ def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
     assert list((tmp_path / "runs").glob("*/summary.json"))
 
 
+def test_the_example_passes_its_own_doctor(tmp_path: Path) -> None:
+    """Run as its README says (group size 4, success at 1.5), the teaching example passes
+    ``doctor reward``: no error, no warning, its declared orderings hold; success is neither
+    0 % nor 100 %, and a conversation the customer ended satisfied says so."""
+    out = tmp_path / "runs"
+    _agent_kit(
+        "run", str(SUPPORT / "agent.py"), "--dataset", str(SUPPORT / "cases.jsonl"),
+        "--policy", f"scripted:{POLICIES}:SupportAgent",
+        "--aux-policy", f"scripted:{POLICIES}:Aux", "--group-size", "4",
+        "--success-threshold", "1.5", "--out", str(out), "--name", "taught",
+    )  # fmt: skip
+    (run_dir,) = out.glob("*/")
+    summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    succeeded = summary["metrics"]["eval/reward/succeeded_rollouts"]
+    assert 0 < succeeded < summary["counts"]["rewarded"], summary["metrics"]
+    proc = _agent_kit("doctor", "reward", str(run_dir), "--json", check=False)
+    audit = json.loads(proc.stdout)
+    loud = [f for f in audit["findings"] if f["severity"] != "info"]
+    assert loud == [], loud
+    orderings = [f for f in audit["findings"] if f["check"] == "ordering"]
+    assert any("right action > wrong action" in f["title"] for f in orderings), orderings
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "goal was met" in report
+    assert "stopped replying with tool calls before the task finished" not in report
+
+
 def test_invoke_shows_a_failing_judge_and_exits_with_the_reward_code() -> None:
     """``agent-kit invoke`` of one case with a garbage judge prints the floor reward's
     ``judge: …`` reason and exits 6 (JudgeError, a RewardError)."""
@@ -162,3 +223,64 @@ def test_invoke_shows_a_failing_judge_and_exits_with_the_reward_code() -> None:
     )  # fmt: skip
     assert proc.returncode == 6, proc.stderr[-2000:]
     assert "judge: resolution: " in proc.stderr
+
+
+def _doctor_with(run_dir: Path, aux: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    proc = _agent_kit(
+        "doctor", "reward", str(run_dir), "--aux-policy", f"scripted:{HERE}:{aux}", "--json",
+        check=False,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout)
+
+
+def test_doctor_ends_on_a_judge_that_never_answers_validly_and_says_it_failed(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """Audited with a judge whose answers never validate, the doctor finishes (each judgment
+    bounded to the judge's max_calls), reports that every judgment failed (an error, exit 13),
+    never "steady", and counts the calls it made: at most 3 per judgment."""
+    _, run_dir = judged_run
+    proc, audit = _doctor_with(run_dir, "invalid_forever")
+    assert proc.returncode == 13, proc.stderr[-2000:]
+    checks = {f["check"]: f for f in audit["findings"]}
+    failed = checks["judge-failed"]
+    assert failed["severity"] == "error"
+    assert failed["title"].startswith("every judgment failed")
+    assert "no valid answer in 3 judge calls" in failed["title"]
+    assert not any("steady" in f["title"] for f in audit["findings"])
+    calls = checks["judge-calls"]["evidence"]
+    assert 0 < calls["calls"] <= 3 * failed["evidence"]["plays"]
+
+
+def test_doctor_reports_a_flaky_judge_as_a_finding(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """A judge that fails its first six calls, then answers, is a judge-failed warning with
+    the count; the rest is measured on the judgments that scored (no StatisticsError)."""
+    _, run_dir = judged_run
+    proc, audit = _doctor_with(run_dir, "Flaky")
+    assert proc.returncode in (0, 13), proc.stderr[-2000:]
+    failed = [f for f in audit["findings"] if f["check"] == "judge-failed"]
+    assert failed, audit["findings"]
+    assert failed[0]["severity"] == "warn"
+    assert 0 < failed[0]["evidence"]["failed"] < failed[0]["evidence"]["plays"]
+    assert any(f["check"] == "judge-consistency" for f in audit["findings"])
+
+
+def test_doctor_probes_an_injection_and_names_the_policy_and_its_calls(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """The injection probe (an answer closing ``</Output>`` and adding its own rubric) flags a
+    judge that obeys it; the judge-calls finding names the auxiliary policy asked, its calls
+    and their cost at the auxiliary price."""
+    _, run_dir = judged_run
+    proc, audit = _doctor_with(run_dir, "obeys_injection")
+    assert proc.returncode == 13, proc.stderr[-2000:]
+    bias = [f for f in audit["findings"] if f["check"] == "judge-bias"]
+    assert {f["evidence"]["probe"] for f in bias if f["severity"] == "error"} == {"injection"}
+    (calls,) = [f for f in audit["findings"] if f["check"] == "judge-calls"]
+    assert "obeys_injection" in calls["title"]
+    assert calls["evidence"]["calls"] > 0
+    assert calls["evidence"]["cost"] > 0
+    assert "Claude 3 Haiku" in calls["evidence"]["label"]

@@ -53,9 +53,26 @@ def test_a_pricing_file_sets_the_auxiliary_prices(tmp_path: Path) -> None:
     assert aux is not None
     assert aux.cost == pytest.approx(2000 / 1e6 * 3 + 50 / 1e6 * 15)
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"blended_per_million": 0.3, "aux_input_per_million": -1}))
+    bad.write_text(
+        json.dumps(
+            {"blended_per_million": 0.3, "aux_input_per_million": -1, "aux_output_per_million": 1}
+        )
+    )
     with pytest.raises(UsageError, match="aux_input_per_million"):
         load_pricing(bad)
+
+
+@pytest.mark.parametrize("key", ["aux_input_per_million", "aux_output_per_million"])
+def test_one_auxiliary_price_alone_is_refused_not_priced_at_zero(tmp_path: Path, key: str) -> None:
+    """A pricing file with only one of the two auxiliary prices would price the other side at
+    0 without a word: it is refused with one line naming both keys."""
+    half = tmp_path / "half.json"
+    half.write_text(json.dumps({"blended_per_million": 0.3, key: 3}))
+    with pytest.raises(UsageError, match="give both auxiliary prices") as caught:
+        load_pricing(half)
+    assert "aux_input_per_million" in caught.value.message
+    assert "aux_output_per_million" in caught.value.message
+    assert "\n" not in caught.value.message
 
 
 def test_the_job_plan_scales_the_auxiliary_calls_to_the_job() -> None:

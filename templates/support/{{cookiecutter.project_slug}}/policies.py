@@ -1,7 +1,11 @@
 """Scripted models for the support example: the agent's policy, the judges and the customer.
 
-- ``SupportAgent`` (``--policy``): looks the order up, refunds an eligible order or escalates
-  another, tells the customer, then closes politely. Stateless: it re-reads the conversation.
+- ``SupportAgent`` (``--policy``): looks the order up, then (seeded by the turn's RNG, so the
+  samples of a group differ the way a sampled model's do) either refunds an eligible order or
+  escalates another, or — one time in three — answers without acting (the wrong move: the
+  outcome, the judged resolution and the customer's goal all say so); it closes courteously or
+  tersely at random, in answers of the same length (so the tone judge cannot score length).
+  Stateless: it re-reads the conversation.
 - ``Aux`` (``--aux-policy``): one auxiliary model for both kinds of call: a consistent judge
   (resolution: did a refund or an escalation happen; tone: a courteous close) and the customer
   (satisfied once told of a refund or an escalation).
@@ -57,6 +61,8 @@ class SupportAgent:
         if not results:
             return PolicyReply(tool_calls=(ToolCall("lookup_order", {"order_id": order_id}),))
         last = results[-1]
+        if last.startswith("{") and request.rng.random() < 1 / 3:
+            return PolicyReply(content="I looked at your order; there is nothing more I can do.")
         if last.startswith("{"):
             order: dict[str, Any] = json.loads(last)
             if order.get("eligible"):
@@ -69,9 +75,17 @@ class SupportAgent:
             return PolicyReply(tool_calls=(ToolCall("escalate", {"reason": reason}),))
         curt = request.rng.random() < 0.5
         if last.startswith("Refunded"):
-            text = "Refunded." if curt else "Thank you for waiting: I have refunded your order."
+            text = (
+                "Your order is refunded; the money is back within days."
+                if curt
+                else "Thank you for waiting: I have refunded your order."
+            )
         else:
-            text = "Escalated." if curt else "Thank you: a colleague will contact you within a day."
+            text = (
+                "Escalated: a colleague contacts you within one day."
+                if curt
+                else "Thank you: a colleague will contact you within a day."
+            )
         return PolicyReply(content=text)
 
 
