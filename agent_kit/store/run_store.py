@@ -19,17 +19,19 @@ Guarantees of the tables:
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, NamedTuple, ParamSpec, TypeVar
 
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.store.connection import StoreConnection
 from agent_kit.store.events import CREATED_REASON, STATE_EVENT
 from agent_kit.store.rows import (
     AuxTurnRow,
+    DamagedRowError,
     EventRow,
     JobRow,
     RewardRow,
@@ -37,6 +39,7 @@ from agent_kit.store.rows import (
     TurnRow,
     TurnTotals,
     aux_turn_from_row,
+    decode_json,
     event_from_row,
     job_from_row,
     reward_from_row,
@@ -45,6 +48,41 @@ from agent_kit.store.rows import (
 )
 
 __all__ = ["RunStore", "TurnEvent"]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _decodes(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A reader whose rows hold a value that cannot be decoded (not JSON, not UTF-8, the wrong
+    shape) raises one :class:`~agent_kit.errors.RunStoreError` naming the file and the row."""
+
+    @functools.wraps(method)
+    def reading(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except DamagedRowError as exc:
+            store = args[0]
+            assert isinstance(store, RunStore)
+            raise RunStoreError(
+                f"run store {store.path} is damaged: {exc}; restore it from a copy or start a "
+                "new run"
+            ) from None
+
+    return reading
+
+
+def _decode_rows(rows: Sequence[Any], column: int, where: str, kind: type) -> list[Any]:
+    """The JSON ``column`` of every row, decoded together as one array when they all are
+    well-formed (one decode for all), else row by row to name the damaged one."""
+    try:
+        values = json.loads(f"[{','.join(r[column] for r in rows)}]")
+    except (TypeError, ValueError):
+        values = None
+    if values is None or len(values) != len(rows) or not all(isinstance(v, kind) for v in values):
+        values = [decode_json(r[column], f"{where} {r[0]}", kind=kind) for r in rows]
+    return list(values)
 
 
 def _dumps(value: Any) -> str:
@@ -114,6 +152,7 @@ class RunStore(StoreConnection):
             raise UsageError(f"job {arn!r} was not stored in {self.path}")
         return job
 
+    @_decodes
     def get_job(self, arn: str) -> JobRow | None:
         """The job with this ARN, or None."""
         row = self._one("SELECT * FROM jobs WHERE arn = ?", (arn,))
@@ -129,6 +168,7 @@ class RunStore(StoreConnection):
             if summary is not None:
                 conn.execute("UPDATE jobs SET summary = ? WHERE arn = ?", (_dumps(summary), arn))
 
+    @_decodes
     def list_jobs(self) -> list[JobRow]:
         """All jobs, oldest first."""
         return [job_from_row(r) for r in self._all("SELECT * FROM jobs ORDER BY created_at, arn")]
@@ -178,6 +218,7 @@ class RunStore(StoreConnection):
             raise UsageError(f"trajectory {row.id!r} was not stored in {self.path}")
         return stored
 
+    @_decodes
     def get_trajectory(self, trajectory_id: str) -> TrajectoryRow | None:
         """The trajectory with this id, or None."""
         row = self._one("SELECT * FROM trajectories WHERE id = ?", (trajectory_id,))
@@ -197,6 +238,7 @@ class RunStore(StoreConnection):
                 (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": reason}), now),
             )
 
+    @_decodes
     def list_trajectories(
         self, job_arn: str | None = None, states: Iterable[str] | None = None
     ) -> list[TrajectoryRow]:
@@ -263,6 +305,7 @@ class RunStore(StoreConnection):
             what = f"turn {turn.idx}" if turn is not None else "an event"
             raise UsageError(f"{what} of {trajectory_id!r} already stored") from None
 
+    @_decodes
     def list_turns(self, trajectory_id: str) -> list[TurnRow]:
         """The turns of a trajectory in order."""
         rows = self._all(
@@ -285,6 +328,7 @@ class RunStore(StoreConnection):
         )
         return {str(r[0]): TurnTotals(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
+    @_decodes
     def job_turns(
         self, job_arn: str, states: Iterable[str] | None = None
     ) -> dict[str, list[TurnRow]]:
@@ -342,6 +386,7 @@ class RunStore(StoreConnection):
         )
         return bool(row[0])
 
+    @_decodes
     def list_aux_turns(self, trajectory_id: str) -> list[AuxTurnRow]:
         """The auxiliary calls of a trajectory in order (none for a file without them)."""
         if not self._has_aux():
@@ -351,6 +396,7 @@ class RunStore(StoreConnection):
         )
         return [aux_turn_from_row(r) for r in rows]
 
+    @_decodes
     def job_aux_turns(self, job_arn: str) -> dict[str, list[AuxTurnRow]]:
         """Per trajectory of the job that made auxiliary calls, those calls in order."""
         if not self._has_aux():
@@ -408,6 +454,7 @@ class RunStore(StoreConnection):
         )
         return {str(r[0]): float(r[1]) for r in rows}
 
+    @_decodes
     def job_rewards(self, job_arn: str) -> dict[str, RewardRow]:
         """The reward row of every rewarded trajectory of the job (one query; the reward lists,
         each stored as a JSON array, are decoded together as one array of arrays)."""
@@ -416,9 +463,10 @@ class RunStore(StoreConnection):
             "WHERE j.job_arn = ?",
             (job_arn,),
         )
-        lists = json.loads(f"[{','.join(r[1] for r in rows)}]")
+        lists = _decode_rows(rows, 1, "rewards.rewards of trajectory", list)
         return {str(r[0]): reward_from_row(r, v) for r, v in zip(rows, lists, strict=True)}
 
+    @_decodes
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
         row = self._one("SELECT * FROM rewards WHERE trajectory_id = ?", (trajectory_id,))
@@ -454,6 +502,7 @@ class RunStore(StoreConnection):
                 (trajectory_id, kind, _dumps(detail), time.time()),
             )
 
+    @_decodes
     def list_events(
         self, trajectory_id: str | None = None, kind: str | None = None
     ) -> list[EventRow]:
@@ -470,5 +519,5 @@ class RunStore(StoreConnection):
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         rows = self._all(sql + " ORDER BY id", args)
-        details = json.loads(f"[{','.join(r[3] for r in rows)}]")  # one decode for all
+        details = _decode_rows(rows, 3, "events.detail of event", dict)
         return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]
