@@ -100,7 +100,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
         )
         return Text(
             f"{result.status}: {result.succeeded} rewarded / {plural(result.total, 'slot')}, "
-            f"{result.failed} failed (no reward); run directory {result.run_dir}"
+            f"{result.failed} lost (no reward); run directory {result.run_dir}"
         )
 
 

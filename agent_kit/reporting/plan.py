@@ -48,6 +48,7 @@ from agent_kit.errors import UsageError
 from agent_kit.reporting.plan_groups import (
     Band,
     RecordedRun,
+    Slot,
     combined,
     group_unit,
     quantile,
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_TRAIN_STEP_S",
     "INVOCATIONS_PER_S",
     "PLAN_SCHEMA",
+    "PROJECTION_RULE",
     "REGION_PATTERN",
     "SESSION_MEMORY_GB",
     "SESSION_VCPU",
@@ -72,6 +74,7 @@ __all__ = [
     "PlanSettings",
     "job_shape",
     "plan_job",
+    "project_tokens",
     "session_quota",
 ]
 
@@ -387,6 +390,29 @@ def _flags(
     return flags + [Flag(level, code, text) for hit, level, code, text in checks if hit]
 
 
+#: The projection rule of the run summary and ``job plan``, in words (both print it).
+PROJECTION_RULE: Final = (
+    "p50 of the recorded tokens per prompt group, retries included; train tokens only from "
+    "groups whose rewards differ"
+)
+
+
+def project_tokens(
+    groups: Sequence[Sequence[Slot]],
+    *,
+    prompt_groups: int,
+    group_size: int,
+    pricing: Pricing,
+) -> tuple[dict[str, Band], dict[str, Any]]:
+    """(token bands, cost bands) of a job of ``prompt_groups`` prompt groups of ``group_size``
+    rollouts, from a recorded run's prompt groups (:func:`read_recorded`): the one projection
+    rule of the run summary's projection and of :func:`plan_job` (:data:`PROJECTION_RULE`)."""
+    units = [group_unit(group, group_size) for group in groups]
+    tokens = {name: sum_band([u[name] for u in units], prompt_groups) for name in _TOKENS}
+    tokens["total"] = sum_band(combined(units, dict.fromkeys(_TOKENS, 1.0)), prompt_groups)
+    return tokens, _cost(units, prompt_groups, pricing)
+
+
 def plan_job(
     rollouts: Sequence[Rollout],
     shape: JobShape,
@@ -406,9 +432,12 @@ def plan_job(
     settings = settings or PlanSettings()
     recorded = read_recorded(rollouts, settings.turn_latency_s, settings.agent_scale)
     units = [group_unit(group, shape.group_size) for group in recorded.groups]
-    count = shape.steps * shape.global_batch_size
-    tokens = {name: sum_band([u[name] for u in units], count) for name in _TOKENS}
-    tokens["total"] = sum_band(combined(units, dict.fromkeys(_TOKENS, 1.0)), count)
+    tokens, cost = project_tokens(
+        recorded.groups,
+        prompt_groups=shape.steps * shape.global_batch_size,
+        group_size=shape.group_size,
+        pricing=pricing,
+    )
     busy = sum_band([u["busy"] for u in units], shape.global_batch_size)
     wall = _wall_clock(shape, busy, recorded, settings)
     figures = recorded_figures(recorded)
@@ -421,7 +450,7 @@ def plan_job(
         passed_through=list(passed_through),
         shape=shape,
         tokens=tokens,
-        cost=_cost(units, count, pricing),
+        cost=cost,
         wall_clock=wall,
         assumptions=settings,
         flags=_flags(shape, figures, wall, settings, local_max_tokens),

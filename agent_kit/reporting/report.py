@@ -53,7 +53,7 @@ _OUTCOME_OPTIONS: Final = (
     ("succeeded", "succeeded (reward ≥ threshold)"),
     ("unsolved", "unsolved (rewarded, below threshold)"),
     ("floor", "floor reward (agent-side failure)"),
-    ("failed", "failed (no reward)"),
+    ("failed", "lost (no reward)"),
     ("pending", "pending"),
 )
 

@@ -35,8 +35,9 @@ _LABEL_WIDTH: Final = 12
 _GENERIC_STEMS: Final = frozenset({"agent", "app", "main", "entrypoint", "__main__"})
 #: The one-line meaning of the ``eval/*`` metrics shown for a training run.
 _EVAL_NOTE: Final = (
-    "eval/* are the figures an evaluation job reports, computed here over this training run's "
-    "rollouts: succeeded at reward ≥ {threshold}, pass@k over each group's samples"
+    "eval/* are the figures an evaluation job reports, computed here over this run's rollouts: "
+    "succeeded at reward ≥ {threshold}, failed_rollouts the rest of the finished (unsolved + "
+    "lost), pass@k over each group's samples"
 )
 #: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
 _NOISE: Final = 1e-12
@@ -153,7 +154,7 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
     lines.append(
         _line(
             "rollouts",
-            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} failed "
+            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} lost "
             f"(no reward) · {num(pending)} pending · {_retries(counts.retries)}",
         )
     )
@@ -167,7 +168,8 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
             )
         )
     mean, std, low, high = (metrics.get(f"rollout/reward/{stat}") for stat in _REWARD_STATS)
-    lines.append(_line("reward", f"{num(mean)} ± {num(std)} (min {num(low)}, max {num(high)})"))
+    reward = f"{num(mean)} ± sd {num(std)} (min {num(low)}, max {num(high)})"
+    lines.append(_line("reward", reward))
     lines.append(
         _line(
             "speed",
@@ -343,7 +345,7 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"{program} doctor reward {where}")
         step(
-            "plan a real job's shape, cost and time (the projection above keeps this run's):",
+            "plan the real job (the service's default shape; the projection's rule):",
             f"{program} job plan {where}",
         )
     status = summary.job.status
@@ -357,7 +359,7 @@ def render_terminal(
 ) -> RenderableType:
     """The end summary of a run, from its summary: a headline (what its steps were: rollouts
     only, training — a run directory of ``agent-kit train`` — or evaluation; rollouts
-    rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
+    rewarded of the slots, success rate at the threshold, reward mean ± sd, rate, wall time,
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
     table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
     grouped as the service names them, the projection, and — given the run's directory — what

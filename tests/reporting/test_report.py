@@ -254,7 +254,7 @@ def test_training_section_is_the_only_difference_a_training_run_makes(run_dir: P
     assert page.replace(link, "", 1).replace(section + "\n", "", 1) == plain
     assert '<td>adapter</td><td class="n" data-v="0.875">' in section
     assert '<td>base</td><td class="n" data-v="0.125">' in section
-    assert "adapter − base: <b>+0.750</b> ± 0.088" in section
+    assert "adapter − base: <b>+0.750</b> ± se 0.088" in section
     assert "beats the base model" in section
     assert "Loss per step (train/loss)" in section
     assert "<script>alert(1)</script>" not in section
