@@ -346,6 +346,7 @@ def plan_cmd(
         passed_through=unknown,
         source={"run_dir": str(run_dir), "job": row.name, "dataset_rows_from": rows_from},
         local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        policy=str(config.get("policy") or "") or None,
     )
     plan = replace(plan, auxiliary=plan_auxiliary(aux, shape.steps * shape.rollouts_per_step))
     if as_json:
