@@ -18,7 +18,7 @@ from agent_kit.reporting.pricing import load_pricing
 from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
-from agent_kit.reporting.terminal import render_json, render_terminal
+from agent_kit.reporting.terminal import print_rendered, render_json, render_terminal
 from agent_kit.store import RunStore, resolve_path
 from agent_kit.store.layout import REPORT_FILE, RUN_FILE, SUMMARY_FILE
 
@@ -106,7 +106,7 @@ def report(
     if as_json:
         typer.echo(render_json(summary))
     else:
-        out.print(render_terminal(summary, run_dir, program=program()), soft_wrap=False, crop=False)
+        print_rendered(out, render_terminal(summary, run_dir, program=program()))
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
 

@@ -71,7 +71,7 @@ from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.errors import RewardError, UsageError
-from agent_kit.reporting.terminal import render_terminal
+from agent_kit.reporting.terminal import print_rendered, render_terminal
 from agent_kit.reporting.words import plural
 from agent_kit.store.layout import SUMMARY_FILE
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
@@ -118,7 +118,7 @@ def _print_result(
     if as_json:
         typer.echo(json.dumps(result.written_summary().document(), ensure_ascii=False, default=str))
     else:
-        console.print(_render_summary(result, err), soft_wrap=False, crop=False)
+        print_rendered(console, _render_summary(result, err))
     if mlflow is not None:
         mlflow.export(result, console, err, as_json=as_json)
     if result.status == "failed":

@@ -7,15 +7,18 @@ rule of every figure shown.
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from rich.columns import Columns
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.constrain import Constrain
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -27,7 +30,7 @@ from agent_kit.store.events import LIMIT_REASON
 from agent_kit.store.layout import REPORT_FILE, TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
-__all__ = ["num", "render_json", "render_terminal"]
+__all__ = ["num", "print_rendered", "render_json", "render_terminal"]
 
 #: Width of the label column of the headline's lines ("  rollouts  ").
 _LABEL_WIDTH: Final = 12
@@ -285,7 +288,8 @@ def _metrics_block(summary: Summary) -> list[RenderableType]:
             cell = Text("  " + name.ljust(width - 10), no_wrap=True, overflow="ignore")
             cell.append(num(value).rjust(8))
             cells.append(cell)
-        parts.append(Columns(cells, width=width, padding=(0, 1)))
+        columns = Columns(cells, width=width, padding=(0, 1))
+        parts.append(_AtMostWhenPiped(columns, _METRIC_COLUMNS_WIDTH))
         if group.startswith("eval/") and summary.job.mode == "training":
             note = _EVAL_NOTE.format(threshold=num(summary.settings.success_threshold))
             parts.append(Padding(Text(note, style="dim"), (0, 0, 0, 2)))
@@ -393,3 +397,41 @@ def render_json(summary: Summary) -> str:
     return json.dumps(
         summary.document(), separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+#: The width output is laid out at when it goes to no terminal (a pipe, a file) and COLUMNS is
+#: unset: wide enough that no line is wrapped or cut (the metric columns keep to
+#: :data:`_METRIC_COLUMNS_WIDTH` there).
+PIPED_WIDTH: Final = 1000
+#: Where the output is no terminal, the metric columns fill at most this width (on a terminal,
+#: the terminal's).
+_METRIC_COLUMNS_WIDTH: Final = 100
+
+
+class _AtMostWhenPiped:
+    """``renderable`` as is on a terminal; elsewhere constrained to ``width`` columns."""
+
+    def __init__(self, renderable: RenderableType, width: int) -> None:
+        self.renderable, self.width = renderable, width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.renderable if console.is_terminal else Constrain(self.renderable, self.width)
+
+
+def print_rendered(console: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` on ``console``: on a terminal as Rich lays it out for its width,
+    never cropped; to a pipe or a file at ``COLUMNS`` (else :data:`PIPED_WIDTH`) columns, so no
+    line is wrapped at 80 or cut, without colour and without trailing spaces."""
+    if console.is_terminal:
+        console.print(renderable, soft_wrap=False, crop=False)
+        return
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    wide = Console(
+        file=io.StringIO(), width=width, color_system=None, highlight=False, soft_wrap=False
+    )
+    with wide.capture() as captured:
+        wide.print(renderable, soft_wrap=False, crop=False)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    console.file.write("\n".join(lines) + "\n")
+    console.file.flush()

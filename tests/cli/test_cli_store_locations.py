@@ -122,3 +122,22 @@ def test_report_out_without_html_or_a_second_run_is_a_usage_error(
     _small_run(run_dir)
     assert main(["report", str(run_dir), "--out", str(tmp_path / "x")]) == 2
     assert "with --html, the directory the report goes into" in capsys.readouterr().err
+
+
+def test_report_piped_to_a_file_is_not_wrapped_cut_or_padded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Output that goes to no terminal (COLUMNS unset) keeps each line whole: no wrap at 80
+    columns, no cut text, no trailing spaces; the metric columns stay at most 100 wide."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    run_dir = tmp_path / "run"
+    _small_run(run_dir)
+    assert main(["report", str(run_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines
+    assert not [line for line in lines if line != line.rstrip()]
+    (cost,) = [line for line in lines if line.startswith("  cost ")]
+    assert cost.endswith("blended rate of the published AWS reference run (GPT-OSS-20B)")
+    (note,) = [line for line in lines if "eval/* are the figures" in line]
+    assert note.endswith("pass@k over each group's samples")
+    assert max(len(line) for line in lines if "rollout/reward/" in line) <= 100
