@@ -81,13 +81,7 @@ def report(
     if other is not None:
         _compare(run_dir, other, out_page, as_json=as_json)
         return
-    if out_page is not None and not html:
-        raise UsageError(
-            "--out names the comparison page (two run directories) or, with --html, the "
-            "directory the report goes into"
-        )
-    if advantage not in ADVANTAGE_KINDS:
-        raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
+    _check_options(out_page, html=html, advantage=advantage)
     prices = load_pricing(pricing) if pricing is not None else None
     if not resolve_path(run_dir).exists():
         raise UsageError(f"no run store in {run_dir} (expected {resolve_path(run_dir)})")
@@ -109,6 +103,17 @@ def report(
         print_rendered(out, render_terminal(summary, run_dir, program=program()))
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
+
+
+def _check_options(out_page: Path | None, *, html: bool, advantage: str) -> None:
+    """The options of a one-run report that cannot work, as one UsageError."""
+    if out_page is not None and not html:
+        raise UsageError(
+            "--out names the comparison page (two run directories) or, with --html, the "
+            "directory the report goes into"
+        )
+    if advantage not in ADVANTAGE_KINDS:
+        raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
 
 
 def _write(directory: Path, summary: Summary, store: RunStore) -> tuple[Path, Path]:
