@@ -36,6 +36,7 @@ from agent_kit.reporting.plan_groups import Band
 from agent_kit.reporting.pricing import default_pricing, load_pricing
 from agent_kit.reporting.summary import resolve_job
 from agent_kit.reporting.summary_schema import Projection, flat_config, read_summary
+from agent_kit.reporting.terminal import print_rendered
 from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore, load_rollouts, resolve_path
 from agent_kit.store.layout import RunLayout
@@ -278,7 +279,7 @@ def _print_plan(plan: JobPlan, ran: RanShape, run_dir: Path) -> None:
     verdict = "the plan fits the quotas" if plan.fits else "the plan does NOT fit (errors above)"
     parts.append(Text(verdict, style="bold green" if plan.fits else "bold red"))
     parts.extend(_next_lines(plan, ran, run_dir))
-    out.print(Group(*parts), soft_wrap=False, crop=False)
+    print_rendered(out, Group(*parts))
 
 
 def plan_cmd(
@@ -346,6 +347,7 @@ def plan_cmd(
         passed_through=unknown,
         source={"run_dir": str(run_dir), "job": row.name, "dataset_rows_from": rows_from},
         local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        policy=str(config.get("policy") or "") or None,
     )
     plan = replace(plan, auxiliary=plan_auxiliary(aux, shape.steps * shape.rollouts_per_step))
     if as_json:

@@ -11,13 +11,14 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.program import program
-from agent_kit.errors import UsageError
+from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
 from agent_kit.reporting.pricing import load_pricing
 from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
-from agent_kit.reporting.terminal import render_json, render_terminal
+from agent_kit.reporting.summary_schema import Summary
+from agent_kit.reporting.terminal import print_rendered, render_json, render_terminal
 from agent_kit.store import RunStore, resolve_path
 from agent_kit.store.layout import COMPARISON_FILE, REPORT_FILE, RUN_FILE, SUMMARY_FILE, RunLayout
 
@@ -37,12 +38,16 @@ def report(
         Path | None,
         typer.Option(
             "--out",
-            help=f"Where the comparison page goes (default: OTHER/{COMPARISON_FILE}).",
+            help=f"Where the comparison page goes (default: OTHER/{COMPARISON_FILE}); with --html, "
+            "the directory the summary and report go into (default: RUN_DIR).",
             show_default=False,
         ),
     ] = None,
     html: Annotated[
-        bool, typer.Option("--html", help=f"Write {SUMMARY_FILE} and {REPORT_FILE} into RUN_DIR.")
+        bool,
+        typer.Option(
+            "--html", help=f"Write {SUMMARY_FILE} and {REPORT_FILE} into RUN_DIR (or --out DIR)."
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the summary JSON, on one line.")
@@ -76,10 +81,7 @@ def report(
     if other is not None:
         _compare(run_dir, other, out_page, as_json=as_json)
         return
-    if out_page is not None:
-        raise UsageError("--out names the comparison page: give two run directories")
-    if advantage not in ADVANTAGE_KINDS:
-        raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
+    _check_options(out_page, html=html, advantage=advantage)
     prices = load_pricing(pricing) if pricing is not None else None
     if not resolve_path(run_dir).exists():
         raise UsageError(f"no run store in {run_dir} (expected {resolve_path(run_dir)})")
@@ -92,15 +94,38 @@ def report(
             pricing=prices,
             projection_steps=projection_steps,
         )
-        written = write_reports(run_dir, summary, store) if html else None
+        written = _write(out_page or run_dir, summary, store) if html else None
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(render_json(summary))
     else:
-        out.print(render_terminal(summary, run_dir, program=program()), soft_wrap=False, crop=False)
+        print_rendered(out, render_terminal(summary, run_dir, program=program()))
     if written is not None:
         (err if as_json else out).print(f"wrote {written[0]} and {written[1]}", markup=False)
+
+
+def _check_options(out_page: Path | None, *, html: bool, advantage: str) -> None:
+    """The options of a one-run report that cannot work, as one UsageError."""
+    if out_page is not None and not html:
+        raise UsageError(
+            "--out names the comparison page (two run directories) or, with --html, the "
+            "directory the report goes into"
+        )
+    if advantage not in ADVANTAGE_KINDS:
+        raise UsageError(f"--advantage must be one of {', '.join(ADVANTAGE_KINDS)}")
+
+
+def _write(directory: Path, summary: Summary, store: RunStore) -> tuple[Path, Path]:
+    """The summary and report written into ``directory``; one line (exit 14) where it cannot
+    be written, naming ``--out`` (the run itself is only read)."""
+    try:
+        return write_reports(directory, summary, store)
+    except OSError as exc:
+        raise RunStoreError(
+            f"cannot write {SUMMARY_FILE} and {REPORT_FILE} into {directory}: "
+            f"{exc.strerror or exc} (the run is only read): give --out DIR somewhere writable"
+        ) from None
 
 
 def _compare(run_a: Path, run_b: Path, out_page: Path | None, *, as_json: bool) -> None:

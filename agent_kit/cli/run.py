@@ -71,7 +71,7 @@ from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import LocalRun, play_local
 from agent_kit.errors import RewardError, UsageError
-from agent_kit.reporting.terminal import render_terminal
+from agent_kit.reporting.terminal import print_rendered, render_terminal
 from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
@@ -100,7 +100,7 @@ def _render_summary(result: JobResult, err: Console) -> RenderableType:
         )
         return Text(
             f"{result.status}: {result.succeeded} rewarded / {plural(result.total, 'slot')}, "
-            f"{result.failed} failed (no reward); run directory {result.run_dir}"
+            f"{result.failed} lost (no reward); run directory {result.run_dir}"
         )
 
 
@@ -118,7 +118,7 @@ def _print_result(
     if as_json:
         typer.echo(json.dumps(result.written_summary().document(), ensure_ascii=False, default=str))
     else:
-        console.print(_render_summary(result, err), soft_wrap=False, crop=False)
+        print_rendered(console, _render_summary(result, err))
     if mlflow is not None:
         mlflow.export(result, console, err, as_json=as_json)
     if result.status == "failed":

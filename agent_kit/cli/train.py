@@ -66,7 +66,7 @@ def _fmt(figures: dict[str, Any]) -> str:
     mean, se = figures.get("mean"), figures.get("se")
     if mean is None:
         return "no reward"
-    text = f"{mean:.3f}" + (f" ± {se:.3f}" if se is not None else "")
+    text = f"{mean:.3f}" + (f" ± se {se:.3f}" if se is not None else "")
     pass_k = figures.get("eval/reward/pass_at_k")
     text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
     rate = figures.get("tool_call_rate")
@@ -91,7 +91,7 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         verdict = "beats" if comparison["beats_base_by_2se"] else "does not beat"
         console.print(
             f"the adapter {verdict} the base by two standard errors "
-            f"(difference {comparison['difference']:+.3f} ± {comparison['se']:.3f})",
+            f"(difference {comparison['difference']:+.3f} ± se {comparison['se']:.3f})",
             markup=False,
         )
     if doc.get("adapter"):

@@ -32,6 +32,7 @@ from agent_kit.doctor.invariants import EpisodeView, check_orderings, load_order
 from agent_kit.doctor.rescore import Rescored, rescore_run
 from agent_kit.doctor.variance import zero_variance
 from agent_kit.doctor.views import SHOWN, episode_views
+from agent_kit.driver.config import recorded_spec
 from agent_kit.emulator.loader import load_module, module_name_for
 from agent_kit.errors import UsageError
 from agent_kit.reporting.breakdown import RunData, load_run_data
@@ -216,6 +217,8 @@ def _judge_findings(
     if not judged_names([r.reward_breakdown for r in data.chosen]):
         return []
     spec = aux_policy or flat_config(data.job.config).get("aux_policy")
+    if aux_policy is None and isinstance(spec, str):
+        spec = recorded_spec(spec, data.job.config, folder)
     if path is None or not path.is_file() or not isinstance(spec, str):
         return [
             Finding(

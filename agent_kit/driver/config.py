@@ -32,6 +32,8 @@ __all__ = [
     "JobConfig",
     "RunConfig",
     "default_job_name",
+    "recorded_spec",
+    "resolve_spec",
 ]
 
 #: The service's largest global batch; the default batch (all prompts) is capped here.
@@ -45,6 +47,48 @@ DEFAULT_STOP_GRACE_S: Final = 5.0
 #: job's status is ``rollouts_failed`` (``agent-kit run --max-floor-rate``).
 DEFAULT_MAX_FLOOR_RATE: Final = 0.5
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_SCRIPTED: Final = "scripted:"
+
+
+def _scripted_file(spec: str) -> tuple[str, str] | None:
+    """(file part, ``:NAME``) of a ``scripted:FILE.py:NAME`` spec, or None for another."""
+    if not spec.startswith(_SCRIPTED):
+        return None
+    file_part, sep, attr = spec[len(_SCRIPTED) :].rpartition(":")
+    return (file_part, sep + attr) if sep and file_part else None
+
+
+def resolve_spec(spec: str, base_dir: Path | None = None) -> str:
+    """``spec`` as a run stores it: a ``scripted:FILE.py:NAME`` spec with FILE absolute
+    (relative to ``base_dir``, default the current directory), so the run's ``--resume``,
+    ``doctor`` and ``replay`` load the same file from any directory; other specs unchanged."""
+    parts = _scripted_file(spec)
+    if parts is None:
+        return spec
+    path = Path(parts[0]).expanduser()
+    if path.is_absolute():
+        return spec
+    return f"{_SCRIPTED}{((base_dir or Path.cwd()) / path).resolve()}{parts[1]}"
+
+
+def recorded_spec(spec: str, record: Mapping[str, Any], run_dir: Path) -> str:
+    """A policy spec a run recorded, resolved: stored absolute since 0.5; an older relative
+    ``scripted:`` spec is read relative to the directory the run recorded (``record["cwd"]``)
+    when it has one, else to the current directory when the file is there. Otherwise a
+    :class:`~agent_kit.errors.UsageError` saying where to run from."""
+    parts = _scripted_file(spec)
+    if parts is None or Path(parts[0]).expanduser().is_absolute():
+        return spec
+    cwd = record.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return resolve_spec(spec, Path(cwd))
+    if (Path.cwd() / parts[0]).is_file():
+        return resolve_spec(spec)
+    raise UsageError(
+        f"run {run_dir} recorded the policy {spec!r} relative to the directory it was started "
+        f"in, which it did not record, and there is no {parts[0]} here ({Path.cwd()}): run this "
+        "command from the directory the run was started in"
+    )
 
 
 @dataclass(frozen=True)
@@ -124,7 +168,8 @@ class JobConfig:
             batch = min(n_prompts, MAX_BATCH_SIZE)
         elif not 1 <= batch <= 1024:
             raise UsageError(f"--batch-size must be 1..1024, got {batch}")
-        return replace(self, batch_size=batch)
+        aux = None if self.aux_policy is None else resolve_spec(self.aux_policy)
+        return replace(self, batch_size=batch, policy=resolve_spec(self.policy), aux_policy=aux)
 
     def inference_params(self) -> dict[str, Any]:
         """``payload.inferenceParams`` (docs/contract.md §2 names)."""
@@ -139,6 +184,19 @@ class JobConfig:
         """The inverse of :meth:`to_dict`; unknown keys are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], run_dir: Path) -> JobConfig:
+        """The settings a run's job recorded (``record["job"]``), its policy specs resolved
+        by :func:`recorded_spec` (UsageError for an old relative one that cannot be found)."""
+        job = record.get("job")
+        config = cls.from_dict(dict(job) if isinstance(job, Mapping) else {})
+        aux = config.aux_policy
+        return replace(
+            config,
+            policy=recorded_spec(config.policy, record, run_dir),
+            aux_policy=None if aux is None else recorded_spec(aux, record, run_dir),
+        )
 
 
 def default_job_name(entrypoint: str) -> str:

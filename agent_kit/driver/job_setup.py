@@ -259,7 +259,7 @@ def open_resume(
             figures = run_figures_of(job_row)
             reason = figures.failure_reason if figures is not None else None
             raise UsageError(f"job {job_row.arn} failed ({reason}); a failed job is not resumed")
-        config = JobConfig.from_dict(recorded.get("job", {}))
+        config = JobConfig.from_record(recorded, run_dir)
         entrypoint = entrypoint or recorded.get("entrypoint")
         dataset = dataset or recorded.get("dataset")
         if not entrypoint or not dataset:
@@ -309,6 +309,7 @@ def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
         "dataset_sha256": dataset_digest(run.data),
         "prompt_column": run.data.column,
         "workers": workers,
+        "cwd": str(Path.cwd()),
     }
     if run.advertise_url is not None:
         config["advertise_url"] = run.advertise_url

@@ -48,6 +48,7 @@ from agent_kit.errors import UsageError
 from agent_kit.reporting.plan_groups import (
     Band,
     RecordedRun,
+    Slot,
     combined,
     group_unit,
     quantile,
@@ -61,7 +62,9 @@ from agent_kit.store.records import Rollout
 __all__ = [
     "DEFAULT_TRAIN_STEP_S",
     "INVOCATIONS_PER_S",
+    "MODEL_LATENCY_FLOOR_S",
     "PLAN_SCHEMA",
+    "PROJECTION_RULE",
     "REGION_PATTERN",
     "SESSION_MEMORY_GB",
     "SESSION_VCPU",
@@ -72,6 +75,7 @@ __all__ = [
     "PlanSettings",
     "job_shape",
     "plan_job",
+    "project_tokens",
     "session_quota",
 ]
 
@@ -98,6 +102,14 @@ _MAX_SESSIONS: Final = 1_000_000.0
 #: The shape of an AWS region name (us-west-2, eu-central-1, us-gov-west-1, cn-north-1).
 REGION_PATTERN: Final = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]{1,2}")
 _FEW_GROUPS: Final = 10
+#: A recorded policy call faster than this (median) is no model's: a scripted, random or
+#: replayed policy, whose latency would make the planned wall clock the agent's alone.
+MODEL_LATENCY_FLOOR_S: Final = 0.25
+#: Policy schemes that are no model (their recorded latency says nothing of a real job's).
+_NOT_A_MODEL: Final = ("scripted", "random", "replay")
+#: The ``--turn-latency`` the flag suggests: seconds a call of a ~20B model takes (an example,
+#: not a measurement: measure yours).
+_SUGGESTED_TURN_LATENCY_S: Final = 4
 _TOKENS: Final = ("prefill", "sample", "train")
 
 
@@ -387,6 +399,55 @@ def _flags(
     return flags + [Flag(level, code, text) for hit, level, code, text in checks if hit]
 
 
+def _latency_flag(
+    rollouts: Sequence[Rollout], policy: str | None, settings: PlanSettings
+) -> Flag | None:
+    """A warning when the recorded policy calls are no model's (a scripted, random or replayed
+    policy, or a median call under :data:`MODEL_LATENCY_FLOOR_S`) and no ``--turn-latency``
+    replaces them: the wall clock would be the agent's and the emulator's alone."""
+    if settings.turn_latency_s is not None:
+        return None
+    latencies = sorted(t.latency_ms / 1000.0 for r in rollouts for t in r.turn_rows)
+    if not latencies:
+        return None
+    median = quantile(latencies, 0.5)
+    scheme = (policy or "").split(":", 1)[0]
+    if scheme not in _NOT_A_MODEL and median >= MODEL_LATENCY_FLOOR_S:
+        return None
+    what = f"the {scheme} policy" if scheme in _NOT_A_MODEL else "the recorded policy"
+    return Flag(
+        "warning",
+        "policy-latency",
+        f"the recorded policy calls took {median * 1000:.0f} ms each (median; {what}, not a "
+        "model's latency), so the wall clock below is the agent's time alone: pass "
+        "--turn-latency S, the seconds one call of the job's model takes (e.g. "
+        f"--turn-latency {_SUGGESTED_TURN_LATENCY_S} for a 20B model)",
+    )
+
+
+#: The projection rule of the run summary and ``job plan``, in words (both print it).
+PROJECTION_RULE: Final = (
+    "p50 of the recorded tokens per prompt group, retries included; train tokens only from "
+    "groups whose rewards differ"
+)
+
+
+def project_tokens(
+    groups: Sequence[Sequence[Slot]],
+    *,
+    prompt_groups: int,
+    group_size: int,
+    pricing: Pricing,
+) -> tuple[dict[str, Band], dict[str, Any]]:
+    """(token bands, cost bands) of a job of ``prompt_groups`` prompt groups of ``group_size``
+    rollouts, from a recorded run's prompt groups (:func:`read_recorded`): the one projection
+    rule of the run summary's projection and of :func:`plan_job` (:data:`PROJECTION_RULE`)."""
+    units = [group_unit(group, group_size) for group in groups]
+    tokens = {name: sum_band([u[name] for u in units], prompt_groups) for name in _TOKENS}
+    tokens["total"] = sum_band(combined(units, dict.fromkeys(_TOKENS, 1.0)), prompt_groups)
+    return tokens, _cost(units, prompt_groups, pricing)
+
+
 def plan_job(
     rollouts: Sequence[Rollout],
     shape: JobShape,
@@ -397,18 +458,24 @@ def plan_job(
     passed_through: Sequence[str] = (),
     source: Mapping[str, Any] | None = None,
     local_max_tokens: int | None = None,
+    policy: str | None = None,
 ) -> JobPlan:
     """Plan the job of ``shape`` from a recorded run's ``rollouts`` (loaded ``with_turns``, so
     policy latency and per-turn completions count); see the module docstring for the method.
+    ``policy`` is the run's policy spec: a plan of a scripted, random or replayed policy's
+    latency is flagged (``policy-latency``) unless ``settings.turn_latency_s`` replaces it.
 
     Raises :class:`UsageError` when the run has no rewarded rollout.
     """
     settings = settings or PlanSettings()
     recorded = read_recorded(rollouts, settings.turn_latency_s, settings.agent_scale)
     units = [group_unit(group, shape.group_size) for group in recorded.groups]
-    count = shape.steps * shape.global_batch_size
-    tokens = {name: sum_band([u[name] for u in units], count) for name in _TOKENS}
-    tokens["total"] = sum_band(combined(units, dict.fromkeys(_TOKENS, 1.0)), count)
+    tokens, cost = project_tokens(
+        recorded.groups,
+        prompt_groups=shape.steps * shape.global_batch_size,
+        group_size=shape.group_size,
+        pricing=pricing,
+    )
     busy = sum_band([u["busy"] for u in units], shape.global_batch_size)
     wall = _wall_clock(shape, busy, recorded, settings)
     figures = recorded_figures(recorded)
@@ -421,9 +488,10 @@ def plan_job(
         passed_through=list(passed_through),
         shape=shape,
         tokens=tokens,
-        cost=_cost(units, count, pricing),
+        cost=cost,
         wall_clock=wall,
         assumptions=settings,
-        flags=_flags(shape, figures, wall, settings, local_max_tokens),
+        flags=_flags(shape, figures, wall, settings, local_max_tokens)
+        + [f for f in (_latency_flag(rollouts, policy, settings),) if f is not None],
         defaulted=[name for name in _SHAPE_NAMES if name not in (hyperparameters or {})],
     )

@@ -13,7 +13,8 @@ refused (a typo must not silently price at zero).
 
 Without a file, :func:`default_pricing` applies one blended rate *derived in code* from the
 published reference run (GPT-OSS-20B Wordle, 100 steps: prefill 491.6 M + sample 159.7 M +
-train 643.3 M tokens ≈ $339), labelled ``"blended rate of the published AWS reference run"``.
+train 643.3 M tokens ≈ $339), labelled ``"blended rate of the published AWS reference run
+(GPT-OSS-20B)"``.
 It is an estimate, never a quote: every cost carries its label and source.
 
 Auxiliary model calls (an LLM judge, a simulated user) are not MTRL tokens: in a job they run
@@ -47,7 +48,7 @@ __all__ = [
     "load_pricing",
 ]
 
-DEFAULT_PRICING_LABEL: Final = "blended rate of the published AWS reference run"
+DEFAULT_PRICING_LABEL: Final = "blended rate of the published AWS reference run (GPT-OSS-20B)"
 #: The default price of auxiliary calls: Bedrock on-demand, Claude 3 Haiku (USD per million
 #: input and output tokens, the published list price), with its label.
 BEDROCK_AUX_DEFAULT: Final = (

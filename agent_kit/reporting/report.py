@@ -53,7 +53,7 @@ _OUTCOME_OPTIONS: Final = (
     ("succeeded", "succeeded (reward ≥ threshold)"),
     ("unsolved", "unsolved (rewarded, below threshold)"),
     ("floor", "floor reward (agent-side failure)"),
-    ("failed", "failed (no reward)"),
+    ("failed", "lost (no reward)"),
     ("pending", "pending"),
 )
 
@@ -198,6 +198,14 @@ def _cards(summary: Summary) -> list[str]:
     return card_html
 
 
+def _what_ran(mode: str, trained: bool) -> str:
+    """The header's word for the run, as the end summary's: an evaluation job evaluated, an
+    ``agent-kit train`` run trained, any other run only played rollouts."""
+    if mode == "evaluation":
+        return "evaluation"
+    return "training" if trained else "rollouts, no training"
+
+
 def render_html(
     summary: Summary,
     store: RunStore | None = None,
@@ -236,7 +244,7 @@ def render_html(
     parts = [
         f"<h1>agent_kit run report: {esc(job.name)}</h1>",
         f'<div class=muted><span class="id">{esc(job.arn)}</span> · '
-        f"{esc(job.mode)} · status {esc(job.status)}"
+        f"{esc(_what_ran(job.mode, trained is not None))} · status {esc(job.status)}"
         f" · success threshold {esc(fmt(settings.success_threshold))}"
         f" · advantage {esc(settings.advantage)} · schema {esc(summary.schema_id)}</div>",
         f"<nav>{nav}</nav>",

@@ -38,6 +38,8 @@ from agent_kit.reporting.metrics import (
     token_usage,
     training_metrics,
 )
+from agent_kit.reporting.plan import PROJECTION_RULE, project_tokens
+from agent_kit.reporting.plan_groups import read_recorded
 from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, estimate_cost
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
@@ -105,8 +107,7 @@ def _human(n: float) -> str:
 
 
 def _projection(
-    usage: TokenCounts,
-    slots: int,
+    records: Sequence[Rollout],
     *,
     steps: int,
     batch_size: int,
@@ -114,20 +115,26 @@ def _projection(
     pricing: Pricing,
     estimated: bool,
     dataset_rows: int | None,
-) -> Projection:
-    per = {
-        "prefill": usage.prefill / slots,
-        "sample": usage.sample / slots,
-        "train": usage.train / slots,
-    }
+) -> Projection | None:
+    """``steps`` steps of this run's shape priced by the one projection rule of ``job plan``
+    (:func:`~agent_kit.reporting.plan.project_tokens`, its p50); None without a rewarded
+    rollout to project from."""
+    try:
+        recorded = read_recorded(records)
+    except UsageError:
+        return None
+    bands, _ = project_tokens(
+        recorded.groups, prompt_groups=steps * batch_size, group_size=group_size, pricing=pricing
+    )
     planned = steps * batch_size * group_size
-    counts = TokenCounts(**{k: round(v * planned) for k, v in per.items()})
+    counts = TokenCounts(**{k: round(bands[k].p50) for k in ("prefill", "sample", "train")})
+    per = {k: getattr(counts, k) / planned for k in ("prefill", "sample", "train")}
     cost = _cost(counts, pricing, estimated)
     epochs = steps * batch_size / dataset_rows if dataset_rows else None
     text = (
         f"{steps} steps of this run's shape ({batch_size} prompts × {group_size} rollouts a "
         f"step, {planned:,} rollouts) ≈ {_human(counts.total)} tokens ≈ {cost.total:,.2f} "
-        f"{cost.currency} ({cost.label})"
+        f"{cost.currency}, {cost.label}; the rule of job plan: {PROJECTION_RULE}"
     )
     return Projection(
         steps=steps,
@@ -343,12 +350,10 @@ def summarize_records(
     metrics.update(eval_metrics(groups, success_threshold=threshold, ks=ks))
     usage = token_usage(records, groups, evaluation=evaluation)
     tokens = TokenCounts(usage.prefill, usage.sample, usage.train)
-    slots = {(r.step, r.prompt_index, r.sample_index) for r in records}
     projection = None
-    if slots:
+    if records:
         projection = _projection(
-            tokens,
-            len(slots),
+            records,
             steps=projection_steps
             or max(_config_int(flat, "steps", "max_steps") or 0, DEFAULT_PROJECTION_STEPS),
             batch_size=batch_size,

@@ -7,15 +7,18 @@ rule of every figure shown.
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from rich.columns import Columns
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.constrain import Constrain
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -27,7 +30,7 @@ from agent_kit.store.events import LIMIT_REASON
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
-__all__ = ["num", "render_json", "render_terminal"]
+__all__ = ["num", "print_rendered", "render_json", "render_terminal"]
 
 #: Width of the label column of the headline's lines ("  rollouts  ").
 _LABEL_WIDTH: Final = 12
@@ -35,8 +38,9 @@ _LABEL_WIDTH: Final = 12
 _GENERIC_STEMS: Final = frozenset({"agent", "app", "main", "entrypoint", "__main__"})
 #: The one-line meaning of the ``eval/*`` metrics shown for a training run.
 _EVAL_NOTE: Final = (
-    "eval/* are the figures an evaluation job reports, computed here over this training run's "
-    "rollouts: succeeded at reward ≥ {threshold}, pass@k over each group's samples"
+    "eval/* are the figures an evaluation job reports, computed here over this run's rollouts: "
+    "succeeded at reward ≥ {threshold}, failed_rollouts the rest of the finished (unsolved + "
+    "lost), pass@k over each group's samples"
 )
 #: Below this magnitude a float is rounding noise (an advantage mean of 7e-19) and shows as 0.
 _NOISE: Final = 1e-12
@@ -153,7 +157,7 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
     lines.append(
         _line(
             "rollouts",
-            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} failed "
+            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} lost "
             f"(no reward) · {num(pending)} pending · {_retries(counts.retries)}",
         )
     )
@@ -167,7 +171,8 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
             )
         )
     mean, std, low, high = (metrics.get(f"rollout/reward/{stat}") for stat in _REWARD_STATS)
-    lines.append(_line("reward", f"{num(mean)} ± {num(std)} (min {num(low)}, max {num(high)})"))
+    reward = f"{num(mean)} ± sd {num(std)} (min {num(low)}, max {num(high)})"
+    lines.append(_line("reward", reward))
     lines.append(
         _line(
             "speed",
@@ -283,7 +288,8 @@ def _metrics_block(summary: Summary) -> list[RenderableType]:
             cell = Text("  " + name.ljust(width - 10), no_wrap=True, overflow="ignore")
             cell.append(num(value).rjust(8))
             cells.append(cell)
-        parts.append(Columns(cells, width=width, padding=(0, 1)))
+        columns = Columns(cells, width=width, padding=(0, 1))
+        parts.append(_AtMostWhenPiped(columns, _METRIC_COLUMNS_WIDTH))
         if group.startswith("eval/") and summary.job.mode == "training":
             note = _EVAL_NOTE.format(threshold=num(summary.settings.success_threshold))
             parts.append(Padding(Text(note, style="dim"), (0, 0, 0, 2)))
@@ -343,7 +349,7 @@ def _next_block(summary: Summary, run_dir: Path | None, program: str) -> list[Te
     if summary.counts.rewarded:  # a reward audit needs rewards to look at
         step("audit the reward function:", f"{program} doctor reward {where}")
         step(
-            "plan a real job's shape, cost and time (the projection above keeps this run's):",
+            "plan the real job (the service's default shape; the projection's rule):",
             f"{program} job plan {where}",
         )
     status = summary.job.status
@@ -357,7 +363,7 @@ def render_terminal(
 ) -> RenderableType:
     """The end summary of a run, from its summary: a headline (what its steps were: rollouts
     only, training — a run directory of ``agent-kit train`` — or evaluation; rollouts
-    rewarded of the slots, success rate at the threshold, reward mean ± std, rate, wall time,
+    rewarded of the slots, success rate at the threshold, reward mean ± sd, rate, wall time,
     cost estimate), the failed rollouts and agent-side failures by reason, hints, the chaos
     table of a ``--chaos`` run (per fault: rollouts hit and how they ended), the MTRL metrics
     grouped as the service names them, the projection, and — given the run's directory — what
@@ -391,3 +397,41 @@ def render_json(summary: Summary) -> str:
     return json.dumps(
         summary.document(), separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+#: The width output is laid out at when it goes to no terminal (a pipe, a file) and COLUMNS is
+#: unset: wide enough that no line is wrapped or cut (the metric columns keep to
+#: :data:`_METRIC_COLUMNS_WIDTH` there).
+PIPED_WIDTH: Final = 1000
+#: Where the output is no terminal, the metric columns fill at most this width (on a terminal,
+#: the terminal's).
+_METRIC_COLUMNS_WIDTH: Final = 100
+
+
+class _AtMostWhenPiped:
+    """``renderable`` as is on a terminal; elsewhere constrained to ``width`` columns."""
+
+    def __init__(self, renderable: RenderableType, width: int) -> None:
+        self.renderable, self.width = renderable, width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.renderable if console.is_terminal else Constrain(self.renderable, self.width)
+
+
+def print_rendered(console: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` on ``console``: on a terminal as Rich lays it out for its width,
+    never cropped; to a pipe or a file at ``COLUMNS`` (else :data:`PIPED_WIDTH`) columns, so no
+    line is wrapped at 80 or cut, without colour and without trailing spaces."""
+    if console.is_terminal:
+        console.print(renderable, soft_wrap=False, crop=False)
+        return
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+    wide = Console(
+        file=io.StringIO(), width=width, color_system=None, highlight=False, soft_wrap=False
+    )
+    with wide.capture() as captured:
+        wide.print(renderable, soft_wrap=False, crop=False)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    console.file.write("\n".join(lines) + "\n")
+    console.file.flush()

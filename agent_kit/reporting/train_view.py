@@ -189,7 +189,7 @@ def _evals_html(figures: TrainFigures) -> str:
         verdict = "beats" if comparison["beats_base_by_2se"] else "does not beat"
         diff, se = comparison["difference"], comparison["se"]
         body += (
-            f'<p id="train-verdict">adapter − base: <b>{diff:+.3f}</b> ± {se:.3f}: the adapter '
+            f'<p id="train-verdict">adapter − base: <b>{diff:+.3f}</b> ± se {se:.3f}: the adapter '
             f"{verdict} the base model by two standard errors.</p>"
         )
     return body

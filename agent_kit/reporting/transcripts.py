@@ -1,7 +1,8 @@
 """Turn-by-turn transcripts for the HTML report: which rollouts to show, and how.
 
 :func:`select_transcripts` puts the rollouts an RL engineer reads first at the top: the
-lowest-scoring rewarded ones, then the floor-reward ones (agent-side failures), then the failed
+really low rewarded ones (:func:`really_low`: the bottom decile, below the run's highest reward),
+those below the success threshold, then the floor-reward ones (agent-side failures), then the failed
 ones (no reward), then a sample of the rest, one prompt after another. :func:`transcript_html`
 renders one: every turn's new messages (tool results, user text), the policy's reply with its
 tool calls, the reward with its breakdown, and the stop reason.
@@ -42,6 +43,7 @@ __all__ = [
     "below_threshold",
     "fmt",
     "message_html",
+    "really_low",
     "select_transcripts",
     "stop_reason",
     "transcript_html",
@@ -213,6 +215,17 @@ def _lowest(records: Iterable[Rollout]) -> list[Rollout]:
     return sorted(rewarded, key=lambda r: (float(r.reward or 0.0), r.id))
 
 
+def really_low(records: Iterable[Rollout]) -> list[Rollout]:
+    """The rewarded rollouts the report tags "lowest reward": the bottom decile (at least one),
+    lowest first, and only those below the run's highest reward (at most :data:`LOWEST`)."""
+    ranked = _lowest(records)
+    if not ranked:
+        return []
+    top = max(float(r.reward or 0.0) for r in ranked)
+    decile = max(1, math.ceil(len(ranked) / 10))
+    return [r for r in ranked[: min(decile, LOWEST)] if float(r.reward or 0.0) < top]
+
+
 def below_threshold(records: Iterable[Rollout], threshold: float) -> list[Rollout]:
     """The rewarded rollouts below the success threshold (unsolved or floor-scored), lowest
     reward first: a prefix of the order :func:`select_transcripts` starts with, so the first
@@ -236,7 +249,8 @@ def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Sele
                 chosen.append(Selected(record, why))
                 cap -= 1
 
-    take(_lowest(data.records), "lowest reward", LOWEST)
+    take(really_low(data.records), "lowest reward", LOWEST)
+    take(below_threshold(data.records, data.threshold), "below the success threshold", LOWEST)
     take((r for r in data.records if r.floor_reward and r.rewarded), "floor reward", _MAX_FLOOR)
     take((r for r in data.records if r.state in FAILED_STATES), "failed (no reward)", _MAX_FAILED)
     take(_round_robin(r for r in data.records if r.id not in seen), "sample", limit)

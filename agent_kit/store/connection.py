@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -248,4 +249,10 @@ class StoreConnection:
         except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
             raise
         except sqlite3.DatabaseError as exc:
+            text = re.match(r"Could not decode to UTF-8 column '([^']*)'", str(exc))
+            if text is not None:  # the message goes on with the whole value: leave it out
+                raise RunStoreError(
+                    f"run store {self.path} is damaged: a value of column {text[1]!r} is not "
+                    "UTF-8 text; restore it from a copy or start a new run"
+                ) from None
             raise RunStoreError(f"cannot read run store {self.path}: {exc}") from None

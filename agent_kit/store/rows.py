@@ -15,6 +15,7 @@ from typing import Any, Final
 __all__ = [
     "AUX_KINDS",
     "AuxTurnRow",
+    "DamagedRowError",
     "EventRow",
     "JobRow",
     "RewardRow",
@@ -139,13 +140,38 @@ class EventRow:
     created_at: float
 
 
-def _loads_opt(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+class DamagedRowError(ValueError):
+    """A stored value that cannot be decoded: not JSON, or JSON of the wrong shape.
+
+    Its message names the table, the column and the row (``turns.request of trajectory t1,
+    turn 3 is not valid JSON (…)``); :class:`~agent_kit.store.RunStore` turns it into a
+    :class:`~agent_kit.errors.RunStoreError` naming the file.
+    """
+
+
+def decode_json(text: Any, where: str, *, kind: type | None = dict) -> Any:
+    """The JSON value stored at ``where`` (``"table.column of <row>"``); a value that is not
+    JSON text, or (``kind``) not of that type, raises :class:`DamagedRowError`."""
+    try:
+        if not isinstance(text, str):
+            raise ValueError(f"a {type(text).__name__} value where JSON text belongs")
+        value = json.loads(text)
+    except ValueError as exc:
+        raise DamagedRowError(f"{where} is not valid JSON ({exc})") from None
+    if kind is not None and not isinstance(value, kind):
+        raise DamagedRowError(f"{where} is JSON but not a {kind.__name__} ({text[:40]!r})")
+    return value
+
+
+def _loads_opt(text: str | None, where: str) -> Any:
+    return None if text is None else decode_json(text, where)
 
 
 def job_from_row(r: Sequence[Any]) -> JobRow:
     """A ``jobs`` row."""
-    return JobRow(r[0], r[1], float(r[2]), json.loads(r[3]), r[4], _loads_opt(r[5]))
+    where = f"of job {r[0]}"
+    config = decode_json(r[3], f"jobs.config {where}")
+    return JobRow(r[0], r[1], float(r[2]), config, r[4], _loads_opt(r[5], f"jobs.summary {where}"))
 
 
 def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
@@ -155,7 +181,7 @@ def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
         job_arn=r[1],
         state=r[2],
         prompt=r[3],
-        payload=_loads_opt(r[4]),
+        payload=_loads_opt(r[4], f"trajectories.payload of trajectory {r[0]}"),
         step=int(r[5]),
         prompt_index=int(r[6]),
         sample_index=int(r[7]),
@@ -170,12 +196,13 @@ def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
 
 def turn_from_row(r: Sequence[Any]) -> TurnRow:
     """A ``turns`` row."""
+    where = f"of trajectory {r[0]}, turn {r[1]}"
     return TurnRow(
         trajectory_id=r[0],
         idx=int(r[1]),
         route=r[2],
-        request=json.loads(r[3]),
-        response=json.loads(r[4]),
+        request=decode_json(r[3], f"turns.request {where}"),
+        response=decode_json(r[4], f"turns.response {where}"),
         prompt_tokens=int(r[5]),
         completion_tokens=int(r[6]),
         usage_estimated=bool(r[7]),
@@ -187,12 +214,13 @@ def turn_from_row(r: Sequence[Any]) -> TurnRow:
 
 def aux_turn_from_row(r: Sequence[Any]) -> AuxTurnRow:
     """An ``aux_turns`` row."""
+    where = f"of trajectory {r[0]}, auxiliary turn {r[1]}"
     return AuxTurnRow(
         trajectory_id=r[0],
         idx=int(r[1]),
         kind=r[2],
-        request=json.loads(r[3]),
-        response=json.loads(r[4]),
+        request=decode_json(r[3], f"aux_turns.request {where}"),
+        response=decode_json(r[4], f"aux_turns.response {where}"),
         prompt_tokens=int(r[5]),
         completion_tokens=int(r[6]),
         usage_estimated=bool(r[7]),
@@ -203,11 +231,12 @@ def aux_turn_from_row(r: Sequence[Any]) -> AuxTurnRow:
 
 def reward_from_row(r: Sequence[Any], rewards: list[float] | None = None) -> RewardRow:
     """A ``rewards`` row; ``rewards`` is its reward list when the caller decoded it already."""
-    values = json.loads(r[1]) if rewards is None else rewards
+    where = f"rewards.rewards of trajectory {r[0]}"
+    values = decode_json(r[1], where, kind=list) if rewards is None else rewards
     return RewardRow(r[0], values, float(r[2]), r[3], r[4], float(r[5]))
 
 
 def event_from_row(r: Sequence[Any], detail: dict[str, Any] | None = None) -> EventRow:
     """An ``events`` row; ``detail`` is its decoded detail when the caller decoded it already."""
-    decoded = json.loads(r[3]) if detail is None else detail
+    decoded = decode_json(r[3], f"events.detail of event {r[0]}") if detail is None else detail
     return EventRow(int(r[0]), r[1], str(r[2]), decoded, float(r[4]))

@@ -27,6 +27,7 @@ from typing import Any, Final, NamedTuple
 
 from agent_kit.errors import UsageError
 from agent_kit.store.connection import StoreConnection
+from agent_kit.store.decoding import decode_rows, decodes
 from agent_kit.store.events import CREATED_REASON, STATE_EVENT
 from agent_kit.store.rows import (
     AuxTurnRow,
@@ -114,6 +115,7 @@ class RunStore(StoreConnection):
             raise UsageError(f"job {arn!r} was not stored in {self.path}")
         return job
 
+    @decodes
     def get_job(self, arn: str) -> JobRow | None:
         """The job with this ARN, or None."""
         row = self._one("SELECT * FROM jobs WHERE arn = ?", (arn,))
@@ -129,6 +131,7 @@ class RunStore(StoreConnection):
             if summary is not None:
                 conn.execute("UPDATE jobs SET summary = ? WHERE arn = ?", (_dumps(summary), arn))
 
+    @decodes
     def list_jobs(self) -> list[JobRow]:
         """All jobs, oldest first."""
         return [job_from_row(r) for r in self._all("SELECT * FROM jobs ORDER BY created_at, arn")]
@@ -178,6 +181,7 @@ class RunStore(StoreConnection):
             raise UsageError(f"trajectory {row.id!r} was not stored in {self.path}")
         return stored
 
+    @decodes
     def get_trajectory(self, trajectory_id: str) -> TrajectoryRow | None:
         """The trajectory with this id, or None."""
         row = self._one("SELECT * FROM trajectories WHERE id = ?", (trajectory_id,))
@@ -197,6 +201,7 @@ class RunStore(StoreConnection):
                 (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": reason}), now),
             )
 
+    @decodes
     def list_trajectories(
         self, job_arn: str | None = None, states: Iterable[str] | None = None
     ) -> list[TrajectoryRow]:
@@ -263,6 +268,7 @@ class RunStore(StoreConnection):
             what = f"turn {turn.idx}" if turn is not None else "an event"
             raise UsageError(f"{what} of {trajectory_id!r} already stored") from None
 
+    @decodes
     def list_turns(self, trajectory_id: str) -> list[TurnRow]:
         """The turns of a trajectory in order."""
         rows = self._all(
@@ -285,6 +291,7 @@ class RunStore(StoreConnection):
         )
         return {str(r[0]): TurnTotals(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
+    @decodes
     def job_turns(
         self, job_arn: str, states: Iterable[str] | None = None
     ) -> dict[str, list[TurnRow]]:
@@ -353,6 +360,7 @@ class RunStore(StoreConnection):
         )
         return int(row[0])
 
+    @decodes
     def list_aux_turns(self, trajectory_id: str) -> list[AuxTurnRow]:
         """The auxiliary calls of a trajectory in order (none for a file without them)."""
         if not self._has_aux():
@@ -362,6 +370,7 @@ class RunStore(StoreConnection):
         )
         return [aux_turn_from_row(r) for r in rows]
 
+    @decodes
     def job_aux_turns(self, job_arn: str) -> dict[str, list[AuxTurnRow]]:
         """Per trajectory of the job that made auxiliary calls, those calls in order."""
         if not self._has_aux():
@@ -419,6 +428,7 @@ class RunStore(StoreConnection):
         )
         return {str(r[0]): float(r[1]) for r in rows}
 
+    @decodes
     def job_rewards(self, job_arn: str) -> dict[str, RewardRow]:
         """The reward row of every rewarded trajectory of the job (one query; the reward lists,
         each stored as a JSON array, are decoded together as one array of arrays)."""
@@ -427,9 +437,10 @@ class RunStore(StoreConnection):
             "WHERE j.job_arn = ?",
             (job_arn,),
         )
-        lists = json.loads(f"[{','.join(r[1] for r in rows)}]")
+        lists = decode_rows(rows, 1, "rewards.rewards of trajectory", list)
         return {str(r[0]): reward_from_row(r, v) for r, v in zip(rows, lists, strict=True)}
 
+    @decodes
     def get_reward(self, trajectory_id: str) -> RewardRow | None:
         """The rewards of a trajectory, or None."""
         row = self._one("SELECT * FROM rewards WHERE trajectory_id = ?", (trajectory_id,))
@@ -465,6 +476,7 @@ class RunStore(StoreConnection):
                 (trajectory_id, kind, _dumps(detail), time.time()),
             )
 
+    @decodes
     def list_events(
         self, trajectory_id: str | None = None, kind: str | None = None
     ) -> list[EventRow]:
@@ -481,5 +493,5 @@ class RunStore(StoreConnection):
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         rows = self._all(sql + " ORDER BY id", args)
-        details = json.loads(f"[{','.join(r[3] for r in rows)}]")  # one decode for all
+        details = decode_rows(rows, 3, "events.detail of event", dict)
         return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]

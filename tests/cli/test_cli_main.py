@@ -464,7 +464,7 @@ def test_interrupted_run_counts_the_planned_slots(tmp_path: Path) -> None:
     )
     assert proc.returncode == 130, err
     text = " ".join(out.split())
-    assert "8 / 256 rewarded · 0 failed (no reward) · 248 pending" in text, out
+    assert "8 / 256 rewarded · 0 lost (no reward) · 248 pending" in text, out
     assert "248 slots not played or cut short; --resume plays them" in text, out
     resume = [line.split() for line in out.splitlines() if "run --resume" in line]
     # started as `python -m agent_kit.cli`, so the printed command is that one (runs as pasted)

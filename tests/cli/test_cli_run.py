@@ -75,7 +75,7 @@ def test_run_table_without_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     run_dir = tmp_path / "table"
     lines = out.splitlines()
-    assert "2 / 2 rewarded · 0 failed (no reward) · 0 pending · 0 retries" in out
+    assert "2 / 2 rewarded · 0 lost (no reward) · 0 pending · 0 retries" in out
     assert out.count("rollout/reward/mean") == 1  # one summary, not two tables
     assert f"    {(run_dir / 'report.html').resolve().as_uri()}" in lines
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -103,7 +103,7 @@ def test_run_metrics_render_error_is_one_line(
         "warning: the end summary could not be rendered (KeyError: 'metrics'); "
         f"the summary is in {summary}"
     ]
-    assert "completed: 2 rewarded / 2 slots, 0 failed (no reward)" in captured.out
+    assert "completed: 2 rewarded / 2 slots, 0 lost (no reward)" in captured.out
     assert json.loads(summary.read_text())["run"]["status"] == "completed"
 
 

@@ -152,11 +152,11 @@ def test_words_do_not_clash() -> None:
     """ "failed" in the headline means no reward; rewarded episodes below the threshold are
     "unsolved", while the service's metric keeps its own name."""
     text = _render(_healthy(), None)
-    assert "8 / 8 rewarded · 0 failed (no reward)" in text
+    assert "8 / 8 rewarded · 0 lost (no reward)" in text
     assert "7 succeeded, 1 unsolved" in text
     assert "eval/reward/failed_rollouts" in text
     failures = _render(_with_failures(), None)
-    assert "1 failed (no reward)" in failures  # the FAILED slot; the timed-out one was retried
+    assert "1 lost (no reward)" in failures  # the FAILED slot; the timed-out one was retried
     assert "agent-side failures (3 floor rewards): reward: ValueError: bad guess list ×2; " in (
         failures
     )
@@ -199,9 +199,11 @@ def test_projection_says_what_job_it_prices(tmp_path: Path) -> None:
         "projection: 100 steps of this run's shape (2 prompts × 4 rollouts a step, "
         "800 rollouts)" in text
     )
+    assert "the rule of job plan: p50 of the recorded tokens per prompt group" in text
+    assert "blended rate of the published AWS reference run (GPT-OSS-20B)" in text
     lines = _render(_healthy(), tmp_path).splitlines()
     index = lines.index("    agent-kit job plan RUN_DIR")
-    assert "a real job's shape" in lines[index - 1]
+    assert "the service's default shape; the projection's rule" in lines[index - 1]
 
 
 def test_header_says_whether_it_trained(tmp_path: Path) -> None:
@@ -224,7 +226,7 @@ def test_interrupted_names_resume(tmp_path: Path) -> None:
     """An interrupted run's cut and unplayed slots are pending (not failed), the slots are the
     whole planned job's (2 prompts × 4 samples), and the next block resumes."""
     text = _render(_interrupted(), tmp_path)
-    assert "2 / 8 rewarded · 0 failed (no reward) · 6 pending" in text
+    assert "2 / 8 rewarded · 0 lost (no reward) · 6 pending" in text
     assert "    agent-kit run --resume RUN_DIR" in text.splitlines()
 
 
@@ -326,8 +328,20 @@ def test_cost_names_the_agent_that_ran() -> None:
 def test_eval_metrics_of_a_training_run_are_explained() -> None:
     """A training run's eval/* metrics come with one line saying what they are."""
     text = " ".join(" ".join(_narrow(_healthy(), 100)).split())
-    assert "eval/* are the figures an evaluation job reports, computed here over this " in text
-    assert "succeeded at reward ≥ 1, pass@k over each group's samples" in text
+    assert "an evaluation job reports, computed here over this run's rollouts" in text
+    assert "training run" not in text
+    assert "succeeded at reward ≥ 1, failed_rollouts the rest of the finished (unsolved + " in text
+
+
+def test_failed_and_plus_minus_each_say_one_thing() -> None:
+    """No rollout count says "failed" for two things: a rollout without a reward is "lost (no
+    reward)", one rewarded below the threshold "unsolved"; the reward's ± is labelled a
+    standard deviation ("± sd")."""
+    text = " ".join(" ".join(_narrow(_with_failures(), 200)).split())
+    assert "1 lost (no reward)" in text
+    assert "3 unsolved" in text
+    assert "failed (no reward)" not in text
+    assert "reward 0.657 ± sd 0.575" in text
 
 
 def test_counts_of_one_are_singular() -> None:

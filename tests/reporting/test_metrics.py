@@ -473,3 +473,28 @@ def test_summary_accessors_match_the_sections() -> None:
     config = {"steps": 3, "job": {"steps": 5, "group_size": 2}}
     nested = JobRow(JOB.arn, "nested", 1.0, config, "completed", None)
     assert summarize_records(nested, []).flat_config() == {**config, "steps": 5, "group_size": 2}
+
+
+def test_summary_projection_is_job_plans_rule() -> None:
+    """The summary's projection and ``job plan`` of the same job give the same tokens and
+    cost: one rule (plan.project_tokens, its p50), stated in the projection's text."""
+    from agent_kit.reporting.plan import PROJECTION_RULE, JobShape, plan_job
+
+    records = _records()
+    projection = summarize_records(JOB, records, projection_steps=10).projection
+    assert projection is not None
+    shape = JobShape(
+        global_batch_size=projection.batch_size,
+        group_size=projection.group_size,
+        max_steps=10,
+        max_epochs=1,
+        rollout_max_concurrency=96,
+        rollout_timeout=600,
+        sampling_max_tokens=4096,
+    )
+    plan = plan_job(records, shape, default_pricing())
+    for name in ("prefill", "sample", "train"):
+        assert projection.tokens[name] == round(plan.tokens[name].p50)
+    assert projection.cost.total == pytest.approx(plan.cost["total"].p50, rel=1e-6)
+    assert PROJECTION_RULE in projection.text
+    assert "(GPT-OSS-20B)" in projection.text

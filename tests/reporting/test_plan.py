@@ -313,3 +313,28 @@ def test_plan_names_the_hyperparameters_left_to_service_defaults() -> None:
         "sampling_max_tokens",
     ]
     assert document["hyperparameters"]["group_size"] == 4
+
+
+@pytest.mark.parametrize(
+    ("policy", "latency_s", "turn_latency", "flagged"),
+    [
+        ("scripted:/p/policies.py:Solver", 0.5, None, True),  # no model, whatever its speed
+        ("random", 0.001, None, True),
+        ("openai:http://127.0.0.1:8000/v1", 0.02, None, True),  # a model's call is not 20 ms
+        ("openai:http://127.0.0.1:8000/v1", 2.0, None, False),
+        ("scripted:/p/policies.py:Solver", 0.01, 4.0, False),  # --turn-latency replaces it
+    ],
+)
+def test_a_latency_that_is_no_models_is_flagged(
+    policy: str, latency_s: float, turn_latency: float | None, flagged: bool
+) -> None:
+    """The plan flags ``policy-latency`` (a warning naming --turn-latency) when the recorded
+    calls are a scripted, random or replayed policy's or faster than a model's, unless
+    ``--turn-latency`` replaces them."""
+    settings = PlanSettings(turn_latency_s=turn_latency)
+    plan = plan_job(_run(latency_s=latency_s), _shape(), default_pricing(), settings, policy=policy)
+    assert ("policy-latency" in _codes(plan.flags)) is flagged
+    for flag in plan.flags:
+        if flag.code == "policy-latency":
+            assert flag.level == "warning"
+            assert "--turn-latency" in flag.message

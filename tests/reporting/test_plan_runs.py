@@ -149,3 +149,20 @@ def test_plan_labels_defaults_explains_epochs_and_cost_and_names_next(
     assert "run summary's projection" in out
     assert f"agent-kit job plan {runs['a']} -H group_size=4" in out
     assert "agent-kit job submit --runtime-arn" in out
+
+
+def test_a_scripted_policys_latency_is_flagged_with_the_turn_latency_to_pass(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of the scripted Solver records calls of a few ms: the plan warns that its wall
+    clock is the agent's time alone and names --turn-latency; given --turn-latency, no flag."""
+    plan = _plan(capsys, str(runs["a"]), "--dataset-rows", "32")
+    (flag,) = [f for f in plan["flags"] if f["code"] == "policy-latency"]
+    assert flag["level"] == "warning"
+    assert "the scripted policy, not a model's latency" in flag["message"]
+    assert "pass --turn-latency S" in flag["message"]
+    monkeypatch.setenv("COLUMNS", "300")
+    assert main(["job", "plan", str(runs["a"]), "--dataset-rows", "32"]) == 0
+    assert "--turn-latency 4 for a 20B model" in capsys.readouterr().out
+    given = _plan(capsys, str(runs["a"]), "--dataset-rows", "32", "--turn-latency", "4")
+    assert "policy-latency" not in {f["code"] for f in given["flags"]}

@@ -235,7 +235,9 @@ def test_html_without_store_still_renders(run_dir: Path) -> None:
 
 def test_training_section_is_the_only_difference_a_training_run_makes(run_dir: Path) -> None:
     """With train_step/train_eval records the page gains the Training section and its nav link,
-    escaped; removing both gives back the page of the same run without them, byte for byte."""
+    escaped, and its header says "training" where the plain run's says "rollouts, no
+    training"; undoing those gives back the page of the same run without them, byte for
+    byte."""
     with RunStore.open(run_dir, readonly=True) as store:
         plain = render_html(summarize(store), store)
     assert 'id="training"' not in plain
@@ -251,10 +253,13 @@ def test_training_section_is_the_only_difference_a_training_run_makes(run_dir: P
     start = page.index('<section id="training">')
     end = page.index("</section>", start) + len("</section>")
     section = page[start:end]
-    assert page.replace(link, "", 1).replace(section + "\n", "", 1) == plain
+    assert " · rollouts, no training · status " in plain
+    assert " · training · status " in page
+    undone = page.replace(link, "", 1).replace(section + "\n", "", 1)
+    assert undone.replace(" · training · ", " · rollouts, no training · ", 1) == plain
     assert '<td>adapter</td><td class="n" data-v="0.875">' in section
     assert '<td>base</td><td class="n" data-v="0.125">' in section
-    assert "adapter − base: <b>+0.750</b> ± 0.088" in section
+    assert "adapter − base: <b>+0.750</b> ± se 0.088" in section
     assert "beats the base model" in section
     assert "Loss per step (train/loss)" in section
     assert "<script>alert(1)</script>" not in section

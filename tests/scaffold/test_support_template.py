@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+import tomllib
 
 from agent_kit.scaffold import project as scaffold
 
@@ -41,3 +46,55 @@ def test_the_rendered_agent_is_the_example_but_for_its_run_command(tmp_path: Pat
     differ = [i for i, (a, b) in enumerate(zip(ours, example, strict=True)) if a != b]
     assert len(differ) <= 3
     assert all("examples/support" in example[i] for i in differ)
+
+
+def _install_lines(readme: str) -> list[str]:
+    return [line.strip() for line in readme.splitlines() if line.strip().startswith("pip install")]
+
+
+@pytest.mark.e2e
+def test_the_support_projects_install_steps_are_the_agent_templates(tmp_path: Path) -> None:
+    """The support README and ``agent-kit new -t support``'s next steps install agent_kit the
+    way the agent template does (from a checkout: it is not on a registry) and then the
+    project's own ``[dev]`` extra, which declares agent_kit's judges extra and pytest; no step
+    asks a registry for agent_kit."""
+    support = scaffold.create_project("support", project_name="Help Desk", output_dir=tmp_path)
+    agent = scaffold.create_project(output_dir=tmp_path / "agent")
+    ours = _install_lines((support.path / "README.md").read_text())
+    assert ours == _install_lines((agent.path / "README.md").read_text())
+    assert ours == [ours[0], "pip install -e '.[dev]'"]
+    assert "/path/to/agent_kit" in ours[0]
+    installs = [s for s in support.next_steps if s.startswith("pip install")]
+    assert installs
+    assert all(s.startswith("pip install -e '.[dev]'") for s in installs)
+    assert "agent_kit installed first" in installs[0]
+    project = tomllib.loads((support.path / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("agent_kit[judges]") for d in project["dependencies"])
+    assert any(d.startswith("pytest>=") for d in project["optional-dependencies"]["dev"])
+
+
+@pytest.mark.e2e
+def test_the_support_project_filters_warnings_as_the_agent_template(tmp_path: Path) -> None:
+    """The rendered support project has the agent template's pytest settings (warnings are
+    errors but for the known third-party one), and pytest reads them: collecting its tests
+    with them passes."""
+    support = scaffold.create_project("support", project_name="Help Desk", output_dir=tmp_path)
+    agent = scaffold.create_project(output_dir=tmp_path / "agent")
+
+    def pytest_settings(root: Path) -> dict[str, object]:
+        text = (root / "pyproject.toml").read_text()
+        return dict(tomllib.loads(text)["tool"]["pytest"]["ini_options"])
+
+    assert pytest_settings(support.path) == pytest_settings(agent.path)
+    assert (support.path / ".gitignore").read_text() == (agent.path / ".gitignore").read_text()
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider"],
+        cwd=support.path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "test_the_agent_runs_offline_with_a_judged_reward" in collected.stdout
+    assert "configfile: pyproject.toml" in collected.stdout

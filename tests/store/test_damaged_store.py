@@ -23,7 +23,7 @@ import pytest
 
 from agent_kit.cli import main
 from agent_kit.errors import RunStoreError, UsageError
-from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow, TurnRow
+from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow, TurnRow, load_rollouts
 
 ARN = "arn:aws:sagemaker:us-west-2:000000000000:rl-job/damaged"
 GARBAGE = 64 * 1024
@@ -243,3 +243,69 @@ def test_foreign_and_newer_stores_stay_usage_errors_for_resume(
     assert main(["run", "--resume", str(run_dir)]) == UsageError.exit_code
     assert "not an agent_kit run store" in _one_error_line(capsys)
     assert _fingerprint(run_dir)[:2] == before[:2]
+
+
+#: A row damaged in place: (SQL that damages it, words of the error line).
+ROW_DAMAGES: dict[str, tuple[str, str]] = {
+    "turn not JSON": (
+        "UPDATE turns SET request = '{bad' WHERE idx = 1",
+        "is damaged: turns.request of trajectory t0, turn 1 is not valid JSON (",
+    ),
+    "turn not UTF-8": (
+        "UPDATE turns SET response = CAST(X'7B22FF22' AS TEXT) WHERE idx = 1",
+        "is damaged: a value of column 'response' is not UTF-8 text;",
+    ),
+    "event not JSON": (
+        "UPDATE events SET detail = '{\"a\": 1' WHERE kind = 'invocation'",
+        "is not valid JSON (",
+    ),
+    "event not an object": (
+        "UPDATE events SET detail = '[1, 2]' WHERE kind = 'invocation'",
+        "is JSON but not a dict",
+    ),
+    "job config not JSON": ("UPDATE jobs SET config = 'nope'", f"jobs.config of job {ARN}"),
+    "reward list not JSON": ("UPDATE rewards SET rewards = '[1,'", "rewards.rewards of"),
+}
+
+
+def _damage_row(run_dir: Path, sql: str) -> None:
+    conn = sqlite3.connect(run_dir / "run.sqlite")
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("reader", ["report", "report --html", "replay", "replay export"])
+@pytest.mark.parametrize("damage", sorted(ROW_DAMAGES))
+def test_a_damaged_row_is_one_line_for_every_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, reader: str
+) -> None:
+    """A row whose JSON is broken, not UTF-8 or of the wrong shape (the file itself intact):
+    each reader exits 14 with one line naming the file, the column and the row, and saying
+    what to do. (The terminal report reads only the turns' sums, so it reads past a damaged
+    turn.)"""
+    run_dir = _write_run(tmp_path / "run", turns=2)
+    sql, words = ROW_DAMAGES[damage]
+    _damage_row(run_dir, sql)
+    code = main(_readers(run_dir, tmp_path)[reader])
+    if reader == "report" and damage.startswith("turn "):
+        assert code == 0
+        return
+    line = _one_error_line(capsys)
+    assert code == RunStoreError.exit_code, line
+    assert f"run store {run_dir / 'run.sqlite'} " in line
+    assert words in line
+    assert line.endswith("restore it from a copy or start a new run")
+
+
+@pytest.mark.parametrize("damage", ["turn not JSON", "turn not UTF-8", "reward list not JSON"])
+def test_the_warm_start_reader_raises_the_clear_error(tmp_path: Path, damage: str) -> None:
+    """What the warm start reads (a job's rewarded rollouts with their turns) raises
+    RunStoreError with the same line, not a JSONDecodeError."""
+    run_dir = _write_run(tmp_path / "run", turns=2)
+    _damage_row(run_dir, ROW_DAMAGES[damage][0])
+    with (
+        RunStore.open(run_dir, readonly=True) as store,
+        pytest.raises(RunStoreError, match=r"is damaged: .*start a new run$"),
+    ):
+        load_rollouts(store, ARN, with_turns=True)
