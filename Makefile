@@ -30,7 +30,11 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	$(PIP) -e .
 	@touch $(RUN_STAMP)
 
+# torch first, through pip: it takes the CPU build (constraints.txt pins torch==2.13.0) that this
+# machine kind keeps on disk, where uv, which does not look there, would download PyPI's Linux
+# wheel with NVIDIA's CUDA libraries (about 4.5 GB); uv then keeps the torch it finds installed.
 $(TEST_STAMP): $(RUN_STAMP) overrides.txt
+	$(PIP) torch
 	$(PIP) uv
 	$(UV_PIP) -e '.[dev]'
 	$(PIP) --no-deps '$(LOCAL_MODEL)'

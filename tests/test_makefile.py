@@ -79,3 +79,17 @@ def test_nothing_is_installed_twice(tmp_path: Path, target: str) -> None:
     (venv / ".run-stamp").touch()
     (venv / ".test-stamp").touch()
     assert _dry_run(target, venv) == []
+
+
+def test_make_test_installs_torch_with_pip_before_uv(tmp_path: Path) -> None:
+    """torch is installed by pip (which takes the CPU build this machine kind keeps on disk,
+    pinned by constraints.txt) before uv installs the dev extra (uv would download PyPI's
+    CUDA build: it does not look on the disk, and keeps a torch it finds installed)."""
+    installs = _dry_run("test", _fresh(tmp_path))
+    torch = [i for i, line in enumerate(installs) if line.rstrip().endswith(" torch")]
+    dev = [i for i, line in enumerate(installs) if line.rstrip().endswith("-e '.[dev]'")]
+    assert torch, installs
+    assert dev, installs
+    assert "uv pip" not in installs[torch[0]]
+    assert "-c constraints.txt" in installs[torch[0]]
+    assert torch[0] < dev[0]
