@@ -18,6 +18,7 @@ from rich.text import Text
 
 from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.errors import UsageError
+from agent_kit.reporting.terminal import print_rendered
 from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RUN_FILE
 
@@ -104,50 +105,61 @@ def reward_cmd(
     if as_json:
         typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
     else:
-        _print_audit(audit)
+        print_audit(audit)
     if not audit.ok:
         raise typer.Exit(EXIT_FINDINGS)
 
 
-def _print_audit(audit: RewardAudit) -> None:
+def print_audit(audit: RewardAudit) -> None:
+    """``doctor reward``'s findings on the terminal; piped, at full width: no line wrapped at 80,
+    no check name cut, no trailing spaces."""
     console = Console(highlight=False)  # wrapped by Rich at words, not by the terminal mid-word
     source = "re-scored with " if audit.rescored else "recorded rewards; orderings from "
-    console.print(
+    print_rendered(
+        console,
         Text(
             f"doctor reward: {audit.run_dir} (job {audit.job_name}, {audit.scored} scored of "
             f"{plural(audit.episodes, 'trajectory', 'trajectories')}; "
             f"{source}{audit.entrypoint or 'no entrypoint'})",
             style="bold",
-        )
+        ),
     )
     if audit.live is not None:
         who = f"pid {audit.live['pid']}" if audit.live.get("pid") else "another process"
-        console.print(
+        print_rendered(
+            console,
             Text(
                 f"live run: {who} is still playing it; audited the rollouts finished so far "
                 f"({audit.in_flight} in flight left out): audit again when it ends",
                 style="yellow",
-            )
+            ),
         )
-    for f in audit.findings:  # the text wraps at word boundaries, under its own column
+    # The text wraps at word boundaries, under its own column; the first column is as wide as
+    # the longest check name, so no name is cut.
+    name = max((len(f.check) for f in audit.findings), default=0)
+    for f in audit.findings:
         grid = Table.grid()
-        grid.add_column(width=22, no_wrap=True)
+        grid.add_column(width=max(22, 8 + name), no_wrap=True)
         grid.add_column(overflow="fold")
-        grid.add_row(Text(f"{f.severity:<6} {f.check:<14} ", style=_STYLE[f.severity]), f.title)
+        grid.add_row(
+            Text(f"{f.severity:<6} {f.check:<{max(14, name)}} ", style=_STYLE[f.severity]),
+            f.title,
+        )
         if f.hint:
             grid.add_row("", Text(f"fix: {f.hint}", style="cyan"))
         if f.trajectory_ids:
             grid.add_row("", Text(f"see: {', '.join(f.trajectory_ids[:3])}", style="dim"))
-        console.print(grid)
+        print_rendered(console, grid)
     from agent_kit.doctor.findings import count_by_severity
 
     counts = count_by_severity(audit.findings)
-    console.print(
+    print_rendered(
+        console,
         Text(
             f"{plural(counts['error'], 'error')}, {plural(counts['warn'], 'warning')}, "
             f"{plural(counts['info'], 'note')}",
             style="bold green" if audit.ok else "bold red",
-        )
+        ),
     )
 
 

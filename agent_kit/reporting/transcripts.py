@@ -252,7 +252,7 @@ def select_transcripts(data: RunData, limit: int = MAX_TRANSCRIPTS) -> list[Sele
     take(really_low(data.records), "lowest reward", LOWEST)
     take(below_threshold(data.records, data.threshold), "below the success threshold", LOWEST)
     take((r for r in data.records if r.floor_reward and r.rewarded), "floor reward", _MAX_FLOOR)
-    take((r for r in data.records if r.state in FAILED_STATES), "failed (no reward)", _MAX_FAILED)
+    take((r for r in data.records if r.state in FAILED_STATES), "lost (no reward)", _MAX_FAILED)
     take(_round_robin(r for r in data.records if r.id not in seen), "sample", limit)
     return chosen
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fakes.rollouts import rollout
 
 from agent_kit.doctor.hacking import dominance, length_signals
@@ -110,3 +111,32 @@ def test_zero_variance_counts_say_what_they_count() -> None:
     assert "fine" in title
     assert "1 of 2 prompts succeeded in every rollout and 1 in none" in title
     assert "never solved)" not in title
+
+
+def test_piped_findings_keep_long_check_names_whole_and_no_trailing_spaces(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``doctor reward`` piped to a file: a check name longer than the column (judge-injection,
+    judge-consistency …) stands whole, a long title is not wrapped at 80 columns, and no line
+    ends in spaces."""
+    from agent_kit.cli.doctor import print_audit
+    from agent_kit.doctor.findings import Finding
+    from agent_kit.doctor.reward import RewardAudit
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    title = "an injected answer that closes the judge's sections scored " + "higher " * 12
+    audit = RewardAudit(
+        run_dir="runs/x",
+        job_name="x",
+        entrypoint=None,
+        rescored=False,
+        episodes=4,
+        scored=4,
+        findings=(Finding("a-very-long-check-name-indeed", "warn", title.strip(), hint="fix it"),),
+    )
+    print_audit(audit)
+    out = capsys.readouterr().out
+    assert "a-very-long-check-name-indeed" in out
+    assert title.strip() in out.replace("\n", " ") or title.strip() in out
+    assert all(line == line.rstrip() for line in out.splitlines())
+    assert any(len(line) > 80 for line in out.splitlines())
