@@ -192,3 +192,32 @@ def test_short_examples_share_a_pass_and_a_long_one_passes_alone(tokenizer: Any)
     (episode,) = rollout_examples(tokenizer, _rows(), "t")
     long = WarmExamples([episode] * 8)
     assert batch_shape(long, 4) == (1, 1)  # six replies an example: one example a step
+
+
+def test_the_warm_start_talks_and_stops_at_the_next_step(tiny_model: Path, tmp_path: Path) -> None:
+    """Progress lines with the loss and the time left; once ``stop()`` is true the fine-tune
+    ends at the next step, saves no adapter and leaves the model without LoRA layers."""
+    from agent_kit.driver.config import RunConfig
+    from agent_kit.train.config import TrainConfig
+    from agent_kit.train.warm import WarmStartStopped, fine_tune
+
+    loaded = load_model(parse_model_spec(str(tiny_model)), "cpu")
+    examples = WarmExamples(rollout_examples(loaded.tokenizer, _rows(WORDS[:2]), "t") * 4)
+    config = TrainConfig(run=RunConfig(), device="cpu", warm_start_epochs=3, micro_batch=1)
+    out = tmp_path / "run" / "adapters" / "warm"
+    lines: list[str] = []
+    calls = [0]
+
+    def stop() -> bool:
+        calls[0] += 1
+        return calls[0] >= 3
+
+    with pytest.raises(WarmStartStopped, match="stopped after step 3 of 12"):
+        fine_tune(config, loaded, examples, out, echo=lines.append, stop=stop)
+    assert not out.exists()
+    assert not any("lora" in name for name, _ in loaded.model.named_parameters())
+    progress = [x for x in lines if x.startswith("warm start: step")]
+    assert progress
+    assert "loss" in progress[0]
+    assert "left" in progress[0]
+    assert "warm start: stopping after step 3 of 12" in lines
