@@ -32,6 +32,7 @@ __all__ = [
     "Syntax",
     "chat_format",
     "completion_text",
+    "continuation",
     "render",
 ]
 
@@ -166,13 +167,52 @@ def completion_text(
     after, and the reply as the model writes it, up to and including its end-of-turn token;
     None when the template does not render the prompt as a prefix of the conversation."""
     prompt = render(tokenizer, fmt, messages, tools, gen=True)
-    full = render(tokenizer, fmt, [*messages, reply], tools, gen=False)
+    full = render(tokenizer, fmt, [*messages, _canonical(reply)], tools, gen=False)
     if not full.startswith(prompt):
         return None
     completion = full[len(prompt) :].rstrip()
     if not completion.endswith(fmt.end_token):
         completion += fmt.end_token
     return prompt, completion
+
+
+def _canonical(reply: dict[str, Any]) -> dict[str, Any]:
+    """``reply`` with its tool calls' JSON arguments written as an agent sends them back in the
+    history (``json.dumps``: ``{"guess": "crane"}``), whatever spacing the recorded response
+    used, so that a target and the history of the next turn spell a call alike."""
+    calls = reply.get("tool_calls")
+    if not calls:
+        return reply
+    fixed = []
+    for call in calls:
+        fn = dict(call.get("function") or {})
+        arguments = fn.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                fn["arguments"] = json.dumps(json.loads(arguments) if arguments.strip() else {})
+        fixed.append({**call, "function": fn})
+    return {**reply, "tool_calls": fixed}
+
+
+def continuation(
+    tokenizer: Any,
+    fmt: ChatFormat,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+) -> str | None:
+    """The text a turn's prompt adds after the previous assistant message's end-of-turn token
+    (its tool results and the next assistant header), as the ``hf`` policy continues a rollout
+    token-in, token-out; None when ``messages`` has no assistant message or the template does
+    not render the conversation as an extension of it."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last < 0:
+        return None
+    head = render(tokenizer, fmt, messages[: last + 1], tools, gen=False)
+    full = render(tokenizer, fmt, messages, tools, gen=True)
+    ended = head.rstrip()
+    if not (full.startswith(head) and ended.endswith(fmt.end_token)):
+        return None
+    return head[len(ended) :] + full[len(head) :]
 
 
 def _renders_tools(tokenizer: Any) -> bool:
