@@ -138,6 +138,14 @@ def train_cmd(
     ] = None,
     warm_start_epochs: Annotated[int, typer.Option(help="Warm-start epochs.")] = 3,
     warm_start_lr: Annotated[float, typer.Option(help="Warm-start learning rate.")] = 2e-4,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            help="The longest warm-start example, in tokens: a longer one is cut (or skipped "
+            "when no reply is left), with a line (default: the model's context, at most 4096).",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
     ] = False,

@@ -179,7 +179,7 @@ async def train(
     anything is written and before the model loads; the run directory's lock is taken first and
     held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
     config, run_dir = _settle(config)
-    data = check_inputs(config)
+    data = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
         return await _train_locked(config, run_dir, len(data), lock, stop, echo)

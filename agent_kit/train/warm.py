@@ -9,7 +9,8 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
    ``--warm-start RUN_DIR`` whose reward reaches the minimum (``--warm-start-min-reward``;
    default: the run's success threshold where its job recorded one, else its top quarter) gives
    one token sequence an episode (the turns that extend one another), the loss on every
-   assistant reply, cut to the model's context.
+   assistant reply, cut to ``--max-length`` tokens (default: the model's context, at most
+   4,096).
 2. **Fine-tuning** (:func:`fine_tune`): TRL's ``SFTTrainer`` on those sequences with their
    labels (-100 outside the replies) and the same PEFT LoRA adapter GRPO trains (rank, alpha,
    ``q/k/v/o_proj``); ``--warm-start-epochs`` epochs at ``--warm-start-lr``. About as many
@@ -17,7 +18,9 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
    (grouped by length, padded) up to :data:`PASS_TOKENS` padded tokens. It prints a progress
    line (epoch, loss, time left) about ten times, and stops at the next step when ``stop()``
    turns true (the first Ctrl-C): :class:`WarmStartStopped`, no adapter saved.
-3. The adapter is saved as ``adapters/warm`` and the model's LoRA layers are removed again; GRPO
+3. The adapter is saved as ``adapters/warm``, whole or not at all (a disk that fills is a
+   ``RunStoreError``, exit 14: :func:`~agent_kit.train.checks.save_adapter`), the trainer's
+   scratch folder ``trainer/warm`` removed and the model's LoRA layers removed again; GRPO
    then continues from that adapter. A run that already holds ``adapters/warm`` (``--resume``)
    does not fine-tune again.
 """
@@ -25,6 +28,7 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +37,7 @@ from typing import Any, Final
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
+from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
@@ -53,6 +58,8 @@ WARM_LABEL: Final = "warm"
 #: longest): short examples share a pass, a long one passes alone.
 PASS_TOKENS: Final = 4096
 _PROGRESS_LINES: Final = 10
+#: What to do when the warm adapter cannot be saved (a new run leaves no directory).
+_SAVE_FAILED: Final = "nothing was kept; make room and run the same command again"
 
 Echo = Callable[[str], None]
 Stop = Callable[[], bool]
@@ -180,11 +187,12 @@ def fine_tune(
     trainer.add_callback(progress)
     try:
         trainer.train()
-        if progress.stopped_at is None:
-            trainer.model.save_pretrained(str(out))
+        if progress.stopped_at is None:  # whole or not at all; a full disk is one line, exit 14
+            save_adapter(trainer.model, out, out.parent.parent, then=_SAVE_FAILED)
     finally:
         loaded.model = trainer.model.unload()  # the base model again, without LoRA layers
         loaded.model.eval()
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # the trainer's scratch folder
     if progress.stopped_at is not None:
         raise WarmStartStopped(
             f"the warm start was stopped after step {progress.stopped_at} of "
@@ -204,12 +212,14 @@ def fine_tune(
     }
 
 
-def _max_tokens(loaded: LoadedModel) -> int:
-    """The longest example trained: the model's context, at most MAX_TOKENS."""
+def _max_tokens(loaded: LoadedModel, stated: int | None = None) -> int:
+    """The longest example trained: ``--max-length`` (``stated``), else MAX_TOKENS; never more
+    than the model's context."""
     from agent_kit.train.warm_data import MAX_TOKENS
 
+    limit = stated or MAX_TOKENS
     context = getattr(getattr(loaded.model, "config", None), "max_position_embeddings", None)
-    return min(MAX_TOKENS, int(context)) if isinstance(context, int) else MAX_TOKENS
+    return min(limit, int(context)) if isinstance(context, int) else limit
 
 
 def prepare_warm_start(
@@ -231,7 +241,7 @@ def prepare_warm_start(
         config.warm_start,
         loaded.tokenizer,
         min_reward=config.warm_start_min_reward,
-        max_tokens=_max_tokens(loaded),
+        max_tokens=_max_tokens(loaded, config.max_length),
     )
     for source in examples.sources:
         echo(

@@ -231,7 +231,10 @@ def _good_rollouts(run: Path, min_reward: float | None) -> tuple[list[Any], int,
     if not RunLayout(run).store.is_file():
         raise UsageError(f"--warm-start {run}: not a run directory (no run.sqlite)")
     with RunStore.open(run, readonly=True) as store:
-        job = store.list_jobs()[-1]
+        jobs = store.list_jobs()
+        if not jobs:
+            raise UsageError(f"--warm-start {run}: its store holds no job (the run never started)")
+        job = jobs[-1]
         rollouts = [
             r for r in load_rollouts(store, job.arn, with_turns=True) if r.reward is not None
         ]
@@ -282,6 +285,11 @@ def warm_examples(
                 "turns": turns,
                 "examples": len(out) - before,
             }
+        )
+    if not out.examples and out.notes:
+        raise UsageError(
+            f"--warm-start: every example is longer than {max_tokens} tokens before their first "
+            "reply; raise --max-length (up to the model's context) or record shorter episodes"
         )
     if not out.examples:
         raise UsageError("--warm-start: the chosen rollouts hold no recorded assistant turn")
