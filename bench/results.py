@@ -41,6 +41,7 @@ ORDER = (
     "train_vs_trl",
     "hf_sampling",
     "train_wordle",
+    "warm_tokens",
 )
 
 

@@ -89,8 +89,9 @@ def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | No
                 if function.get("name") != "guess_word":
                     continue
                 guesses += 1
-                try:
-                    word = str(json.loads(function.get("arguments") or "{}").get("word", ""))
+                try:  # the tool's parameter is ``guess`` (``word`` was read before: 0 %)
+                    arguments = json.loads(function.get("arguments") or "{}")
+                    word = str(arguments.get("guess", arguments.get("word", "")))
                 except (ValueError, AttributeError):
                     word = ""
                 valid += word.strip().lower() in allowed

@@ -49,6 +49,7 @@ from agent_kit.errors import RewardError, UsageError
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 from agent_kit.train import TrainConfig, TrainResult, play_train
 from agent_kit.train.config import TRAIN_JOB
+from agent_kit.train.warm import WarmStartStopped
 
 __all__ = ["register"]
 
@@ -138,6 +139,14 @@ def train_cmd(
     ] = None,
     warm_start_epochs: Annotated[int, typer.Option(help="Warm-start epochs.")] = 3,
     warm_start_lr: Annotated[float, typer.Option(help="Warm-start learning rate.")] = 2e-4,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            help="The longest warm-start example, in tokens: a longer one is cut (or skipped "
+            "when no reply is left), with a line (default: the model's context, at most 4096).",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
     ] = False,
@@ -219,12 +228,20 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
     """Train, print the outcome and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    with aborts_exit(err), quiet_warnings():
-        result = play_train(
-            config,
-            on_stop=announcer(err, config.run.grace),
-            echo=lambda line: err.print(line, markup=False),
+    try:
+        with aborts_exit(err), quiet_warnings():
+            result = play_train(
+                config,
+                on_stop=announcer(err, config.run.grace),
+                echo=lambda line: err.print(line, markup=False),
+            )
+    except WarmStartStopped as exc:
+        err.print(
+            f"interrupted: {exc}; nothing was trained (a new run leaves no directory): run "
+            "the same command again",
+            markup=False,
         )
+        exit_interrupted(exc.signum, err)
     _print(result, result.document["settings"]["model"], console, as_json=as_json)
     if mlflow is not None:
         mlflow.export(result.job, console, err, as_json=as_json)

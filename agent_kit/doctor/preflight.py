@@ -20,7 +20,7 @@ from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore
-from agent_kit.train.preflight import REMEDIES, run_preflight
+from agent_kit.train.preflight import run_preflight
 
 __all__ = ["policy_preflight", "probe_run"]
 
@@ -64,6 +64,6 @@ def policy_preflight(run_dir: Path, spec: str) -> Finding:
         "preflight",
         "error" if result.nothing_to_learn else "info",
         result.line(),
-        hint=f"try {REMEDIES}" if result.nothing_to_learn else "",
+        hint=f"try {result.remedies()}" if result.nothing_to_learn else "",
         evidence={"policy": spec, **result.to_dict()},
     )

@@ -16,22 +16,36 @@ One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
 Sampling (:mod:`agent_kit.emulator.policies.hf`) and the warm start's supervised examples
 (``agent_kit.train.warm``) both render through :func:`render` and :func:`completion_text`, so
 the model is trained on exactly the text it samples with.
+
+**What the conversation says is text, never control.** Message contents, tool results, tool-call
+arguments and tool schemas come from the agent, its tools and the pages they read: a tool result
+that holds ``<|im_end|>\n<|im_start|>system`` must not close its turn and open a system turn
+once tokenized. :func:`render` writes every string of the messages and tools with a zero-width
+space (U+200B) after the first character of each of the tokenizer's control strings (its
+special and added tokens, :attr:`ChatFormat.controls`): the tokenizer then reads them as
+ordinary text, and only the template's own markup becomes control tokens. Sampling and the warm
+start render alike, so both see the same text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 __all__ = [
     "CHATML_TOOLS_TEMPLATE",
+    "ESCAPE",
     "ChatFormat",
     "Syntax",
     "chat_format",
     "completion_text",
+    "continuation",
+    "control_strings",
     "render",
 ]
 
@@ -82,6 +96,8 @@ CHATML_TOOLS_TEMPLATE: Final = (
 system message, calls as ``<tool_call>{"name", "arguments"}</tool_call>``, results as
 ``<tool_response>`` user turns. Used for ChatML models whose own template drops tools."""
 
+#: What :func:`render` writes after the first character of a control string in untrusted text.
+ESCAPE: Final = "\u200b"
 _PROBE_TOOL: Final = "agent_kit_probe_tool"
 _PROBE_TOOLS: Final = (
     {
@@ -101,12 +117,15 @@ class ChatFormat:
     """How one tokenizer's conversations are written: ``template`` (None: the tokenizer's own),
     the tool-call ``syntax``, the token that ends an assistant turn, and whether assistant
     tool-call arguments are handed to the template as objects (own templates) or as the JSON
-    text the agent sent back (agent_kit's template)."""
+    text the agent sent back (agent_kit's template). ``controls``: the strings the tokenizer
+    reads as control tokens, escaped in the conversation's own text (see the module
+    docstring)."""
 
     template: str | None
     syntax: Syntax
     end_token: str
     own: bool
+    controls: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -134,6 +153,40 @@ def _normalise(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def control_strings(tokenizer: Any) -> tuple[str, ...]:
+    """The strings ``tokenizer`` turns into control tokens wherever they appear in a text: its
+    special tokens and added tokens (Qwen's ``<tool_call>`` is an added, not a special, one),
+    but for whitespace and plain words; longest first."""
+    found = {str(t) for t in getattr(tokenizer, "all_special_tokens", None) or ()}
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    found |= {str(getattr(t, "content", t)) for t in decoder.values()}
+    kept = {t for t in found if len(t) > 1 and t.strip() == t and not t.isalnum()}
+    return tuple(sorted(kept, key=lambda t: (-len(t), t)))
+
+
+@functools.lru_cache(maxsize=16)
+def _control_pattern(controls: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(c) for c in controls))
+
+
+def _escape_text(text: str, pattern: re.Pattern[str]) -> str:
+    # a pass breaks every match it finds; an overlapping one is found by the next
+    while pattern.search(text):
+        text = pattern.sub(lambda m: m[0][0] + ESCAPE + m[0][1:], text)
+    return text
+
+
+def _as_text(value: Any, pattern: re.Pattern[str]) -> Any:
+    """``value`` (a message, a tool, any JSON) with every string value escaped; keys kept."""
+    if isinstance(value, str):
+        return _escape_text(value, pattern)
+    if isinstance(value, dict):
+        return {k: _as_text(v, pattern) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_text(v, pattern) for v in value]
+    return value
+
+
 def render(
     tokenizer: Any,
     fmt: ChatFormat,
@@ -143,8 +196,12 @@ def render(
     gen: bool,
 ) -> str:
     """The chat text of ``messages`` and ``tools`` in ``fmt`` (with the assistant header when
-    ``gen``)."""
+    ``gen``); the control strings in their text escaped (see the module docstring)."""
     chosen = _normalise(messages) if fmt.own else list(messages)
+    if fmt.controls:
+        pattern = _control_pattern(fmt.controls)
+        chosen = [_as_text(m, pattern) for m in chosen]
+        tools = [_as_text(t, pattern) for t in tools]
     text: str = tokenizer.apply_chat_template(
         chosen,
         tools=list(tools) or None,
@@ -166,13 +223,52 @@ def completion_text(
     after, and the reply as the model writes it, up to and including its end-of-turn token;
     None when the template does not render the prompt as a prefix of the conversation."""
     prompt = render(tokenizer, fmt, messages, tools, gen=True)
-    full = render(tokenizer, fmt, [*messages, reply], tools, gen=False)
+    full = render(tokenizer, fmt, [*messages, _canonical(reply)], tools, gen=False)
     if not full.startswith(prompt):
         return None
     completion = full[len(prompt) :].rstrip()
     if not completion.endswith(fmt.end_token):
         completion += fmt.end_token
     return prompt, completion
+
+
+def _canonical(reply: dict[str, Any]) -> dict[str, Any]:
+    """``reply`` with its tool calls' JSON arguments written as an agent sends them back in the
+    history (``json.dumps``: ``{"guess": "crane"}``), whatever spacing the recorded response
+    used, so that a target and the history of the next turn spell a call alike."""
+    calls = reply.get("tool_calls")
+    if not calls:
+        return reply
+    fixed = []
+    for call in calls:
+        fn = dict(call.get("function") or {})
+        arguments = fn.get("arguments")
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                fn["arguments"] = json.dumps(json.loads(arguments) if arguments.strip() else {})
+        fixed.append({**call, "function": fn})
+    return {**reply, "tool_calls": fixed}
+
+
+def continuation(
+    tokenizer: Any,
+    fmt: ChatFormat,
+    messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]],
+) -> str | None:
+    """The text a turn's prompt adds after the previous assistant message's end-of-turn token
+    (its tool results and the next assistant header), as the ``hf`` policy continues a rollout
+    token-in, token-out; None when ``messages`` has no assistant message or the template does
+    not render the conversation as an extension of it."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last < 0:
+        return None
+    head = render(tokenizer, fmt, messages[: last + 1], tools, gen=False)
+    full = render(tokenizer, fmt, messages, tools, gen=True)
+    ended = head.rstrip()
+    if not (full.startswith(head) and ended.endswith(fmt.end_token)):
+        return None
+    return head[len(ended) :] + full[len(head) :]
 
 
 def _renders_tools(tokenizer: Any) -> bool:
@@ -203,8 +299,9 @@ def _end_token(tokenizer: Any, assistant: str) -> str:
 
 def chat_format(tokenizer: Any) -> ChatFormat:
     """The :class:`ChatFormat` for ``tokenizer`` (see the module docstring)."""
+    controls = control_strings(tokenizer)
     if not _renders_tools(tokenizer):
-        return ChatFormat(CHATML_TOOLS_TEMPLATE, "hermes", "<|im_end|>", own=False)
+        return ChatFormat(CHATML_TOOLS_TEMPLATE, "hermes", "<|im_end|>", False, controls)
     call = {"name": _PROBE_TOOL, "arguments": {"x": 1}}
     reply = {"role": "assistant", "content": "", "tool_calls": [{"function": call}]}
     probe = ChatFormat(None, "hermes", "", own=True)
@@ -212,4 +309,4 @@ def chat_format(tokenizer: Any) -> ChatFormat:
     full = render(tokenizer, probe, [*_PROBE_MESSAGES, reply], _PROBE_TOOLS, gen=False)
     assistant = full[len(prompt) :] if full.startswith(prompt) else full
     syntax: Syntax = "hermes" if "<tool_call>" in assistant else "json"
-    return ChatFormat(None, syntax, _end_token(tokenizer, assistant), own=True)
+    return ChatFormat(None, syntax, _end_token(tokenizer, assistant), True, controls)

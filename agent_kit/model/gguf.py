@@ -16,6 +16,7 @@ from agent_kit.errors import PolicyError
 __all__ = [
     "DEFAULT_MODEL",
     "MODEL_HINT",
+    "check_gguf",
     "default_model_path",
     "gguf_metadata",
 ]
@@ -112,6 +113,36 @@ def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
     except (ValueError, struct.error) as exc:
         raise PolicyError(f"{path} is not a readable GGUF model file: {exc}") from None
     return found
+
+
+def check_gguf(path: Path) -> None:
+    """PolicyError (one line) unless ``path`` holds a whole GGUF header: the magic, the
+    version, every metadata entry and every tensor's description (a file cut short, or no GGUF
+    at all, would otherwise fail inside the model loader with a ``struct.error``)."""
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise PolicyError(f"{path} is not a GGUF model file (no GGUF magic)")
+            version = int(_read(f, "<I"))
+            if version < 2:
+                raise PolicyError(f"{path}: GGUF version {version} is too old (need 2 or later)")
+            tensors, entries = int(_read(f, "<Q")), int(_read(f, "<Q"))
+            for _ in range(entries):
+                _read_string(f, False)
+                _read_value(f, int(_read(f, "<I")), False)
+            for _ in range(tensors):
+                _read_string(f, False)
+                dims = int(_read(f, "<I"))
+                f.seek(8 * dims, os.SEEK_CUR)
+                _read(f, "<IQ")  # its type and offset
+            if f.tell() > path.stat().st_size:
+                raise ValueError("truncated file")
+    except OSError as exc:
+        raise PolicyError(f"cannot read model file {path}: {exc.strerror or exc}") from None
+    except (ValueError, struct.error) as exc:
+        raise PolicyError(
+            f"{path} is not a whole GGUF model file ({exc}): download or convert it again"
+        ) from None
 
 
 def default_model_path() -> Path:

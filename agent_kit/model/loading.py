@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.errors import PolicyError, UsageError
-from agent_kit.model.gguf import DEFAULT_MODEL, MODEL_HINT, default_model_path
+from agent_kit.model.gguf import DEFAULT_MODEL, MODEL_HINT, check_gguf, default_model_path
 
 __all__ = [
     "TRAIN_HINT",
@@ -112,6 +113,7 @@ def parse_model_spec(spec: str, base_dir: Path | None = None) -> ModelSpec:
         return ModelSpec(DEFAULT_MODEL, path.parent, path.name, adapter)
     path = _resolve(model_text, base_dir)
     if path.is_file() and path.suffix == ".gguf":
+        check_gguf(path)  # a file cut short is one line here, not a traceback in the loader
         return ModelSpec(path.stem, path.parent, path.name, adapter)
     if path.is_dir() and (path / "config.json").is_file():
         return ModelSpec(path.name, path, None, adapter)
@@ -189,7 +191,7 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 str(spec.path), dtype=torch.float32, **extra
             )
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, struct.error) as exc:
         raise PolicyError(f"cannot load model {spec.name} from {spec.path}: {exc}") from None
     if spec.gguf_file:
         model = _plain_model(transformers, model)

@@ -5,7 +5,11 @@ how it holds and keeps its run directory.
   is not a JSON object of settings of the right types is a
   :class:`~agent_kit.errors.RunStoreError` naming it (exit 14), never a traceback.
 - :func:`check_inputs` loads the dataset and the holdout (``--eval``), so a file that cannot be
-  read is refused (UsageError) before anything is written.
+  read is refused (UsageError) before anything is written; it checks the ``hf`` policy's
+  settings from the environment (``AGENT_KIT_HF_BATCH``) and the warm start's inputs
+  (:func:`check_warm_start`: each ``--warm-start`` a run directory whose store holds a job, a
+  finite ``--warm-start-min-reward``) before the model loads (40–60 s), and hands on a line
+  when a warm-start run was recorded with another entrypoint than the one trained.
 - :func:`claim` takes the run directory's lock (:class:`~agent_kit.store.runlock.RunLock`;
   :class:`~agent_kit.errors.RunInUse` while another process plays the run) before the model
   loads and before anything else is written: a new run refuses a directory that holds a run, a
@@ -20,14 +24,17 @@ how it holds and keeps its run directory.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import MISSING, asdict, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.errors import RunStoreError, UsageError
+from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RUN_FILE, RunStore
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
@@ -39,6 +46,7 @@ __all__ = [
     "ADAPTER_WEIGHTS",
     "check_adapter",
     "check_inputs",
+    "check_warm_start",
     "claim",
     "drop_unstarted",
     "read_recorded",
@@ -118,9 +126,11 @@ def _wrong_setting(data: dict[str, Any]) -> str | None:
     return None
 
 
-def check_inputs(config: TrainConfig) -> Dataset:
+def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None) -> Dataset:
     """The training dataset, loaded, with the holdout (``--eval``) read too: UsageError naming
-    the file that cannot be read, or a ``--batch-size`` larger than the dataset."""
+    the file that cannot be read, or a ``--batch-size`` larger than the dataset; then the
+    environment's ``hf`` settings and the warm start's inputs (:func:`check_warm_start`, its
+    lines to ``echo``)."""
     dataset = config.run.dataset
     if dataset is None:
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
@@ -133,7 +143,97 @@ def check_inputs(config: TrainConfig) -> Dataset:
             load_dataset(config.eval)
         except UsageError as exc:
             raise UsageError(f"--eval: {exc.message}") from None
+    _check_environment()
+    for line in check_warm_start(config):
+        if echo is not None:
+            echo(line)
     return data
+
+
+#: The ``hf`` policy's settings the environment gives (read when its backend is built, after
+#: the model loaded): checked first.
+_HF_SETTINGS: Final = ("AGENT_KIT_HF_BATCH",)
+
+
+def _check_environment() -> None:
+    """UsageError naming an ``hf`` setting of the environment that is not a positive integer."""
+    for name in _HF_SETTINGS:
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UsageError(f"{name} must be an integer, not {raw!r}") from None
+        if value < 1:
+            raise UsageError(f"{name} must be at least 1, not {value}")
+
+
+def check_warm_start(config: TrainConfig) -> list[str]:
+    """Refuse (UsageError, one line) the warm start's inputs before the model loads: a
+    ``--warm-start-min-reward`` that is not a finite number, a ``--warm-start`` that is not a
+    run directory with a store holding a job. Returns a warning line for each run recorded with
+    another entrypoint than the one trained: another file name with other contents (the same
+    file name elsewhere, or a copy, is taken for the same agent, moved or edited). Nothing to
+    check when the run being resumed already holds its warm adapter."""
+    if not config.warm_start:
+        return []
+    resume = config.run.resume
+    if resume is not None and (RunLayout(resume).warm_adapter / ADAPTER_CONFIG).is_file():
+        return []
+    minimum = config.warm_start_min_reward
+    if minimum is not None and not math.isfinite(minimum):
+        raise UsageError(f"--warm-start-min-reward must be a finite number, got {minimum}")
+    lines = []
+    for run in config.warm_start:
+        recorded = _recorded_entrypoint(run)
+        line = _other_entrypoint(run, recorded, config.run.entrypoint)
+        lines += [line] if line else []
+    return lines
+
+
+def _recorded_entrypoint(run: Path) -> str | None:
+    """The entrypoint a warm-start run recorded; UsageError when ``run`` is not a run
+    directory whose store holds a job."""
+    if not run.is_dir():
+        raise UsageError(f"--warm-start run directory {run} not found")
+    if not RunLayout(run).store.is_file():
+        raise UsageError(
+            f"--warm-start {run}: not a run directory (no {RUN_FILE}); give a directory "
+            "`agent-kit run` recorded"
+        )
+    with RunStore.open(run, readonly=True) as store:
+        jobs = store.list_jobs()
+    if not jobs:
+        raise UsageError(
+            f"--warm-start {run}: its store holds no job (the run never started); record one "
+            "with `agent-kit run ENTRYPOINT --dataset … --policy …`"
+        )
+    entrypoint = flat_config(jobs[-1].config).get("entrypoint")
+    return entrypoint if isinstance(entrypoint, str) and entrypoint else None
+
+
+def _other_entrypoint(run: Path, recorded: str | None, trained: str | None) -> str | None:
+    """A warning line when ``recorded`` (a warm-start run's entrypoint) is not ``trained``."""
+    if recorded is None or trained is None:
+        return None
+    mine = str(Path(trained).resolve()) if trained.endswith(".py") else trained
+    if recorded == mine:
+        return None
+    theirs, ours = Path(recorded), Path(mine)
+    if theirs.name == ours.name or _same_file_contents(theirs, ours):
+        return None  # the same agent, moved or edited
+    return (
+        f"warning: --warm-start {run} was recorded with another entrypoint ({recorded}) than "
+        f"the one trained ({mine}): its episodes may not match this agent's prompts and tools"
+    )
+
+
+def _same_file_contents(a: Path, b: Path) -> bool:
+    try:
+        return a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 def _refuse_taken(run_dir: Path) -> None:
@@ -227,9 +327,10 @@ def _write_errors() -> tuple[type[BaseException], ...]:
     return (OSError, SafetensorError)
 
 
-def save_adapter(model: Any, folder: Path, run_dir: Path) -> None:
+def save_adapter(model: Any, folder: Path, run_dir: Path, *, then: str | None = None) -> None:
     """Save ``model``'s adapter (PEFT format) as ``folder``, whole or not at all; RunStoreError
-    when it cannot be written (the adapters saved before are kept, the run resumable)."""
+    when it cannot be written (the adapters saved before are kept, the run resumable). ``then``
+    replaces what the message says to do (default: make room and resume)."""
     partial = folder.with_name(folder.name + _PARTIAL)
     try:
         shutil.rmtree(partial, ignore_errors=True)
@@ -240,7 +341,8 @@ def save_adapter(model: Any, folder: Path, run_dir: Path) -> None:
     except _write_errors() as exc:
         shutil.rmtree(partial, ignore_errors=True)
         why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-        raise RunStoreError(
-            f"cannot save adapter {folder}: {why} (the steps trained before are kept; make room "
-            f"and continue with {RunLayout(run_dir).resume_command()})"
-        ) from None
+        then = then or (
+            "the steps trained before are kept; make room and continue with "
+            + RunLayout(run_dir).resume_command()
+        )
+        raise RunStoreError(f"cannot save adapter {folder}: {why} ({then})") from None

@@ -44,7 +44,8 @@ class TrainConfig:
     rollouts one forward/backward pass holds (gradients accumulate over the step's
     ``batch_size × group_size`` rollouts; None: the largest divisor ≤ 4). ``warm_start`` names
     recorded runs whose good rollouts fine-tune the adapter before GRPO
-    (:mod:`~agent_kit.train.warm`); ``force`` trains even when the preflight finds nothing to
+    (:mod:`~agent_kit.train.warm`), each example cut to ``max_length`` tokens (None: the model's
+    context, at most 4,096); ``force`` trains even when the preflight finds nothing to
     learn (:mod:`~agent_kit.train.preflight`)."""
 
     run: RunConfig
@@ -62,6 +63,7 @@ class TrainConfig:
     warm_start_min_reward: float | None = None
     warm_start_epochs: int = 3
     warm_start_lr: float = 2e-4
+    max_length: int | None = None
     force: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -105,6 +107,10 @@ class TrainConfig:
             (
                 0 < self.warm_start_lr <= 0.1,
                 f"--warm-start-lr must be in (0, 0.1], got {self.warm_start_lr}",
+            ),
+            (
+                self.max_length is None or 32 <= self.max_length <= 131072,
+                f"--max-length must be 32..131072, got {self.max_length}",
             ),
         ]
         for ok, message in checks:

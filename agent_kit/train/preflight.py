@@ -7,8 +7,11 @@ measured default: SmolLM2-135M on a tool-using agent, every rollout on the floor
 the first step's prompts, with the policy as it would start training: the base model or the
 warm-start adapter) as the run directory ``RUN_DIR/preflight`` and measures the share of
 all-equal groups and the tool-call rate (:class:`Preflight`). When every group is equal,
-``agent-kit train`` stops with :class:`NothingToLearn` (one line naming the remedies: a warm
-start, a bigger or tool-capable model, a graded reward) unless ``--force``;
+``agent-kit train`` stops with :class:`NothingToLearn` unless ``--force``, with one line that
+fits the run: when every probe rollout reached the success threshold the task is *solved* at
+this size (harder prompts or a stricter reward); otherwise the remedies are a warm start (not
+offered to a run that has one: more or better episodes, more epochs instead), a bigger or
+tool-capable model, a graded reward;
 ``agent-kit doctor reward RUN_DIR --policy SPEC`` reports the same probe as a finding.
 """
 
@@ -27,6 +30,7 @@ from agent_kit.driver.local import run_local
 from agent_kit.emulator import PolicyBackend
 from agent_kit.errors import NothingToLearn, UsageError
 from agent_kit.reporting.metrics import build_groups, is_degenerate
+from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import PREFLIGHT_DIR, RunLayout
 from agent_kit.train.evaluate import progress_lines, tool_call_rate
@@ -49,7 +53,8 @@ REMEDIES: Final = (
 @dataclass(frozen=True)
 class Preflight:
     """One probe step's figures: ``groups`` scored, ``equal_groups`` of them all-equal, the
-    rewards seen (lowest, highest), the rollouts and the share of turns that called a tool."""
+    rewards seen (lowest, highest), the rollouts and the share of turns that called a tool;
+    the job's success threshold, and whether the policy probed is a warm start's."""
 
     groups: int
     equal_groups: int
@@ -57,11 +62,34 @@ class Preflight:
     reward_min: float | None
     reward_max: float | None
     tool_call_rate: float | None
+    success_threshold: float | None = None
+    warm: bool = False
 
     @property
     def nothing_to_learn(self) -> bool:
         """Every scored group is all-equal (or none was scored)."""
         return self.equal_groups == self.groups
+
+    @property
+    def solved(self) -> bool:
+        """Every group is equal because every probe rollout reached the success threshold."""
+        return (
+            self.nothing_to_learn
+            and self.reward_min is not None
+            and self.success_threshold is not None
+            and self.reward_min >= self.success_threshold
+        )
+
+    def remedies(self) -> str:
+        """What to try when every group is equal, fitting this run (see the module docstring)."""
+        if self.solved:
+            return "harder prompts or a stricter reward"
+        if self.warm:
+            return (
+                "a better warm start (more or better episodes, more --warm-start-epochs), a "
+                "bigger or tool-capable model (--model), or a graded reward"
+            )
+        return REMEDIES
 
     def line(self) -> str:
         """One line: the figures, and when there is nothing to learn, why and the remedies."""
@@ -71,6 +99,14 @@ class Preflight:
                 f"preflight: {self.equal_groups} of {self.groups} probe groups all equal, "
                 f"tool-call rate {rate}: GRPO has a gradient"
             )
+        if self.solved:
+            return (
+                f"nothing to learn: the task is solved at this size: every probe rollout of "
+                f"the {self.groups} groups reached the success threshold "
+                f"{self.success_threshold:g} (rewards {self.reward_min:g} to "
+                f"{self.reward_max:g}), tool-call rate {rate}, so every advantage is 0; use "
+                f"{self.remedies()}; --force trains anyway"
+            )
         if self.reward_min is None:
             alike = "no probe group was scored"
         elif self.reward_min == self.reward_max:
@@ -79,7 +115,7 @@ class Preflight:
             alike = f"every one of the {self.groups} probe groups scored alike within itself"
         return (
             f"nothing to learn: {alike}, tool-call rate {rate}, so every advantage is 0 and "
-            f"GRPO has no gradient; try {REMEDIES}; --force trains anyway"
+            f"GRPO has no gradient; try {self.remedies()}; --force trains anyway"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +131,7 @@ def preflight_figures(run_dir: Path) -> Preflight:
         records = load_rollouts(store, job.arn, with_turns=True)
     finally:
         store.close()
+    threshold = flat_config(job.config).get("success_threshold")
     groups = build_groups(records)
     scored = [g for g in groups if g.rewards]
     rewards = [r for g in scored for r in g.rewards if math.isfinite(r)]
@@ -105,6 +142,7 @@ def preflight_figures(run_dir: Path) -> Preflight:
         reward_min=min(rewards) if rewards else None,
         reward_max=max(rewards) if rewards else None,
         tool_call_rate=tool_call_rate(records),
+        success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None,
     )
 
 
@@ -135,12 +173,14 @@ async def preflight_or_stop(
     *,
     force: bool,
     echo: Callable[[str], None],
+    warm: bool = False,
 ) -> dict[str, Any]:
     """``agent-kit train``'s preflight (see the module docstring): play the probe step, echo its
     line when training goes on, raise :class:`NothingToLearn` with it when every group is equal
-    and not ``force``; return its figures for train.json."""
+    and not ``force``; return its figures for train.json. ``warm``: the policy probed is the
+    run's warm start (the line then does not suggest one)."""
     echo("preflight: one probe step before training")
-    probe = await run_preflight(run, backend, run_dir, echo)
+    probe = replace(await run_preflight(run, backend, run_dir, echo), warm=warm)
     if probe.nothing_to_learn and not force:
         raise NothingToLearn(probe.line())
     echo(probe.line())

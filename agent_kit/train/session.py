@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -65,7 +66,7 @@ from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
 from agent_kit.train.outputs import write_train_outputs
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.samples import no_gradient_note, step_batch
-from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
+from agent_kit.train.warm import WARM_LABEL, WarmStartStopped, prepare_warm_start
 
 __all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
 
@@ -178,7 +179,7 @@ async def train(
     anything is written and before the model loads; the run directory's lock is taken first and
     held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
     config, run_dir = _settle(config)
-    data = check_inputs(config)
+    data = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
         return await _train_locked(config, run_dir, len(data), lock, stop, echo)
@@ -206,7 +207,7 @@ async def _train_locked(
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
-    warm, extra = await asyncio.to_thread(prepare_warm_start, config, loaded, run_dir, echo)
+    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop)
     session = GRPOSession(
         config,
         loaded,
@@ -227,7 +228,7 @@ async def _train_locked(
             extra = {
                 "warm_start": extra,
                 "preflight": await preflight_or_stop(
-                    run, backend, run_dir, force=config.force, echo=echo
+                    run, backend, run_dir, force=config.force, echo=echo, warm=warm is not None
                 ),
             }
         evals.update(await _evals_before(config, session, backend, run_dir, first_step, echo))
@@ -244,6 +245,37 @@ async def _train_locked(
         await backend.aclose()
     document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals, extra)
     return TrainResult(job=result, document=document)
+
+
+async def _warm_start(
+    config: TrainConfig,
+    loaded: LoadedModel,
+    run_dir: Path,
+    echo: Echo,
+    stop: asyncio.Event | None,
+) -> tuple[Path | None, dict[str, Any]]:
+    """The warm start in a worker thread, stopped at its next step by ``stop`` (the first
+    signal). A second signal cancels this coroutine: it still waits for the thread to end (at
+    its next step, ``stop`` being set), so that no caller removes the run directory under it."""
+    future = asyncio.get_running_loop().run_in_executor(
+        None,
+        functools.partial(
+            prepare_warm_start,
+            config,
+            loaded,
+            run_dir,
+            echo,
+            stop.is_set if stop is not None else None,
+        ),
+    )
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if stop is not None:
+            stop.set()
+        with contextlib.suppress(BaseException):
+            await future
+        raise
 
 
 async def _evals_before(
@@ -285,10 +317,24 @@ def play_train(
     config: TrainConfig, *, on_stop: StopHook | None = None, echo: Echo = print
 ) -> TrainResult:
     """:func:`train` in a new event loop under a graceful stop (the first signal stops the run
-    after the rollouts in flight, a second aborts); returns the signal in the result."""
+    after the rollouts in flight, a second aborts); returns the signal in the result. A signal
+    during the warm start stops it at its next step: :class:`WarmStartStopped`, with the
+    signal (a new run recorded nothing yet: its directory is removed once the warm start
+    ended)."""
 
     async def job(stopped: asyncio.Event) -> TrainResult:
         return await train(config, stopped, echo)
 
-    result, first = play_stoppable(job, on_stop)
+    received: list[Any] = []
+
+    def noted(signum: Any) -> None:
+        received.append(signum)
+        if on_stop is not None:
+            on_stop(signum)
+
+    try:
+        result, first = play_stoppable(job, noted)
+    except WarmStartStopped as exc:
+        exc.signum = received[0] if received else None
+        raise
     return replace(result, stopped_by=first)

@@ -5,18 +5,22 @@ A base model that never calls a tool scores every rollout alike: GRPO has no gra
 start teaches it the agent's moves first, from runs recorded with any policy (``scripted:`` an
 expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
 
-1. **Examples** (:func:`warm_examples`): every rewarded rollout of each ``--warm-start RUN_DIR``
-   whose reward reaches the minimum (``--warm-start-min-reward``; default: the run's success
-   threshold where its job recorded one, else its top quarter: the 75th percentile of its
-   rewards) gives one example per turn, from the run store's turn rows: the request's messages
-   and tools rendered as the ``hf`` policy renders a prompt, and the recorded response written
-   as the policy would emit it (tool calls in the model's syntax, then the end-of-turn token),
-   both through :mod:`agent_kit.model.chat`.
-2. **Fine-tuning** (:func:`fine_tune`): TRL's ``SFTTrainer`` on the tokenised examples with a
-   completion mask (``completion_only_loss``: system, user and tool tokens are masked; the loss
-   covers the assistant's tokens only) and the same PEFT LoRA adapter GRPO trains (rank, alpha,
-   ``q/k/v/o_proj``); ``--warm-start-epochs`` epochs at ``--warm-start-lr``.
-3. The adapter is saved as ``adapters/warm`` and the model's LoRA layers are removed again; GRPO
+1. **Examples** (:mod:`agent_kit.train.warm_data`): every rewarded rollout of each
+   ``--warm-start RUN_DIR`` whose reward reaches the minimum (``--warm-start-min-reward``;
+   default: the run's success threshold where its job recorded one, else its top quarter) gives
+   one token sequence an episode (the turns that extend one another), the loss on every
+   assistant reply, cut to ``--max-length`` tokens (default: the model's context, at most
+   4,096).
+2. **Fine-tuning** (:func:`fine_tune`): TRL's ``SFTTrainer`` on those sequences with their
+   labels (-100 outside the replies) and the same PEFT LoRA adapter GRPO trains (rank, alpha,
+   ``q/k/v/o_proj``); ``--warm-start-epochs`` epochs at ``--warm-start-lr``. About as many
+   replies an optimiser step as a GRPO micro-batch has rollouts; short examples share a pass
+   (grouped by length, padded) up to :data:`PASS_TOKENS` padded tokens. It prints a progress
+   line (epoch, loss, time left) about ten times, and stops at the next step when ``stop()``
+   turns true (the first Ctrl-C): :class:`WarmStartStopped`, no adapter saved.
+3. The adapter is saved as ``adapters/warm``, whole or not at all (a disk that fills is a
+   ``RunStoreError``, exit 14: :func:`~agent_kit.train.checks.save_adapter`), the trainer's
+   scratch folder ``trainer/warm`` removed and the model's LoRA layers removed again; GRPO
    then continues from that adapter. A run that already holds ``adapters/warm`` (``--resume``)
    does not fine-tune again.
 """
@@ -24,161 +28,117 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
 from __future__ import annotations
 
 import math
+import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.emulator.chat_request import flatten_content
-from agent_kit.errors import UsageError
-from agent_kit.model.chat import ChatFormat, chat_format, completion_text
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
-from agent_kit.reporting.summary_schema import flat_config
-from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
-from agent_kit.store.rows import TurnRow
+from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.warm_data import WarmExamples, warm_examples
 
-__all__ = ["WARM_LABEL", "WarmExamples", "fine_tune", "prepare_warm_start", "warm_examples"]
+__all__ = [
+    "PASS_TOKENS",
+    "WARM_LABEL",
+    "WarmExamples",
+    "WarmStartStopped",
+    "batch_shape",
+    "fine_tune",
+    "prepare_warm_start",
+    "warm_examples",
+]
 
 #: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
 WARM_LABEL: Final = "warm"
+#: The most padded tokens one forward/backward pass of the warm start holds (examples × the
+#: longest): short examples share a pass, a long one passes alone.
+PASS_TOKENS: Final = 4096
+_PROGRESS_LINES: Final = 10
+#: What to do when the warm adapter cannot be saved (a new run leaves no directory).
+_SAVE_FAILED: Final = "nothing was kept; make room and run the same command again"
 
 Echo = Callable[[str], None]
+Stop = Callable[[], bool]
 
 
-@dataclass
-class WarmExamples:
-    """The supervised examples of a warm start: prompt and completion texts, one per recorded
-    assistant turn, and per source run what was taken (``run``, ``min_reward``, ``rollouts``
-    taken of ``rewarded``, ``examples``)."""
+class WarmStartStopped(Exception):
+    """A stop signal ended the warm start before its last step; no adapter was saved.
+    ``signum`` is the signal, where the caller knows it."""
 
-    prompts: list[str] = field(default_factory=list)
-    completions: list[str] = field(default_factory=list)
-    sources: list[dict[str, Any]] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.prompts)
+    signum: Any = None
 
 
-def _threshold(rewards: Sequence[float], recorded: Any, given: float | None) -> float:
-    """The minimum reward taken (see the module docstring)."""
-    if given is not None:
-        return given
-    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
-        return float(recorded)
-    ordered = sorted(rewards)
-    return ordered[min(len(ordered) - 1, math.floor(0.75 * len(ordered)))]
+def batch_shape(examples: WarmExamples, replies_per_step: int) -> tuple[int, int]:
+    """``(examples a pass, passes a step)``: about ``replies_per_step`` assistant replies an
+    optimiser step (at least one example), as many examples a pass as fit :data:`PASS_TOKENS`
+    padded tokens with the longest example."""
+    n = len(examples)
+    per_example = examples.turns / n if n else 1.0
+    per_step = max(1, min(n, round(replies_per_step / max(per_example, 1.0))))
+    longest = max((len(e) for e in examples.examples), default=1)
+    per_pass = max(1, min(per_step, PASS_TOKENS // max(longest, 1)))
+    return per_pass, math.ceil(per_step / per_pass)
 
 
-def _reply(row: TurnRow) -> dict[str, Any] | None:
-    """The assistant message a turn row's response holds, or None (no answer recorded)."""
-    choices = row.response.get("choices") if isinstance(row.response, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        return None
-    message = choices[0].get("message") or {}
-    reply: dict[str, Any] = {
-        "role": "assistant",
-        "content": flatten_content(message.get("content")),
-    }
-    if message.get("tool_calls"):
-        reply["tool_calls"] = message["tool_calls"]
-    return reply
-
-
-def _turn_example(tokenizer: Any, fmt: ChatFormat, row: TurnRow) -> tuple[str, str] | None:
-    reply = _reply(row)
-    messages = row.request.get("messages") if isinstance(row.request, dict) else None
-    if reply is None or not isinstance(messages, list):
-        return None
-    flat = [{**m, "content": flatten_content(m.get("content"))} for m in messages]
-    tools = row.request.get("tools") or []
-    return completion_text(tokenizer, fmt, flat, tools, reply)
-
-
-def warm_examples(
-    runs: Sequence[Path], tokenizer: Any, *, min_reward: float | None = None
-) -> WarmExamples:
-    """The examples of the runs' good rollouts (see the module docstring); a UsageError names a
-    run that is not one, or one no rollout of which reaches the minimum."""
-    fmt = chat_format(tokenizer)
-    examples = WarmExamples()
-    for run in runs:
-        if not RunLayout(run).store.is_file():
-            raise UsageError(f"--warm-start {run}: not a run directory (no run.sqlite)")
-        store = RunStore.open(run, readonly=True)
-        try:
-            job = store.list_jobs()[-1]
-            rollouts = [
-                r for r in load_rollouts(store, job.arn, with_turns=True) if r.reward is not None
-            ]
-        finally:
-            store.close()
-        rewards = [float(r.reward) for r in rollouts if r.reward is not None]
-        if not rewards:
-            raise UsageError(f"--warm-start {run}: the run has no rewarded rollout")
-        recorded = flat_config(job.config).get("success_threshold")
-        threshold = _threshold(rewards, recorded, min_reward)
-        good = [r for r in rollouts if r.reward is not None and r.reward >= threshold]
-        if not good:
-            raise UsageError(
-                f"--warm-start {run}: no rollout reaches reward {threshold:g} (best "
-                f"{max(rewards):g}); lower --warm-start-min-reward"
-            )
-        before = len(examples)
-        for rollout in good:
-            for row in rollout.turn_rows:
-                pair = _turn_example(tokenizer, fmt, row)
-                if pair is not None:
-                    examples.prompts.append(pair[0])
-                    examples.completions.append(pair[1])
-        examples.sources.append(
-            {
-                "run": str(run),
-                "min_reward": threshold,
-                "rollouts": len(good),
-                "rewarded": len(rollouts),
-                "examples": len(examples) - before,
-            }
+def _dataset(examples: WarmExamples, datasets: Any) -> Any:
+    """Tokenised rows (``input_ids``, ``labels``: -100 where the mask is 0)."""
+    rows: dict[str, list[list[int]]] = {"input_ids": [], "labels": []}
+    for example in examples.examples:
+        rows["input_ids"].append(list(example.input_ids))
+        rows["labels"].append(
+            [t if m else -100 for t, m in zip(example.input_ids, example.mask, strict=True)]
         )
-    if not examples.prompts:
-        raise UsageError("--warm-start: the chosen rollouts hold no recorded assistant turn")
-    return examples
-
-
-def _dataset(tokenizer: Any, examples: WarmExamples, datasets: Any) -> Any:
-    """Tokenised rows (``input_ids``, ``completion_mask``, ``labels``): the prompt masked (label
-    -100), the reply not."""
-    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": [], "labels": []}
-    for prompt, completion in zip(examples.prompts, examples.completions, strict=True):
-        head = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        tail = tokenizer(completion, add_special_tokens=False)["input_ids"]
-        rows["input_ids"].append([*head, *tail])
-        rows["completion_mask"].append([0] * len(head) + [1] * len(tail))
-        rows["labels"].append([-100] * len(head) + list(tail))
     return datasets.Dataset.from_dict(rows)
 
 
-def fine_tune(
-    config: TrainConfig, loaded: LoadedModel, examples: WarmExamples, out: Path
-) -> dict[str, Any]:
-    """Fine-tune a LoRA adapter of ``loaded.model`` on ``examples`` with TRL's SFTTrainer, save
-    it to ``out`` and take the LoRA layers off the model again; return the figures (examples,
-    epochs, first and last loss, seconds)."""
-    from agent_kit.train.grpo import quiet_trainer_libraries
+def _progress_callback(transformers: Any, echo: Echo, stop: Stop | None) -> Any:
+    """A TrainerCallback: a progress line about :data:`_PROGRESS_LINES` times (epoch, loss,
+    time spent and left), and ``should_training_stop`` at the next step once ``stop()``."""
 
-    trl, _, datasets, transformers = quiet_trainer_libraries()
-    started = time.monotonic()
-    data = _dataset(loaded.tokenizer, examples, datasets)
-    args = trl.SFTConfig(
+    class Progress(transformers.TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.started = time.monotonic()
+            self.loss: float | None = None
+            self.stopped_at: int | None = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+            if logs and "loss" in logs:
+                self.loss = float(logs["loss"])
+            total, step = int(state.max_steps or 0), int(state.global_step)
+            every = max(1, total // _PROGRESS_LINES)
+            if not step or (step % every and step != total) or self.loss is None:
+                return
+            spent = time.monotonic() - self.started
+            left = spent / step * (total - step)
+            echo(
+                f"warm start: step {step} of {total} (epoch {float(state.epoch or 0):.1f}), "
+                f"loss {self.loss:.4f}, {spent:.0f}s, about {left:.0f}s left"
+            )
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if stop is not None and stop() and self.stopped_at is None:
+                self.stopped_at = int(state.global_step)
+                echo(f"warm start: stopping after step {state.global_step} of {state.max_steps}")
+                control.should_training_stop = True
+
+    return Progress()
+
+
+def _sft_config(
+    trl: Any, config: TrainConfig, out: Path, shape: tuple[int, int], use_cpu: bool
+) -> Any:
+    per_pass, passes = shape
+    return trl.SFTConfig(
         output_dir=str(RunLayout(out.parent.parent).trainer / WARM_LABEL),
-        use_cpu=loaded.device == "cpu",
-        # One example a pass, gradients accumulated over the micro-batch: a long multi-turn
-        # prompt's full-vocabulary logits are what bounds the memory (Wordle: 9 GB at 4 a pass).
-        per_device_train_batch_size=1,
-        gradient_accumulation_steps=min(config.micro(), len(examples)),
+        use_cpu=use_cpu,
+        per_device_train_batch_size=per_pass,
+        gradient_accumulation_steps=passes,
+        # short examples share a pass with others of about their length (less padding)
+        train_sampling_strategy="group_by_length" if per_pass > 1 else "random",
         num_train_epochs=config.warm_start_epochs,
         learning_rate=config.warm_start_lr,
         lr_scheduler_type="constant",
@@ -188,37 +148,86 @@ def fine_tune(
         seed=config.job.seed,
         disable_tqdm=True,
         bf16=False,
-        completion_only_loss=True,
         dataset_kwargs={"skip_prepare_dataset": True},
         remove_unused_columns=False,
         dataloader_num_workers=0,
         activation_checkpointing=config.gradient_checkpointing,
     )
+
+
+def fine_tune(
+    config: TrainConfig,
+    loaded: LoadedModel,
+    examples: WarmExamples,
+    out: Path,
+    *,
+    echo: Echo = print,
+    stop: Stop | None = None,
+) -> dict[str, Any]:
+    """Fine-tune a LoRA adapter of ``loaded.model`` on ``examples`` with TRL's SFTTrainer, save
+    it to ``out`` and take the LoRA layers off the model again; return the figures (examples,
+    turns, tokens an epoch, epochs, steps, first and last loss, seconds). Raises
+    :class:`WarmStartStopped` (nothing saved, the LoRA layers removed) when ``stop()`` ended it."""
+    from agent_kit.train.grpo import quiet_trainer_libraries
+
+    trl, _, datasets, transformers = quiet_trainer_libraries()
+    started = time.monotonic()
+    shape = batch_shape(examples, config.micro())
+    args = _sft_config(trl, config, out, shape, loaded.device == "cpu")
     lora = lora_config(config.lora_r, config.lora_alpha)
     trainer = trl.SFTTrainer(
         model=loaded.model,
         args=args,
-        train_dataset=data,
+        train_dataset=_dataset(examples, datasets),
         processing_class=loaded.tokenizer,
         peft_config=lora,
     )
     trainer.remove_callback(transformers.PrinterCallback)
-    trainer.train()
-    trainer.model.save_pretrained(str(out))
+    progress = _progress_callback(transformers, echo, stop)
+    trainer.add_callback(progress)
+    try:
+        trainer.train()
+        if progress.stopped_at is None:  # whole or not at all; a full disk is one line, exit 14
+            save_adapter(trainer.model, out, out.parent.parent, then=_SAVE_FAILED)
+    finally:
+        loaded.model = trainer.model.unload()  # the base model again, without LoRA layers
+        loaded.model.eval()
+        shutil.rmtree(args.output_dir, ignore_errors=True)  # the trainer's scratch folder
+    if progress.stopped_at is not None:
+        raise WarmStartStopped(
+            f"the warm start was stopped after step {progress.stopped_at} of "
+            f"{trainer.state.max_steps}; no adapter was saved"
+        )
     losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
-    loaded.model = trainer.model.unload()  # the base model again, without LoRA layers
-    loaded.model.eval()
     return {
         "examples": len(examples),
+        "turns": examples.turns,
+        "tokens": examples.tokens,
         "epochs": config.warm_start_epochs,
+        "steps": int(trainer.state.global_step),
+        "examples_per_pass": shape[0],
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "seconds": time.monotonic() - started,
     }
 
 
+def _max_tokens(loaded: LoadedModel, stated: int | None = None) -> int:
+    """The longest example trained: ``--max-length`` (``stated``), else MAX_TOKENS; never more
+    than the model's context."""
+    from agent_kit.train.warm_data import MAX_TOKENS
+
+    limit = stated or MAX_TOKENS
+    context = getattr(getattr(loaded.model, "config", None), "max_position_embeddings", None)
+    return min(limit, int(context)) if isinstance(context, int) else limit
+
+
 def prepare_warm_start(
-    config: TrainConfig, loaded: LoadedModel, run_dir: Path, echo: Echo
+    config: TrainConfig,
+    loaded: LoadedModel,
+    run_dir: Path,
+    echo: Echo,
+    stop: Stop | None = None,
 ) -> tuple[Path | None, dict[str, Any]]:
     """The warm adapter of a run, fine-tuned now unless the run already has it; ``(None, {})``
     without ``--warm-start``. Returns the adapter folder and the warm start's figures."""
@@ -229,18 +238,25 @@ def prepare_warm_start(
         echo(f"warm start: {out.relative_to(run_dir)} is already trained; GRPO continues from it")
         return out, {"reused": True}
     examples = warm_examples(
-        config.warm_start, loaded.tokenizer, min_reward=config.warm_start_min_reward
+        config.warm_start,
+        loaded.tokenizer,
+        min_reward=config.warm_start_min_reward,
+        max_tokens=_max_tokens(loaded, config.max_length),
     )
     for source in examples.sources:
         echo(
-            f"warm start: {source['examples']} turns of {source['rollouts']} of the "
-            f"{source['rewarded']} rewarded rollouts of {source['run']} "
-            f"(reward ≥ {source['min_reward']:g})"
+            f"warm start: {source['turns']} turns as {source['examples']} examples, of "
+            f"{source['rollouts']} of the {source['rewarded']} rewarded rollouts of "
+            f"{source['run']} (reward ≥ {source['min_reward']:g})"
         )
-    figures = fine_tune(config, loaded, examples, out)
+    for note in examples.notes:
+        echo(note)
+    figures = fine_tune(config, loaded, examples, out, echo=echo, stop=stop)
+    first, last = figures["loss_first"], figures["loss_last"]
+    loss = f"loss {first:.4f} → {last:.4f}" if first is not None and last is not None else "no loss"
     echo(
-        f"warm start: {figures['examples']} examples × {figures['epochs']} epochs, loss "
-        f"{figures['loss_first']:.4f} → {figures['loss_last']:.4f}, {figures['seconds']:.1f}s, "
-        f"adapter {out.relative_to(run_dir)}"
+        f"warm start: {figures['examples']} examples ({figures['tokens']} tokens) × "
+        f"{figures['epochs']} epochs, {loss}, {figures['seconds']:.1f}s, adapter "
+        f"{out.relative_to(run_dir)}"
     )
     return out, {**figures, "sources": examples.sources}

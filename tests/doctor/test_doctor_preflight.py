@@ -22,7 +22,8 @@ pytestmark = pytest.mark.e2e
 def test_a_policy_whose_probe_groups_are_all_equal_is_an_error_finding(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The expert scores 1 in every probe rollout: the preflight finding is an error, exit 13."""
+    """The expert scores 1 in every probe rollout: the preflight finding is an error, exit 13,
+    that says the task is solved at this size (not that a warm start is needed)."""
     data = tmp_path / "data.jsonl"
     data.write_text(
         "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(2)),
@@ -36,6 +37,7 @@ def test_a_policy_whose_probe_groups_are_all_equal_is_an_error_finding(
     findings = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["findings"]
     (probe,) = [f for f in findings if f["check"] == "preflight"]
     assert probe["severity"] == "error"
-    assert probe["title"].startswith("nothing to learn: all 2 probe groups scored alike")
+    assert probe["title"].startswith("nothing to learn: the task is solved at this size")
+    assert probe["hint"] == "try harder prompts or a stricter reward"
     assert probe["evidence"]["tool_call_rate"] == 1.0
     assert (runs / "r" / "preflight" / "run.sqlite").is_file()
