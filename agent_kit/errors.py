@@ -33,7 +33,9 @@ contract's error type name (``x-amzn-ErrorType``)::
     ├── DeployError                     exit 11  packaging or deployment refused or failed
     ├── RunInUse                        exit 12  another live driver owns the run directory
     ├── RunStoreError                   exit 14  run dir unwritable or gone, or store damaged
-    └── Aborted                         exit 130 a second signal cut a graceful stop short
+    │   └── DamagedRowError             exit 14  one stored value cannot be decoded
+    ├── Aborted                         exit 130 a second signal cut a graceful stop short
+    └── WarmStartStopped                exit 130 a stop signal ended ``train``'s warm start
 
 (Exit 13 is ``agent-kit doctor``'s "an error finding": a verdict, not an exception.)
 
@@ -63,6 +65,7 @@ __all__ = [
     "BodyError",
     "ConflictError",
     "ContractError",
+    "DamagedRowError",
     "DeployError",
     "EnvironmentFailure",
     "InternalServiceError",
@@ -86,6 +89,7 @@ __all__ = [
     "ThrottlingError",
     "UsageError",
     "ValidationError",
+    "WarmStartStopped",
     "error_for_type",
 ]
 
@@ -302,6 +306,15 @@ class RunStoreError(AgentKitError):
     exit_code = 14
 
 
+class DamagedRowError(RunStoreError, ValueError):
+    """A stored value that cannot be decoded: not JSON, or JSON of the wrong shape (still a
+    ``ValueError`` for callers that catch one).
+
+    Its message names the table, the column and the row (``turns.request of trajectory t1,
+    turn 3 is not valid JSON (…)``); :class:`~agent_kit.store.RunStore` turns it into a
+    :class:`RunStoreError` naming the file."""
+
+
 class Aborted(AgentKitError):
     """A second signal cut the graceful stop short; ``signum`` is the first one received.
 
@@ -312,3 +325,12 @@ class Aborted(AgentKitError):
     def __init__(self, signum: signal.Signals) -> None:
         super().__init__(f"aborted by a second signal after {signum.name}")
         self.signum = signum
+
+
+class WarmStartStopped(AgentKitError):
+    """A stop signal ended ``agent-kit train``'s warm start before its last step; no adapter was
+    saved. ``signum`` is the signal, where the caller knows it (``train`` exits 130 for SIGINT,
+    143 for SIGTERM)."""
+
+    exit_code = 130
+    signum: signal.Signals | None = None

@@ -45,11 +45,10 @@ from agent_kit.cli.run_options import (
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.job import JobResult
-from agent_kit.errors import RewardError, UsageError
+from agent_kit.errors import RewardError, UsageError, WarmStartStopped
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 from agent_kit.train import TrainConfig, TrainResult, play_train
 from agent_kit.train.config import TRAIN_JOB
-from agent_kit.train.warm import WarmStartStopped
 
 __all__ = ["register"]
 

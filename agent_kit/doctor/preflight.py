@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_kit.doctor.findings import Finding
-from agent_kit.driver.config import JobConfig, RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig, recorded_agent_env
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.reporting.summary_schema import flat_config
@@ -45,6 +45,7 @@ def probe_run(run_dir: Path) -> RunConfig:
         job=JobConfig(**job),
         out=run_dir,
         workers=config.get("workers"),
+        extra_env=recorded_agent_env(config) or None,
     )
 
 

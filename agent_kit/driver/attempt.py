@@ -28,6 +28,8 @@ the job driver does with it:
   reset), or the agent returned without completing → the trajectory is TIMED_OUT and the
   rollout retried under a new id (``retry_of`` links it), up to ``max_retries``; when retries
   run out, the rollout fails the job (**[chosen]**: "Rollout failed after N attempts: …").
+  A timeout while an auxiliary call of the rollout (its judge, its simulated user) waited for
+  the auxiliary model names that call and ``--aux-policy`` in the reason.
 - The rollout ran into the emulator's turn cap and then ended without completing → final at
   once (a ``limit``, reason ``limit: …``): not retried, not a job failure, the slot unrewarded.
 - The agent answered HTTP 4xx (not 408/429) without completing → job failure at once, no
@@ -63,6 +65,7 @@ from agent_kit.driver.trainer_side import (
     read_result,
     shared_key_reason,
 )
+from agent_kit.emulator.aux_route import aux_waiting_note
 from agent_kit.emulator.core import Emulator
 from agent_kit.errors import AgentKitError
 from agent_kit.store import INVOCATION_EVENT, RunStore
@@ -353,7 +356,9 @@ class Attempts:
         if limit is not None:
             return self._ended(tid, result, "limit", f"{LIMIT_REASON}: {limit}")
         if result.status == "timeout":
-            reason = f"The rollout did not finish within rollout_timeout ({result.error})"
+            waiting = aux_waiting_note(self.emu, tid)  # the agent waited on its judge's model
+            detail = f"{result.error}; {waiting}" if waiting else result.error
+            reason = f"The rollout did not finish within rollout_timeout ({detail})"
         else:
             reason = f"The agent could not be reached or crashed: {result.error}"
         return self._ended(tid, result, "retry", reason)

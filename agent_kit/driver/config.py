@@ -24,6 +24,7 @@ from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.errors import UsageError
 
 __all__ = [
+    "AGENT_ENV_KEY",
     "DEFAULT_MAX_FLOOR_RATE",
     "DEFAULT_STOP_GRACE_S",
     "MAX_BATCH_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
     "JobConfig",
     "RunConfig",
     "default_job_name",
+    "recorded_agent_env",
     "recorded_spec",
     "resolve_spec",
 ]
@@ -199,6 +201,19 @@ class JobConfig:
         )
 
 
+#: The job config's key recording a run's :attr:`RunConfig.extra_env`.
+AGENT_ENV_KEY: Final = "agent_env"
+
+
+def recorded_agent_env(config: Mapping[str, Any]) -> dict[str, str]:
+    """The agent environment a job config records (``agent_env``: names and values, the
+    agent's own settings); empty when it records none or something that is not one."""
+    found = config.get(AGENT_ENV_KEY)
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, str)}
+
+
 def default_job_name(entrypoint: str) -> str:
     """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows.
 
@@ -248,7 +263,8 @@ class RunConfig:
     agent_memory: int | None = None
     #: Environment variables added to the agent processes this run starts (a ``.py``
     #: entrypoint), over the caller's environment: an agent's own settings (``agent-kit eval
-    #: --grid env.NAME=…``). Not recorded with the run: a resume passes them again.
+    #: --grid env.NAME=…``). Recorded with the run (its job config's ``agent_env``), so a
+    #: resume and a replay give them again; a resume's own ``extra_env`` is laid over them.
     extra_env: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:

@@ -56,7 +56,7 @@ import logging
 import secrets
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,8 +200,9 @@ class _Job:
     ) -> None:
         self.config, self.hooks, self.policy = config, hooks, policy
         self.run_, self.started = run, started
+        agents = replace(config, extra_env=run.agent_env or None)  # recorded, given over it
         self.session = Session(
-            run.store, run.run_dir, run.entrypoint, run.config, config, invoker=invoker
+            run.store, run.run_dir, run.entrypoint, run.config, agents, invoker=invoker
         )
         self.workers = self.session.workers
         self.outcome = _Outcome()

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from agent_kit.contract import TrajectoryState
-from agent_kit.driver.config import JobConfig, RunConfig, default_job_name
+from agent_kit.driver.config import (
+    AGENT_ENV_KEY,
+    JobConfig,
+    RunConfig,
+    default_job_name,
+    recorded_agent_env,
+)
 from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.driver.tunnel import validate_advertise_url
 from agent_kit.emulator.core import Emulator
@@ -69,7 +75,8 @@ def refuse_untrained_resume(config: RunConfig, *, trained: bool) -> None:
 
 def open_run(config: RunConfig, held: RunLock | None = None) -> OpenedRun:
     """The run directory to play: a new one, or the resumed one with the tunnel settings
-    given now (else the recorded ones); ``held`` is the run's lock when the caller took it."""
+    given now (else the recorded ones) and the recorded agent environment under the one given
+    now; ``held`` is the run's lock when the caller took it."""
     advertise_url = config.advertise_url
     if advertise_url is not None:
         advertise_url = validate_advertise_url(advertise_url)
@@ -83,6 +90,7 @@ def open_run(config: RunConfig, held: RunLock | None = None) -> OpenedRun:
     else:
         run = open_new(config.entrypoint, config.dataset, config.job, Path(config.out), held)
         run.advertise_url, run.emulator_port = advertise_url, port
+    run.agent_env = {**run.agent_env, **(config.extra_env or {})}
     run.run_dir.mkdir(parents=True, exist_ok=True)
     return run
 
@@ -168,6 +176,8 @@ class OpenedRun:
     created: bool = False
     #: False when the caller holds :attr:`lock` (``JobHooks.lock``) and releases it itself.
     owns_lock: bool = True
+    #: The agent processes' extra environment (recorded, with the run's ``extra_env`` over it).
+    agent_env: dict[str, str] = field(default_factory=dict)
 
 
 def open_new(
@@ -285,6 +295,7 @@ def open_resume(
         validate_advertise_url(str(advertise)) if advertise else None,
         int(port) if port is not None else None,
         owns_lock=held is None,
+        agent_env=recorded_agent_env(recorded),
     )
 
 
@@ -315,4 +326,6 @@ def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
         config["advertise_url"] = run.advertise_url
     if run.emulator_port:
         config["emulator_port"] = run.emulator_port
+    if run.agent_env:  # the agent's own settings (``--grid env.NAME=…``): a replay needs them
+        config[AGENT_ENV_KEY] = dict(run.agent_env)
     return config

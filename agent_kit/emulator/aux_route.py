@@ -19,13 +19,19 @@ to its recording by content, not by arrival. The auxiliary policy sees a
 :class:`~agent_kit.emulator.schemas.PolicyRequest` whose ``turn`` is that index and whose
 ``context`` carries ``aux_kind`` (and ``aux_name``, a judge's name, when the caller sent
 ``X-Agent-Kit-Aux-Name``); its RNG is seeded apart from the policy's turns.
+
+While a call waits for the auxiliary policy it is listed on its trajectory
+(``CachedTrajectory.aux_waiting``): a rollout that times out meanwhile names it in its reason
+(:func:`aux_waiting_note`), since the agent was waiting on the auxiliary model, not the policy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,7 +42,14 @@ from agent_kit.emulator.sse import dumps
 from agent_kit.errors import InternalServiceError, JobRuntimeError, NotFoundError, ValidationError
 from agent_kit.store.rows import AUX_KINDS, AuxTurnRow
 
-__all__ = ["AUX_KIND_HEADER", "AUX_NAME_HEADER", "AUX_PREFIX", "AuxOutcome", "aux_turn"]
+__all__ = [
+    "AUX_KIND_HEADER",
+    "AUX_NAME_HEADER",
+    "AUX_PREFIX",
+    "AuxOutcome",
+    "aux_turn",
+    "aux_waiting_note",
+]
 
 #: The path prefix of the auxiliary route (``{endpoint}/aux/v1/chat/completions``).
 AUX_PREFIX: Final = "/aux"
@@ -85,6 +98,48 @@ def _admit(
     return job_arn, trajectory_id, dict(traj.context), idx
 
 
+def _caller(kind: str, name: str | None) -> str:
+    """Who made an auxiliary call, as a reason names it: ``judge 'tone'``, ``simulated user``."""
+    who = "simulated user" if kind == "user" else kind
+    return f"{who} {name[:100]!r}" if name else who
+
+
+@contextlib.contextmanager
+def _waiting(emu: ServiceState, trajectory_id: str, idx: int, caller: str) -> Iterator[None]:
+    """List the call on its trajectory while the block (the auxiliary policy) runs."""
+    traj = emu._table.get(trajectory_id)
+    if traj is None:  # admitted a moment ago: only a store deleted under it
+        yield
+        return
+    with emu._table.lock:
+        traj.aux_waiting[idx] = caller
+    try:
+        yield
+    finally:
+        with emu._table.lock:
+            traj.aux_waiting.pop(idx, None)
+
+
+def aux_waiting_note(emu: ServiceState, trajectory_id: str) -> str | None:
+    """The auxiliary calls of the trajectory waiting for the auxiliary policy now, as a
+    timeout's reason adds them (``its auxiliary call (judge 'tone') was still waiting for the
+    auxiliary model (--aux-policy SPEC)``); None when none waits."""
+    traj = emu._table.get(trajectory_id)
+    if traj is None:
+        return None
+    with emu._table.lock:
+        callers = [traj.aux_waiting[i] for i in sorted(traj.aux_waiting)]
+    if not callers:
+        return None
+    policy = getattr(getattr(emu, "aux_policy", None), "name", None) or "its auxiliary policy"
+    calls = "call" if len(callers) == 1 else f"{len(callers)} calls"
+    was = "was" if len(callers) == 1 else "were"
+    return (
+        f"its auxiliary {calls} ({', '.join(callers)}) {was} still waiting for the "
+        f"auxiliary model (--aux-policy {policy})"
+    )
+
+
 async def aux_turn(
     emu: ServiceState,
     job_arn: str | None,
@@ -127,7 +182,8 @@ async def aux_turn(
         request, rng=random.Random(f"{emu.seed}:{trajectory_id}:aux:{idx}")
     )
     try:
-        result = await policy.complete(request)
+        with _waiting(emu, trajectory_id, idx, _caller(kind, name)):
+            result = await policy.complete(request)
         response = result.response
         if not isinstance(response, dict) or not isinstance(response.get("choices"), list):
             raise TypeError("the auxiliary policy returned something that is not a chat.completion")

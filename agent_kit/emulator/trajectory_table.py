@@ -43,6 +43,9 @@ class CachedTrajectory:
     limit: str | None = None
     #: Auxiliary calls admitted so far (None: not counted yet; read from the store once).
     aux_calls: int | None = None
+    #: The auxiliary calls waiting for the auxiliary policy now, by index: who asked
+    #: (``judge 'tone'``, ``simulated user``), for a timeout's reason to name.
+    aux_waiting: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass

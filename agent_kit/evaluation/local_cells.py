@@ -6,7 +6,8 @@ replayable with ``agent-kit replay OUT/<cell id>``), and the table's ``table.jso
 ``eval.html``. A cell is played by :func:`agent_kit.driver.local.play_local` with a
 :class:`~agent_kit.driver.config.RunConfig`: the grid's entrypoint and holdout, one step of
 every prompt × ``samples``, the cell's policy and inference settings, its ``env.*`` settings in
-the agent processes' environment (``RunConfig.extra_env``).
+the agent processes' environment (``RunConfig.extra_env``, recorded with the run as its
+``agent_env``, so a replay or resume of the cell gives it again).
 
 Cells run one after another: each run starts its own agent processes, since the driver gives
 every run its own emulator port and AWS keys and closes its agents as it ends (sharing them

@@ -25,7 +25,8 @@ Pieces, in the order data flows:
   replays turns < K and hands later turns to the live policy (counterfactual runs).
 - :func:`replay_run`: replays a recording through the same machinery as ``agent-kit run`` (the
   emulator on loopback, the invoker for the entrypoint, a new run directory whose trajectories
-  link to the originals through ``replay_of``) and compares each episode: identical, diverged at
+  link to the originals through ``replay_of``; the agent processes get the environment the run
+  recorded, its ``agent_env``) and compares each episode: identical, diverged at
   turn k, reward changed (old → new, per component) or error → :class:`ReplayReport`.
 - :func:`~agent_kit.replay.inprocess.replay_in_process`: the same
   comparison without HTTP or processes (the entrypoint's ``RolloutApp`` driven by
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from agent_kit.contract import InferenceParams, TrajectoryState
+from agent_kit.driver.config import AGENT_ENV_KEY
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import open_recording
@@ -212,6 +214,8 @@ def _job_config(plan: _Plan, backend_name: str) -> dict[str, Any]:
             "normalization": plan.normalization.to_dict(),
         },
     }
+    if recording.agent_env:
+        config[AGENT_ENV_KEY] = dict(recording.agent_env)
     if plan.fork_at is not None:
         config["forked_from"] = {**origin, "fork_at": plan.fork_at, "policy": plan.policy}
         config["job"]["policy"] = plan.policy
@@ -291,7 +295,7 @@ async def replay_run(
         fork_at=fork_at,
         policy=policy,
         job=replace(job or JobConfig(), seed=_seed(recording, seed)).validated(1),
-        config=RunConfig(workers=workers),
+        config=RunConfig(workers=workers, extra_env=recording.agent_env or None),
     )
     return await _replay(plan, progress, started)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_kit.contract import TrajectoryState
+from agent_kit.driver.config import recorded_agent_env
 from agent_kit.errors import UsageError
 from agent_kit.store import AuxTurnRow, Rollout, RunStore, load_rollouts, resolve_path
 
@@ -48,6 +49,9 @@ class Recording:
     #: The auxiliary calls (judge, simulated user) of each recorded rollout, in order (a run
     #: directory's; a cassette holds none).
     aux: dict[str, list[AuxTurnRow]] = field(default_factory=dict)
+    #: The agent processes' extra environment the run recorded (its ``agent_env``: the
+    #: agent's own settings, ``agent-kit eval --grid env.NAME=…``); a replay gives it again.
+    agent_env: dict[str, str] = field(default_factory=dict)
 
     def by_id(self) -> dict[str, Rollout]:
         """Episodes keyed by rollout id."""
@@ -82,6 +86,7 @@ class Recording:
             self.job_name,
             self.job,
             self.aux,
+            self.agent_env,
         )
 
 
@@ -110,4 +115,5 @@ def read_run(path: Path) -> Recording:
         job_name=job.name,
         job=dict(settings or {}),
         aux=aux,
+        agent_env=recorded_agent_env(config),
     )

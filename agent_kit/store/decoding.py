@@ -9,9 +9,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from agent_kit.errors import RunStoreError
+from agent_kit.errors import DamagedRowError, RunStoreError
 from agent_kit.store.connection import StoreConnection
-from agent_kit.store.rows import DamagedRowError, decode_json
+from agent_kit.store.rows import decode_json
 
 __all__ = ["decode_rows", "decodes"]
 

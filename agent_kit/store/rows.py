@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agent_kit.errors import DamagedRowError
+
 __all__ = [
     "AUX_KINDS",
     "AuxTurnRow",
-    "DamagedRowError",
     "EventRow",
     "JobRow",
     "RewardRow",
@@ -138,15 +139,6 @@ class EventRow:
     kind: str
     detail: dict[str, Any]
     created_at: float
-
-
-class DamagedRowError(ValueError):
-    """A stored value that cannot be decoded: not JSON, or JSON of the wrong shape.
-
-    Its message names the table, the column and the row (``turns.request of trajectory t1,
-    turn 3 is not valid JSON (…)``); :class:`~agent_kit.store.RunStore` turns it into a
-    :class:`~agent_kit.errors.RunStoreError` naming the file.
-    """
 
 
 def decode_json(text: Any, where: str, *, kind: type | None = dict) -> Any:

@@ -47,6 +47,7 @@ from agent_kit.driver.job_setup import step_prompts
 from agent_kit.driver.local import run_local
 from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.emulator import HFPolicyBackend
+from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.model.turns import TurnTokens
 from agent_kit.store import RunStore
@@ -66,7 +67,7 @@ from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
 from agent_kit.train.outputs import write_train_outputs
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.samples import no_gradient_note, step_batch
-from agent_kit.train.warm import WARM_LABEL, WarmStartStopped, prepare_warm_start
+from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
 
 __all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
 

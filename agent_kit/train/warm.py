@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
@@ -44,12 +45,9 @@ from agent_kit.train.warm_data import WarmExamples, warm_examples
 __all__ = [
     "PASS_TOKENS",
     "WARM_LABEL",
-    "WarmExamples",
-    "WarmStartStopped",
     "batch_shape",
     "fine_tune",
     "prepare_warm_start",
-    "warm_examples",
 ]
 
 #: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
@@ -63,13 +61,6 @@ _SAVE_FAILED: Final = "nothing was kept; make room and run the same command agai
 
 Echo = Callable[[str], None]
 Stop = Callable[[], bool]
-
-
-class WarmStartStopped(Exception):
-    """A stop signal ended the warm start before its last step; no adapter was saved.
-    ``signum`` is the signal, where the caller knows it."""
-
-    signum: Any = None
 
 
 def batch_shape(examples: WarmExamples, replies_per_step: int) -> tuple[int, int]:

@@ -171,14 +171,17 @@ def test_bare_group_prints_help(cli: Cli, argv: list[str]) -> None:
 # -- each AgentKitError class, by its exit code ----------------------------------------------
 
 
+_SIGNALLED = (errors.Aborted, errors.WarmStartStopped)
+
+
 def _error_classes() -> list[type[errors.AgentKitError]]:
-    """The error classes raised with a message (not Aborted: a second signal, whose exit is the
-    first signal's; see test_second_ctrl_c_aborts_at_once)."""
+    """The error classes raised with a message (not Aborted nor WarmStartStopped: signals, whose
+    exit is the signal's; see test_second_ctrl_c_aborts_at_once and tests/train)."""
     found: list[type[errors.AgentKitError]] = []
     todo: list[type[errors.AgentKitError]] = [errors.AgentKitError]
     while todo:
         cls = todo.pop()
-        if cls.__module__ == errors.__name__ and cls is not errors.Aborted:
+        if cls.__module__ == errors.__name__ and cls not in _SIGNALLED:
             found.append(cls)
         todo.extend(cls.__subclasses__())
     return sorted(found, key=lambda c: (c.exit_code, c.__name__))
@@ -192,6 +195,7 @@ def test_exit_codes_are_the_documented_ones() -> None:
     not an exception; keep README's list in step)."""
     assert {cls.exit_code for cls in ERROR_CLASSES} == {*range(1, 13), 14}
     assert errors.Aborted.exit_code == 130
+    assert errors.WarmStartStopped.exit_code == 130
 
 
 @pytest.fixture

@@ -198,8 +198,9 @@ def test_the_warm_start_talks_and_stops_at_the_next_step(tiny_model: Path, tmp_p
     """Progress lines with the loss and the time left; once ``stop()`` is true the fine-tune
     ends at the next step, saves no adapter and leaves the model without LoRA layers."""
     from agent_kit.driver.config import RunConfig
+    from agent_kit.errors import WarmStartStopped
     from agent_kit.train.config import TrainConfig
-    from agent_kit.train.warm import WarmStartStopped, fine_tune
+    from agent_kit.train.warm import fine_tune
 
     loaded = load_model(parse_model_spec(str(tiny_model)), "cpu")
     examples = WarmExamples(rollout_examples(loaded.tokenizer, _rows(WORDS[:2]), "t") * 4)
