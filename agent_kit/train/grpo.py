@@ -32,7 +32,7 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import ADAPTERS_DIR, RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, pass_rows
+from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, pass_rows, small_lm_head_tiles
 from agent_kit.train.samples import StepBatch
 
 __all__ = [
@@ -131,6 +131,8 @@ class GRPOSession:
         else:
             peft_config = lora_config(config.lora_r, config.lora_alpha)
         accumulate = config.rollouts_per_step // config.micro()
+        if loaded.device == "cpu":
+            small_lm_head_tiles()
         args = trl.GRPOConfig(
             output_dir=str(RunLayout(run_dir).trainer),
             use_cpu=loaded.device == "cpu",

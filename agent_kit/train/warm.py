@@ -34,7 +34,7 @@ from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass
+from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, small_lm_head_tiles
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
@@ -168,6 +168,8 @@ def fine_tune(
     started = time.monotonic()
     shape = batch_shape(examples, config.micro())
     longest = max((len(e) for e in examples.examples), default=1)
+    if loaded.device == "cpu":
+        small_lm_head_tiles()
     args = _sft_config(trl, config, out, shape, longest, loaded.device == "cpu")
     lora = lora_config(config.lora_r, config.lora_alpha)
     trainer = trl.SFTTrainer(

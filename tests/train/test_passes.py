@@ -32,8 +32,8 @@ def test_checkpointing_where_a_pass_is_long() -> None:
 def test_a_micro_batch_split_into_passes_gives_the_same_gradient(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The trainer's micro-batch of 4 rollouts in one pass and in four passes (one checkpointed):
-    the same loss and the same LoRA gradients."""
+    """The trainer's micro-batch of 4 rollouts in one pass and in four checkpointed passes, TRL's
+    LM head in the CPU's small tiles: the same loss and the same LoRA gradients."""
     import torch
 
     from agent_kit.driver.config import RunConfig
@@ -47,6 +47,13 @@ def test_a_micro_batch_split_into_passes_gives_the_same_gradient(
     )
     session = grpo.GRPOSession(config, loaded, tmp_path, steps=1)
     trainer = session.trainer
+    from trl.kernels import chunked_logprob
+    from trl.trainer import utils
+
+    from agent_kit.train.passes import LM_HEAD_TILE
+
+    tiles = (chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE)
+    assert tiles == LM_HEAD_TILE  # the CPU's small tiles: what bounds a long pass's memory
     monkeypatch.setattr(trainer, "_prepare_inputs", lambda batch: batch)  # no rollout hook
     trainer.current_gradient_accumulation_steps = 2  # as train() sets it
     gen = torch.Generator().manual_seed(0)
