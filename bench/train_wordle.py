@@ -3,7 +3,10 @@
 One run, through the CLI exactly as a user would type it:
 
 1. ``agent-kit run`` records the Solver (examples/wordle/policies.py) on the first
-   ``--expert-rows`` train words (the warm start's episodes);
+   ``--expert-rows`` train words, ``--expert-samples`` episodes each at
+   ``--expert-temperature`` (the warm start's episodes; defaults: 32 words × 2, greedy, so that
+   every game opens with the same word; the two samples of a word are the same game, so each
+   episode is seen 4 times in the default 2 epochs);
 2. ``agent-kit train … --warm-start <that run> --eval <holdout>`` fine-tunes SmolLM2-135M's LoRA
    adapter on the Solver's rewarded episodes, trains ``--steps`` GRPO steps on the train split,
    and plays the first ``--holdout-rows`` holdout words ``--eval-samples`` times with the base
@@ -125,7 +128,9 @@ def _play(args: argparse.Namespace, out: Path) -> None:
     agent = str(WORDLE / "agent.py")
     solver = f"scripted:{WORDLE / 'policies.py'}:Solver"
     _run([*_agent_kit(), "run", agent, "--dataset", str(expert_data), "--policy", solver,
-          "--group-size", "2", "--out", str(out), "--name", "solver", "--json"])  # fmt: skip
+          "--group-size", str(args.expert_samples),
+          "--temperature", str(args.expert_temperature),
+          "--out", str(out), "--name", "solver", "--json"])  # fmt: skip
     _run([*_agent_kit(), "train", agent, "--dataset", str(WORDLE / "train.jsonl"),
           "--model", args.model, "--warm-start", str(out / "solver"),
           "--warm-start-epochs", str(args.warm_start_epochs),
@@ -141,10 +146,18 @@ def main() -> int:
     """Record the expert, train, evaluate, print (and optionally record) the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--expert-rows", type=int, default=16)
-    parser.add_argument("--holdout-rows", type=int, default=16)
+    parser.add_argument("--expert-rows", type=int, default=32)
+    parser.add_argument("--expert-samples", type=int, default=2)  # run's least group
+    parser.add_argument(
+        "--expert-temperature",
+        type=float,
+        default=0.0,
+        help="the Solver's temperature: 0 opens every game with the same word (at 1, 122 of 128 "
+        "episodes opened with a different word: nothing for a small model to learn at turn 1)",
+    )
+    parser.add_argument("--holdout-rows", type=int, default=32)
     parser.add_argument("--eval-samples", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=48)
@@ -162,6 +175,7 @@ def main() -> int:
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     started = time.monotonic()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as scratch:
         out = args.from_out or args.out or Path(scratch)
         out.mkdir(parents=True, exist_ok=True)
@@ -187,6 +201,8 @@ def main() -> int:
                 f"tool calls {_fmt(figures.get('tool_call_rate'), '.0%')}"
             )
     wall = time.monotonic() - started
+    load = f"load {load_before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    print(load)
     warm_beats = _differs(rows["base"], rows["warm"])
     trained_beats = _differs(rows["warm"], rows["adapter"])
     per_step = doc.get("seconds_per_step")
@@ -212,7 +228,9 @@ def main() -> int:
                 {
                     "benchmark (script)": (
                         f"`agent-kit train --warm-start`, examples/wordle: Solver on "
-                        f"{args.expert_rows} words, {args.steps} GRPO steps of "
+                        f"{args.expert_rows} words × {args.expert_samples} at T "
+                        f"{args.expert_temperature:g}, warm start "
+                        f"{args.warm_start_epochs} epochs, {args.steps} GRPO steps of "
                         f"{args.batch_size}×{args.group_size}, holdout {args.holdout_rows}×"
                         f"{args.eval_samples} (`bench/train_wordle.py`)"
                     ),
@@ -221,7 +239,7 @@ def main() -> int:
                     "ratio": (
                         f"warm>base {warm_beats}, trained>warm {trained_beats}; "
                         f"{_fmt(per_step, '.0f')} s/step, {wall / 60:.0f} min, "
-                        f"{_fmt(rss, '.0f')} MiB"
+                        f"{_fmt(rss, '.0f')} MiB; {load}"
                     ),
                     "budget": "each > previous by 2 SE, ≤ 60 min, < 4 GB",
                 }

@@ -96,8 +96,8 @@ class TrainConfig:
             (0 < job.temperature <= 2, f"--temperature must be in (0, 2], got {job.temperature}"),
             (1 <= job.max_tokens <= 8192, f"--max-tokens must be 1..8192, got {job.max_tokens}"),
             (
-                1 <= self.eval_samples <= 32,
-                f"--eval-samples must be 1..32, got {self.eval_samples}",
+                2 <= self.eval_samples <= 32,
+                f"--eval-samples must be 2..32 (a holdout run is a group), got {self.eval_samples}",
             ),
             (1 <= job.concurrency <= 256, f"--concurrency must be 1..256, got {job.concurrency}"),
             (

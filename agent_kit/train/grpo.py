@@ -9,8 +9,11 @@ advantage and ``scale_rewards="none"``; a group's advantages sum to zero, so TRL
 leaves them unchanged), steps the optimiser, logs, and the session saves the adapter (PEFT format)
 as ``adapters/step-NNNN`` before the next step's rollouts start sampling the updated model.
 
-One step: ``gradient_accumulation_steps`` micro-batches of ``micro`` rollouts each, so peak memory
-follows the micro-batch, not the step. The learning rate is constant (a resumed run continues
+One step: ``gradient_accumulation_steps`` micro-batches of ``micro`` rollouts each, and a
+micro-batch is split into passes of at most :data:`~agent_kit.train.passes.PASS_TOKENS` padded
+tokens, a long pass recomputing its activations (:mod:`agent_kit.train.passes`): peak memory
+follows the pass, not the step (TRL's fused LM head already scores only the completion tokens,
+in tiles). The learning rate is constant (a resumed run continues
 with the same rate; the optimiser's moments restart from zero).
 """
 
@@ -29,6 +32,7 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, pass_rows, small_lm_head_tiles
 from agent_kit.train.samples import StepBatch
 
 __all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "quiet_trainer_libraries"]
@@ -120,6 +124,8 @@ class GRPOSession:
         else:
             peft_config = lora_config(config.lora_r, config.lora_alpha)
         accumulate = config.rollouts_per_step // config.micro()
+        if loaded.device == "cpu":
+            small_lm_head_tiles()
         args = trl.GRPOConfig(
             output_dir=str(RunLayout(run_dir).trainer),
             use_cpu=loaded.device == "cpu",
@@ -139,7 +145,8 @@ class GRPOSession:
             seed=config.job.seed,
             disable_tqdm=True,
             bf16=False,
-            activation_checkpointing=config.gradient_checkpointing,
+            activation_checkpointing=False,  # per pass: see _pass_trainer
+            loss_type="dapo",  # a token sum over the step: exact when a micro-batch is split
             remove_unused_columns=False,
             dataloader_num_workers=0,
         )
@@ -155,7 +162,7 @@ class GRPOSession:
                 if logs and "loss" in logs:
                     session._finish_step(dict(logs))
 
-        self.trainer = trl.GRPOTrainer(
+        self.trainer = _pass_trainer(trl, config.gradient_checkpointing)(
             model=model,
             args=args,
             train_dataset=prompts,
@@ -223,6 +230,72 @@ class GRPOSession:
         self._batches.put(None)
         if self._thread.is_alive():
             self._thread.join()
+
+
+def _rows(inputs: dict[str, Any], rows: list[int], batch: int) -> dict[str, Any]:
+    """The ``rows`` of a micro-batch's inputs (tensors and lists of ``batch`` rows; the rest, such
+    as ``num_items_in_batch``, as they are)."""
+    out: dict[str, Any] = {}
+    for key, value in inputs.items():
+        shape = getattr(value, "shape", None)
+        rowed = isinstance(value, list) and len(value) == batch
+        if rowed or (shape is not None and len(shape) >= 1 and shape[0] == batch):
+            out[key] = value[rows[0] : rows[-1] + 1]
+        else:
+            out[key] = value
+    return out
+
+
+def _pass_trainer(trl: Any, forced_checkpointing: bool) -> Any:
+    """A ``GRPOTrainer`` whose micro-batch is split into passes that fit
+    :data:`PASS_TOKENS` padded tokens, each recomputing its activations when long
+    (:mod:`agent_kit.train.passes`). The ``dapo`` loss is a token sum over the step divided by
+    its token count, so the passes' gradients add up to the micro-batch's."""
+
+    class PassTrainer(trl.GRPOTrainer):  # type: ignore[misc]
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: Any,
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            batch = inputs["completion_ids"].shape[0]
+            width = inputs["prompt_ids"].shape[1] + inputs["completion_ids"].shape[1]
+            passes = pass_rows([width] * batch, PASS_TOKENS)
+            done = None  # the earlier passes' losses (their backward is done)
+            for index, rows in enumerate(passes):
+                long = checkpoint_pass(len(rows), width, forced=forced_checkpointing)
+                _checkpointing(self.model, long)
+                part = inputs if len(passes) == 1 else _rows(inputs, rows, batch)
+                loss = super().compute_loss(model, part, return_outputs, num_items_in_batch)
+                if index == len(passes) - 1:
+                    return loss if done is None else loss + done
+                # the backward the trainer gives the returned loss, now: frees the activations
+                self.accelerator.backward(loss / self._ga_scale(num_items_in_batch))
+                done = loss.detach() if done is None else done + loss.detach()
+            return done
+
+        def _ga_scale(self, num_items_in_batch: Any) -> float:
+            """What ``Trainer.training_step`` divides a returned loss by."""
+            scaled = self.loss_is_scaled_for_ga
+            if scaled is None:
+                scaled = (
+                    self.model_accepts_loss_kwargs and num_items_in_batch is not None
+                ) or self.compute_loss_func is not None
+            return 1.0 if scaled else float(self.current_gradient_accumulation_steps)
+
+    return PassTrainer
+
+
+def _checkpointing(model: Any, on: bool) -> None:
+    """Turn gradient checkpointing of ``model`` (PEFT-wrapped) on or off for the next pass."""
+    if bool(getattr(model, "is_activation_checkpointing", False)) == on:
+        return
+    if on:
+        model.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        model.activation_checkpointing_disable()
 
 
 def _load_adapter(peft: Any, model: Any, folder: Path) -> Any:

@@ -40,6 +40,7 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, small_lm_head_tiles
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
@@ -52,9 +53,6 @@ __all__ = [
 
 #: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
 WARM_LABEL: Final = "warm"
-#: The most padded tokens one forward/backward pass of the warm start holds (examples × the
-#: longest): short examples share a pass, a long one passes alone.
-PASS_TOKENS: Final = 4096
 _PROGRESS_LINES: Final = 10
 #: What to do when the warm adapter cannot be saved (a new run leaves no directory).
 _SAVE_FAILED: Final = "nothing was kept; make room and run the same command again"
@@ -120,9 +118,11 @@ def _progress_callback(transformers: Any, echo: Echo, stop: Stop | None) -> Any:
 
 
 def _sft_config(
-    trl: Any, config: TrainConfig, out: Path, shape: tuple[int, int], use_cpu: bool
+    trl: Any, config: TrainConfig, out: Path, shape: tuple[int, int], longest: int, use_cpu: bool
 ) -> Any:
     per_pass, passes = shape
+    # a long pass recomputes its activations (a 3,000-token episode keeps 5.4 GB otherwise)
+    checkpointing = checkpoint_pass(per_pass, longest, forced=config.gradient_checkpointing)
     return trl.SFTConfig(
         output_dir=str(RunLayout(out.parent.parent).trainer / WARM_LABEL),
         use_cpu=use_cpu,
@@ -142,7 +142,8 @@ def _sft_config(
         dataset_kwargs={"skip_prepare_dataset": True},
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        activation_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=checkpointing,
+        activation_checkpointing_kwargs={"use_reentrant": False},
     )
 
 
@@ -164,7 +165,10 @@ def fine_tune(
     trl, _, datasets, transformers = quiet_trainer_libraries()
     started = time.monotonic()
     shape = batch_shape(examples, config.micro())
-    args = _sft_config(trl, config, out, shape, loaded.device == "cpu")
+    longest = max((len(e) for e in examples.examples), default=1)
+    if loaded.device == "cpu":
+        small_lm_head_tiles()
+    args = _sft_config(trl, config, out, shape, longest, loaded.device == "cpu")
     lora = lora_config(config.lora_r, config.lora_alpha)
     trainer = trl.SFTTrainer(
         model=loaded.model,

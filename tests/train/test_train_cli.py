@@ -26,6 +26,7 @@ AGENT = str(Path(__file__).parents[1] / "agents" / "train_agent.py")
     [
         (["--group-size", "1"], "--group-size must be 2..32"),
         (["--lora-r", "0"], "--lora-r must be 1..256"),
+        (["--eval-samples", "1"], "--eval-samples must be 2..32"),  # was refused after training
         (["--micro-batch", "3"], "--micro-batch must divide"),
         (["--eval", "missing.jsonl"], "--eval file missing.jsonl not found"),
     ],

@@ -52,7 +52,7 @@ from agent_kit.emulator.policies.base import completion_id_for as _completion_id
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
 from agent_kit.model.batch import DEFAULT_MAX_BATCH, BatchSampler, SampleJob
-from agent_kit.model.chat import Syntax, chat_format, render
+from agent_kit.model.chat import Syntax, chat_format, continuation, render
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.model.turns import TurnTokens
 
@@ -133,12 +133,9 @@ class HFPolicyBackend:
         if previous is not None and last >= 0:
             signature, ids = previous
             if _signature(messages[:last], tools) == signature:
-                head = self.render(messages[: last + 1], tools, gen=False)
-                full = self.render(messages, tools, gen=True)
-                ended = head.rstrip()
-                if full.startswith(head) and ended.endswith(self.chat.end_token):
+                tail = continuation(self.loaded.tokenizer, self.chat, messages, tools)
+                if tail is not None:
                     closing = [] if ids and ids[-1] == self._im_end else [self._im_end]
-                    tail = head[len(ended) :] + full[len(head) :]
                     return (*ids, *closing, *self._encode(tail))
         return tuple(self._encode(self.render(messages, tools, gen=True)))
 
