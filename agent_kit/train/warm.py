@@ -15,9 +15,10 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
    labels (-100 outside the replies) and the same PEFT LoRA adapter GRPO trains (rank, alpha,
    ``q/k/v/o_proj``); ``--warm-start-epochs`` epochs at ``--warm-start-lr``. About as many
    replies an optimiser step as a GRPO micro-batch has rollouts; short examples share a pass
-   (grouped by length, padded) up to :data:`~agent_kit.train.passes.PASS_TOKENS` padded tokens. It prints a progress
-   line (epoch, loss, time left) about ten times, and stops at the next step when ``stop()``
-   turns true (the first Ctrl-C): :class:`WarmStartStopped`, no adapter saved.
+   (grouped by length, padded) up to :data:`~agent_kit.train.passes.PASS_TOKENS` padded
+   tokens. It prints a progress line (epoch, loss, time left) about ten times, and stops at
+   the next step when ``stop()`` turns true (the first Ctrl-C): :class:`WarmStartStopped`, no
+   adapter saved.
 3. The adapter is saved as ``adapters/warm``, whole or not at all (a disk that fills is a
    ``RunStoreError``, exit 14: :func:`~agent_kit.train.checks.save_adapter`), the trainer's
    scratch folder ``trainer/warm`` removed and the model's LoRA layers removed again; GRPO
