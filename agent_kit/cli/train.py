@@ -70,7 +70,9 @@ def _fmt(figures: dict[str, Any]) -> str:
     pass_k = figures.get("eval/reward/pass_at_k")
     text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
     rate = figures.get("tool_call_rate")
-    return text + (f", tool-call rate {rate:.0%}" if rate is not None else "")
+    text += f", tool-call rate {rate:.0%}" if rate is not None else ""
+    failure = figures.get("failure")
+    return text + (f" ({failure})" if failure else "")
 
 
 #: The holdout rows, in order, and how the terminal names them.

@@ -12,23 +12,31 @@ per-prompt mean rewards / √prompts: samples of one prompt are not independent)
 from __future__ import annotations
 
 import math
+import re
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agent_kit.driver.hooks import JobHooks, Progress, ProgressHook
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import HFPolicyBackend
 from agent_kit.reporting.metrics import build_groups, eval_metrics, mean_and_se
+from agent_kit.reporting.words import first_line
 from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 
-__all__ = ["eval_figures", "progress_lines", "run_eval", "tool_call_rate"]
+__all__ = [
+    "eval_figures",
+    "holdout_failure",
+    "progress_lines",
+    "run_eval",
+    "tool_call_rate",
+]
 
 
 def tool_call_rate(records: Sequence[Rollout]) -> float | None:
@@ -44,9 +52,43 @@ def tool_call_rate(records: Sequence[Rollout]) -> float | None:
     return calls / len(turns)
 
 
-def eval_figures(run_dir: Path, k: int) -> dict[str, Any]:
+#: A failure reason that says the policy's answer was cut at ``--max-tokens``.
+_TOKEN_LIMIT = re.compile(r"MaxTokensReached|max_tokens|token limit", re.IGNORECASE)
+#: An exception's name within a failure reason (``policy: MaxTokensReachedException: …``).
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b")
+
+
+#: How a line names an evaluation (its label otherwise).
+_NAMES: Final = {"base": "base model", "warm": "warm start", "adapter": "trained adapter"}
+
+
+def holdout_failure(records: Sequence[Rollout], max_tokens: int | None) -> str | None:
+    """Why an evaluation failed as a whole, in one phrase, from its rollouts' most frequent
+    failure reason (the agent's own for a floor reward, the rollout's for a lost one); it names
+    ``--max-tokens`` when that reason is the token limit. None when some rollout got a real
+    reward (or there is none)."""
+    if not records or any(r.rewarded and not r.floor_reward for r in records):
+        return None
+    reasons = Counter(
+        first_line(r.agent_failure or r.reason or "no reason recorded").removeprefix("agent: ")
+        for r in records
+    )
+    (reason, count), *_ = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    named = _EXCEPTION.search(reason)
+    name = named.group(0) if named else reason
+    if _TOKEN_LIMIT.search(reason) and count * 2 > len(records):
+        which = "every" if count == len(records) else f"{count} of {len(records)}"
+        return (
+            f"{which} rollout ended at the token limit (--max-tokens {max_tokens}: {name} "
+            f"×{count}); raise --max-tokens"
+        )
+    return f"every rollout failed; most often: {reason} ×{count} of {len(records)}"
+
+
+def eval_figures(run_dir: Path, k: int, max_tokens: int | None = None) -> dict[str, Any]:
     """The figures of a finished evaluation run (see the module docstring), with the share of
-    its turns that called a tool (``tool_call_rate``)."""
+    its turns that called a tool (``tool_call_rate``) and, when its rollouts failed as a whole,
+    why (``failure``: :func:`holdout_failure`; ``max_tokens`` is the cap its policy had)."""
     store = RunStore.open(run_dir, readonly=True)
     try:
         job = store.list_jobs()[-1]
@@ -67,6 +109,9 @@ def eval_figures(run_dir: Path, k: int) -> dict[str, Any]:
         "tool_call_rate": tool_call_rate(records),
         "status": job.status,
     }
+    failure = holdout_failure(records, max_tokens)
+    if failure is not None:
+        figures["failure"] = failure
     figures.update(eval_metrics(groups, ks=sorted({1, k})))
     return figures
 
@@ -102,7 +147,7 @@ async def run_eval(
     target = out / label
     if target.is_dir():
         try:
-            figures = eval_figures(target, config.eval_samples)
+            figures = eval_figures(target, config.eval_samples, config.job.max_tokens)
         except Exception:  # noqa: BLE001 - an unreadable or unfinished one is played again
             figures = {}
         if figures.get("status") == "completed":
@@ -119,4 +164,7 @@ async def run_eval(
     run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
     hooks = JobHooks(progress=progress_lines(f"holdout {label}", echo)) if echo else None
     result: JobResult = await run_local(run, hooks, policy=backend)
-    return eval_figures(result.run_dir, config.eval_samples)
+    figures = eval_figures(result.run_dir, config.eval_samples, config.job.max_tokens)
+    if echo is not None and figures.get("failure"):
+        echo(f"{_NAMES.get(label, label)} holdout: {figures['failure']}")
+    return figures

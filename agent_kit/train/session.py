@@ -241,6 +241,8 @@ async def _train_locked(
         if config.eval is not None and result.status == "completed":
             echo("evaluating the trained adapter on the holdout")
             evals["adapter"] = await run_eval(config, backend, run_dir, "adapter", echo)
+        elif config.eval is not None:
+            echo(f"trained adapter holdout: not played (the training job ended {result.status})")
     finally:
         await asyncio.to_thread(session.close)
         await backend.aclose()

@@ -93,14 +93,16 @@ def _progress_callback(transformers: Any, echo: Echo, stop: Stop | None) -> Any:
             self.started = time.monotonic()
             self.loss: float | None = None
             self.stopped_at: int | None = None
+            self.shown = 0  # the last step a line was printed for (the end logs twice)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
             if logs and "loss" in logs:
                 self.loss = float(logs["loss"])
             total, step = int(state.max_steps or 0), int(state.global_step)
             every = max(1, total // _PROGRESS_LINES)
-            if not step or (step % every and step != total) or self.loss is None:
+            if step <= self.shown or (step % every and step != total) or self.loss is None:
                 return
+            self.shown = step
             spent = time.monotonic() - self.started
             left = spent / step * (total - step)
             echo(

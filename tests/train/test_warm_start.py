@@ -124,3 +124,23 @@ def test_the_preflight_stops_a_run_with_nothing_to_learn(
     run = RunLayout(tmp_path / "runs" / "t")
     assert not run.adapters.exists()
     assert not run.train_json.exists()
+
+
+def test_the_warm_start_prints_its_last_step_once(
+    warm_run: tuple[int, dict, Path], tmp_path: Path
+) -> None:
+    """The last progress line ("step N of N") is printed once, not again for the trainer's
+    closing log, and the count of progress lines stays about ten."""
+    _, doc, run = warm_run
+    loaded = load_model(parse_model_spec(doc["settings"]["model"]), "cpu")
+    config = TrainConfig(run=RunConfig(), warm_start=(run.parent / "expert",), warm_start_epochs=4)
+    lines: list[str] = []
+    adapter, figures = prepare_warm_start(config, loaded, tmp_path / "fresh", lines.append)
+    assert adapter is not None
+    assert (adapter / "adapter_config.json").is_file()
+    steps = figures["steps"]
+    progress = [x for x in lines if x.startswith("warm start: step ")]
+    assert [x for x in progress if x.startswith(f"warm start: step {steps} of {steps} ")] == [
+        progress[-1]
+    ]
+    assert len(progress) == len(set(progress))
