@@ -513,7 +513,11 @@ async def test_agent_signing_with_other_keys_is_refused_unless_lenient(tmp_path:
     keys of its own gets 403 on its first policy call (no turn recorded, nothing rewarded), and
     the same agent plays through with lenient_auth."""
     data = _dataset(tmp_path / "d.jsonl", [{"turns": 1}])
-    strict = JobConfig(name="strict", group_size=2, concurrency=2, max_retries=1, fail_fast=False)
+    # report_grace 1: a refused agent never reports, so the grace is only waited out (30 s by
+    # default); nothing that is asserted depends on it.
+    strict = JobConfig(
+        name="strict", group_size=2, concurrency=2, max_retries=1, fail_fast=False, report_grace=1
+    )
     agent = str(AGENTS / "stray_keys_agent.py")
     refused = await run_local(RunConfig(entrypoint=agent, dataset=data, job=strict, out=tmp_path))
     assert refused.succeeded == 0

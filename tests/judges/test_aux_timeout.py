@@ -1,7 +1,7 @@
 """A rollout that times out while its judge waits on a hung auxiliary model names that model.
 
 Real processes on loopback (``agent-kit run``): the agent's judge calls the emulator's auxiliary
-route, whose ``--aux-policy`` never answers (it awaits an event nothing sets). The rollout ends
+route, whose ``--aux-policy`` answers only long after the rollout timeout. The rollout ends
 at its ``--rollout-timeout``, and its reason names the waiting judge and the auxiliary policy,
 not only "no answer from the agent".
 """
@@ -26,6 +26,9 @@ pytestmark = pytest.mark.e2e
 
 CLI = shutil.which("agent-kit", path=str(Path(sys.executable).parent)) or "agent-kit"
 HERE = Path(__file__).resolve()
+#: The rollout timeout, and how long the hung judge holds its call (longer: it starts later).
+TIMEOUT_S = 8
+HUNG_S = TIMEOUT_S + 5
 
 ENTRYPOINT = """
 from agent_kit import Environment, Judge, Reward, RolloutApp
@@ -54,9 +57,11 @@ def answer(request: PolicyRequest) -> str:
 
 
 async def hung_judge(request: PolicyRequest) -> PolicyReply:
-    """An auxiliary model that never answers."""
-    await asyncio.Event().wait()
-    raise AssertionError("unreachable")
+    """An auxiliary model that answers :data:`HUNG_S` s after the judge's call, which starts
+    after the rollout does: still waiting when the rollout times out (5 s of margin), and not
+    holding the emulator's shutdown long after."""
+    await asyncio.sleep(HUNG_S)
+    raise AssertionError("answered too late to matter")
 
 
 def test_a_timeout_names_the_auxiliary_call_still_waiting(tmp_path: Path) -> None:
@@ -70,7 +75,7 @@ def test_a_timeout_names_the_auxiliary_call_still_waiting(tmp_path: Path) -> Non
         [
             CLI, "run", str(entry), "--dataset", str(data), "--group-size", "2",
             "--policy", f"scripted:{HERE}:answer", "--aux-policy", aux,
-            "--rollout-timeout", "20", "--max-retries", "0", "--workers", "1",
+            "--rollout-timeout", str(TIMEOUT_S), "--max-retries", "0", "--workers", "1",
             "--out", str(tmp_path / "runs"), "--name", "hung",
         ],
         capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env,
@@ -80,6 +85,6 @@ def test_a_timeout_names_the_auxiliary_call_still_waiting(tmp_path: Path) -> Non
         reasons = [t.reason or "" for t in store.list_trajectories(states=["TIMED_OUT"])]
     assert len(reasons) == 2, (reasons, proc.stderr[-3000:])
     for reason in reasons:
-        assert "no answer from the agent within 20 s" in reason
+        assert f"no answer from the agent within {TIMEOUT_S} s" in reason
         assert "its auxiliary call (judge 'verdict') was still waiting" in reason
         assert f"--aux-policy {aux}" in reason
