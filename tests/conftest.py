@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -291,3 +292,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from hf_tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture
+def handled_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM with Python's own handlers for the test, whatever the parent left
+    (a shell's background job inherits SIGINT ignored), the parent's given back afterwards."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,18 +12,6 @@ import pytest
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.stop import GracefulStop
 from agent_kit.errors import Aborted, UsageError
-
-
-@pytest.fixture
-def handled_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM with Python's own handlers for the test, whatever the parent left
-    (a shell's background job inherits SIGINT ignored), the parent's given back afterwards."""
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    yield
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
 
 
 @pytest.mark.usefixtures("handled_signals")

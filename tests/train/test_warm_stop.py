@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,6 @@ def _dataset(path: Path, rows: int) -> Path:
         encoding="utf-8",
     )
     return path
-
-
-@pytest.fixture
-def handled_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM with Python's own handlers for the test, whatever the parent left
-    (a shell's background job inherits SIGINT ignored), the parent's given back afterwards."""
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    yield
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)
 
 
 def test_a_holdout_on_the_floor_says_the_token_limit_capped_it(
