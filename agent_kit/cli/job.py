@@ -106,6 +106,14 @@ HyperOpt = Annotated[
     list[str] | None,
     typer.Option("--hyperparameters", "-H", help="key=value (repeatable)."),
 ]
+# The options both job-submitting commands share.
+JobNameOpt = Annotated[str | None, typer.Option("--name", help="Job name.")]
+JobRegionOpt = Annotated[
+    str | None,
+    typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
+]
+PlanOpt = Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
 @job_app.command("submit")
@@ -127,13 +135,10 @@ def job_submit(
         typer.Option("--model-package-group", help="Output model package group ARN."),
     ] = None,
     qualifier: Annotated[str, typer.Option("--qualifier", help="Runtime endpoint.")] = "DEFAULT",
-    name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
-    region: Annotated[
-        str | None,
-        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
-    ] = None,
-    plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    name: JobNameOpt = None,
+    region: JobRegionOpt = None,
+    plan: PlanOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Submit a multi-turn RL training job (CreateJob, category AgentRFT)."""
     spec = jobs.JobSpec(
@@ -169,13 +174,10 @@ def job_eval(
     max_runtime: Annotated[
         int, typer.Option("--max-runtime", help="StoppingCondition seconds.")
     ] = 86400,
-    name: Annotated[str | None, typer.Option("--name", help="Job name.")] = None,
-    region: Annotated[
-        str | None,
-        typer.Option("--region", help="AWS region of the job (default: the runtime ARN's)."),
-    ] = None,
-    plan: Annotated[bool, typer.Option("--plan", help="Print the requests; send nothing.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    name: JobNameOpt = None,
+    region: JobRegionOpt = None,
+    plan: PlanOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Submit an evaluation job (CreateJob, category AgentRFTEvaluation)."""
     spec = jobs.JobSpec(
@@ -205,7 +207,7 @@ def job_status_cmd(
     pricing: Annotated[
         Path | None, typer.Option("--pricing", help="Pricing file for the cost estimate.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Show a job's status, progress, billable tokens and an estimated cost (DescribeJob)."""
     from botocore.exceptions import BotoCoreError, ClientError
