@@ -3,8 +3,9 @@
 :class:`AgentTurns` plays the turns of one attempt of :func:`agent_kit.episode_loop.play_episode`:
 hooks record every policy call and tool call on the :class:`~agent_kit.episode.Episode` and
 enforce the finish and the limits, tool calls written as text are recovered and executed, and an
-environment's simulated user answers when the agent ends its turn. :func:`describe_exception`,
-:func:`user_failure` and :func:`where_of` turn what raised into the failure's reason.
+environment's simulated user answers when the agent ends its turn.
+:func:`~agent_kit.errors.describe_exception`, :func:`user_failure` and :func:`where_of` turn
+what raised into the failure's reason.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from strands.hooks import (
 
 from agent_kit.environment import Environment, TextToolCall
 from agent_kit.episode import Episode, Failure, FailureBoundary, ToolCallRecord, TurnRecord
-from agent_kit.errors import AgentKitError
+from agent_kit.errors import describe_exception
 
-__all__ = ["AgentTurns", "describe_exception", "user_failure", "where_of"]
+__all__ = ["AgentTurns", "user_failure", "where_of"]
 
 
 class _Recorder(HookProvider):
@@ -165,18 +166,6 @@ def user_failure(boundary: FailureBoundary, reason: str, exc: BaseException) -> 
     """A failure raised by the user's code, its reason ending with where it was raised."""
     where = where_of(exc)
     return Failure(boundary, reason if where is None else f"{reason} (at {where})", where)
-
-
-def describe_exception(exc: BaseException) -> str:
-    """A readable reason; an AgentKitError wrapped by Strands (EventLoopException) is unwrapped."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, AgentKitError):
-            return current.message
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return f"{type(exc).__name__}: {str(exc) or repr(exc)}"
 
 
 async def _call_recovered(env: Environment, call: TextToolCall) -> tuple[str, str]:

@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from agent_kit.agent_turns import AgentTurns, describe_exception, user_failure
+from agent_kit.agent_turns import AgentTurns, user_failure
 from agent_kit.auxiliary import current_target, target_for, using_target
 from agent_kit.contract import RolloutPayload
 from agent_kit.environment import Environment
 from agent_kit.episode import Episode, Failure
-from agent_kit.errors import ContractError, JudgeError, RewardError
+from agent_kit.errors import ContractError, JudgeError, RewardError, describe_exception
 from agent_kit.reward import Reward
 
 __all__ = [

@@ -90,6 +90,7 @@ __all__ = [
     "UsageError",
     "ValidationError",
     "WarmStartStopped",
+    "describe_exception",
     "error_for_type",
 ]
 
@@ -334,3 +335,18 @@ class WarmStartStopped(AgentKitError):
 
     exit_code = 130
     signum: signal.Signals | None = None
+
+
+def describe_exception(exc: BaseException, *, limit: int | None = None) -> str:
+    """A one-line reason: the message of the innermost agent_kit error in ``exc``'s chain (an
+    error wrapped by Strands' EventLoopException is unwrapped), else ``Type: text`` of ``exc``
+    itself, cut to ``limit`` characters when given."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, AgentKitError):
+            return current.message
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    text = f"{type(exc).__name__}: {str(exc) or repr(exc)}"
+    return text if limit is None else text[:limit]

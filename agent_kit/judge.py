@@ -39,7 +39,7 @@ from typing import Any, Final
 
 from agent_kit.auxiliary import aux_model
 from agent_kit.episode import Episode
-from agent_kit.errors import JudgeError
+from agent_kit.errors import JudgeError, describe_exception
 from agent_kit.reward import Component, RewardKind
 
 __all__ = ["DEFAULT_MAX_CALLS", "Judge", "render_conversation", "untrusted"]
@@ -164,7 +164,7 @@ class Judge:
                 f"(pip install 'agent_kit[judges]'): {exc}"
             ) from None
         except Exception as exc:  # noqa: BLE001 - any failure of the judge is the judge's
-            raise JudgeError(f"{self.name}: {_reason(exc)}") from None
+            raise JudgeError(f"{self.name}: {describe_exception(exc, limit=500)}") from None
         return self._component(outputs)
 
     async def _ask(self, evaluator: Any, data: Any) -> list[Any]:
@@ -207,21 +207,6 @@ class Judge:
             reason=str(reason)[:1000] if reason else None,
             judged=True,
         )
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line reason: the innermost agent_kit error's message, else the exception's."""
-    from agent_kit.errors import AgentKitError
-
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, AgentKitError):
-            return current.message
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    text = str(exc) or repr(exc)
-    return f"{type(exc).__name__}: {text}"[:500]
 
 
 def _strict_output() -> type[Any]:

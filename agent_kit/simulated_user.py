@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Final
 
 from agent_kit.auxiliary import aux_model
 from agent_kit.environment import Environment
-from agent_kit.errors import SimulatedUserError
+from agent_kit.errors import SimulatedUserError, describe_exception
 
 __all__ = ["SimulatedUser"]
 
@@ -109,7 +109,9 @@ class SimulatedUser(Environment):
         try:
             answer = await self._actor.act(agent_text, ActorResponse, self.user_call_limit)
         except Exception as exc:  # noqa: BLE001 - reported as the environment's failure
-            raise SimulatedUserError(f"simulated user: {_describe(exc)}") from None
+            raise SimulatedUserError(
+                f"simulated user: {describe_exception(exc, limit=500)}"
+            ) from None
         self.user_turns += 1
         if getattr(answer, "stop", False):
             self.goal_met = True
@@ -151,17 +153,3 @@ class _Actor:
         if answer is None:
             raise SimulatedUserError("the simulator gave no structured answer")
         return answer
-
-
-def _describe(exc: BaseException) -> str:
-    """One line: the innermost agent_kit error's message, else the exception's."""
-    from agent_kit.errors import AgentKitError
-
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, AgentKitError):
-            return current.message
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return f"{type(exc).__name__}: {str(exc) or repr(exc)}"[:500]
