@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -36,6 +37,9 @@ MINIMAL_AGENT = (AGENTS / "minimal_agent.py").read_text(encoding="utf-8")
 SAY_AGENT = AGENTS / "say_agent.py"
 #: The ``--policy`` spec that plays ``SAY_AGENT`` (say 3, then "done").
 SAY_POLICY = f"scripted:{AGENTS / 'say_policy.py'}:policy"
+#: The tool agent of the training tests (it must call ``submit``) and its expert policy.
+SUBMIT_AGENT = str(AGENTS / "submit_agent.py")
+SUBMIT_EXPERT = f"scripted:{AGENTS / 'submit_expert.py'}:expert"
 _SAY_RAISE = '        raise ValueError("the reward function broke on purpose")'
 #: Where ``SAY_AGENT``'s reward raises, as a failure line names it (file, line, function).
 SAY_RAISES_AT = (
@@ -124,3 +128,12 @@ def wait_gone(pids: list[int], what: str, timeout: float = 30) -> None:
     while any(pid_alive(pid) for pid in pids):
         assert time.monotonic() < deadline, f"{what}: {pids}"
         time.sleep(0.05)  # polling process liveness, with a deadline
+
+
+def id_dataset(path: Path, rows: int) -> Path:
+    """A dataset of ``rows`` prompts ``{"id": i}`` (the submit agent's tasks) at ``path``."""
+    path.write_text(
+        "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(rows)),
+        encoding="utf-8",
+    )
+    return path

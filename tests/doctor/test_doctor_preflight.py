@@ -10,12 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import SUBMIT_AGENT, SUBMIT_EXPERT, id_dataset
 
 from agent_kit.cli import main
 
-AGENTS = Path(__file__).parents[1] / "agents"
-AGENT = str(AGENTS / "submit_agent.py")
-EXPERT = f"scripted:{AGENTS / 'submit_expert.py'}:expert"
+AGENT, EXPERT = SUBMIT_AGENT, SUBMIT_EXPERT
 pytestmark = pytest.mark.e2e
 
 
@@ -24,11 +23,7 @@ def test_a_policy_whose_probe_groups_are_all_equal_is_an_error_finding(
 ) -> None:
     """The expert scores 1 in every probe rollout: the preflight finding is an error, exit 13,
     that says the task is solved at this size (not that a warm start is needed)."""
-    data = tmp_path / "data.jsonl"
-    data.write_text(
-        "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(2)),
-        encoding="utf-8",
-    )
+    data = id_dataset(tmp_path / "data.jsonl", 2)
     runs = tmp_path / "runs"
     argv = ["run", AGENT, "--dataset", str(data), "--out", str(runs), "--name", "r"]
     assert main([*argv, "--group-size", "2", "--workers", "1", "--policy", EXPERT, "--json"]) == 0

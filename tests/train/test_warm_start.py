@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import SUBMIT_AGENT, SUBMIT_EXPERT, id_dataset
 from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
 from agent_kit.cli import main
@@ -21,18 +22,8 @@ from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.warm import prepare_warm_start
 
-AGENTS = Path(__file__).parents[1] / "agents"
-AGENT = str(AGENTS / "submit_agent.py")
-EXPERT = f"scripted:{AGENTS / 'submit_expert.py'}:expert"
+AGENT, EXPERT = SUBMIT_AGENT, SUBMIT_EXPERT
 pytestmark = pytest.mark.e2e
-
-
-def _dataset(path: Path, rows: int) -> Path:
-    path.write_text(
-        "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(rows)),
-        encoding="utf-8",
-    )
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +31,8 @@ def warm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict, Path]
     """An expert recorded with `agent-kit run`, then `agent-kit train --warm-start` on it."""
     folder = tmp_path_factory.mktemp("warm")
     model = build_tool_model(folder / "model", HERMES_TOOLS_TEMPLATE)
-    data = _dataset(folder / "data.jsonl", 2)
-    holdout = _dataset(folder / "holdout.jsonl", 2)
+    data = id_dataset(folder / "data.jsonl", 2)
+    holdout = id_dataset(folder / "holdout.jsonl", 2)
     runs = folder / "runs"
     common = ["--dataset", str(data), "--out", str(runs), "--group-size", "2", "--workers", "1"]
     assert main(["run", AGENT, *common, "--policy", EXPERT, "--name", "expert", "--json"]) == 0
@@ -107,7 +98,7 @@ def test_the_preflight_stops_a_run_with_nothing_to_learn(
     tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every probe group equal (the base never calls the tool): one line, exit 2, no step."""
-    data = _dataset(tmp_path / "data.jsonl", 2)
+    data = id_dataset(tmp_path / "data.jsonl", 2)
     argv = [
         "train", AGENT, "--dataset", str(data), "--out", str(tmp_path / "runs"), "--name", "t",
         "--model", str(tiny_model), "--steps", "1", "--group-size", "2", "--batch-size", "2",

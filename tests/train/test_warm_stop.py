@@ -13,23 +13,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import SUBMIT_AGENT, SUBMIT_EXPERT, id_dataset
 from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
 from agent_kit.cli import main
 from agent_kit.errors import RewardError
 
-AGENTS = Path(__file__).parents[1] / "agents"
-AGENT = str(AGENTS / "submit_agent.py")
-EXPERT = f"scripted:{AGENTS / 'submit_expert.py'}:expert"
+AGENT, EXPERT = SUBMIT_AGENT, SUBMIT_EXPERT
 pytestmark = pytest.mark.e2e
-
-
-def _dataset(path: Path, rows: int) -> Path:
-    path.write_text(
-        "".join(json.dumps({"prompt": json.dumps({"id": i})}) + "\n" for i in range(rows)),
-        encoding="utf-8",
-    )
-    return path
 
 
 def test_a_holdout_on_the_floor_says_the_token_limit_capped_it(
@@ -38,8 +29,8 @@ def test_a_holdout_on_the_floor_says_the_token_limit_capped_it(
     """With --max-tokens 2 every holdout rollout is cut (MaxTokensReachedException): a line
     names the cap and the remedy, train.json's row carries it, and the missing trained row is
     explained."""
-    data = _dataset(tmp_path / "data.jsonl", 2)
-    holdout = _dataset(tmp_path / "holdout.jsonl", 2)
+    data = id_dataset(tmp_path / "data.jsonl", 2)
+    holdout = id_dataset(tmp_path / "holdout.jsonl", 2)
     runs = tmp_path / "runs"
     argv = [
         "train", AGENT, "--dataset", str(data), "--out", str(runs), "--name", "t",
@@ -84,7 +75,7 @@ def test_the_first_ctrl_c_stops_the_warm_start_at_the_next_step(
     adapter saved, the new run's directory gone, no thread left running, SIGINT's handler
     given back."""
     model = build_tool_model(tmp_path / "model", HERMES_TOOLS_TEMPLATE)
-    data = _dataset(tmp_path / "data.jsonl", 2)
+    data = id_dataset(tmp_path / "data.jsonl", 2)
     runs = tmp_path / "runs"
     common = ["--dataset", str(data), "--out", str(runs), "--group-size", "2", "--workers", "1"]
     assert main(["run", AGENT, *common, "--policy", EXPERT, "--name", "expert", "--json"]) == 0
