@@ -55,6 +55,7 @@ Nothing here imports anything outside the standard library.
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import ClassVar
 
 __all__ = [
@@ -331,10 +332,11 @@ class Aborted(AgentKitError):
 class WarmStartStopped(AgentKitError):
     """A stop signal ended ``agent-kit train``'s warm start before its last step; no adapter was
     saved. ``signum`` is the signal, where the caller knows it (``train`` exits 130 for SIGINT,
-    143 for SIGTERM)."""
+    143 for SIGTERM); ``run_dir`` the run directory, kept for ``train --resume``."""
 
     exit_code = 130
     signum: signal.Signals | None = None
+    run_dir: Path | None = None
 
 
 def describe_exception(exc: BaseException, *, limit: int | None = None) -> str:

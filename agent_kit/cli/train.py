@@ -5,7 +5,9 @@ The options parse into one :class:`~agent_kit.train.TrainConfig`;
 through TRL). One line per trained step goes to stderr; the end shows the holdout before and
 after, the last adapter and the ``--policy`` spec that plays it. ``--json`` prints train.json
 as the last line of stdout. Ctrl-C as for ``run``: the first stops after the rollouts in flight
-(exit 130; ``--resume RUN_DIR`` continues from the last adapter), a second aborts.
+(exit 130; ``--resume RUN_DIR`` continues from the last adapter), a second aborts. In the warm
+start, the first stops it at its next step (exit 130): the line names the ``--resume`` command,
+which starts the run over in its directory.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.job import JobResult
 from agent_kit.errors import RewardError, UsageError, WarmStartStopped
+from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 from agent_kit.train import TrainConfig, TrainResult, play_train
 from agent_kit.train.config import TRAIN_JOB
@@ -225,6 +228,17 @@ def _check_rollouts(result: JobResult) -> None:
         raise RewardError(result.failure or "the job's rollouts failed")
 
 
+def _warm_resume_hint(exc: WarmStartStopped) -> str:
+    """What to do after a stopped warm start: the command that continues the run (kept), whose
+    warm start starts over."""
+    command = (
+        RunLayout(exc.run_dir).resume_command()
+        if exc.run_dir is not None
+        else "agent-kit train --resume RUN_DIR"
+    )
+    return f"continue with {command} (the warm start starts over)"
+
+
 def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
     """Train, print the outcome and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
@@ -237,11 +251,7 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
                 echo=lambda line: err.print(line, markup=False),
             )
     except WarmStartStopped as exc:
-        err.print(
-            f"interrupted: {exc}; nothing was trained (a new run leaves no directory): run "
-            "the same command again",
-            markup=False,
-        )
+        err.print(f"interrupted: {exc}; {_warm_resume_hint(exc)}", markup=False)
         exit_interrupted(exc.signum, err)
     _print(result, result.document["settings"]["model"], console, as_json=as_json)
     if mlflow is not None:

@@ -15,7 +15,8 @@ how it holds and keeps its run directory.
   loads and before anything else is written: a new run refuses a directory that holds a run, a
   resume checks the store (and the caller the last adapter: :func:`check_adapter`). A refusal
   leaves the directory as it was; :func:`drop_unstarted` removes a new run's directory when the
-  run ends before its job was recorded.
+  run fails before its job was recorded (a stopped one is kept: its ``--resume`` starts it over
+  in place, :func:`holds_job` telling the two apart).
 - :func:`save_adapter` saves an adapter whole or not at all (a folder beside it, renamed into
   place); one that cannot be written (disk full, file size limit) is a ``RunStoreError``: the run
   stops resumably, as it does when its store cannot be written.
@@ -49,6 +50,7 @@ __all__ = [
     "check_warm_start",
     "claim",
     "drop_unstarted",
+    "holds_job",
     "read_recorded",
     "recorded_config",
     "save_adapter",
@@ -236,14 +238,19 @@ def _same_file_contents(a: Path, b: Path) -> bool:
         return False
 
 
+def holds_job(run_dir: Path) -> bool:
+    """Whether ``run_dir``'s store records a job (a run stopped before it recorded its job, in
+    its warm start for one, holds none)."""
+    if not RunLayout(run_dir).store.is_file():
+        return False
+    with RunStore.open(run_dir, readonly=True) as store:
+        return bool(store.list_jobs())
+
+
 def _refuse_taken(run_dir: Path) -> None:
     """UsageError when ``run_dir`` holds a run (a store with a job); a directory a run left
     before it recorded its job is taken over."""
-    if not RunLayout(run_dir).store.is_file():
-        return
-    with RunStore.open(run_dir, readonly=True) as store:
-        taken = bool(store.list_jobs())
-    if taken:
+    if holds_job(run_dir):
         raise UsageError(f"run directory {run_dir} already holds a run; use --resume or --name")
 
 
@@ -276,8 +283,9 @@ def claim(run_dir: Path, *, resume: bool) -> tuple[RunLock, bool]:
 
 
 def drop_unstarted(run_dir: Path) -> None:
-    """Remove a new run's directory when its job was never recorded (the run failed or was
-    stopped before it started playing): a new run that did not start leaves nothing."""
+    """Remove a new run's directory when its job was never recorded (the run failed before it
+    started playing): a new run that did not start leaves nothing. The caller keeps the
+    directory of a run a signal stopped there (its ``--resume`` starts it over in place)."""
     if not RunLayout(run_dir).store.exists():
         shutil.rmtree(run_dir, ignore_errors=True)
 

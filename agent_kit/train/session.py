@@ -21,7 +21,10 @@ SIGINT/SIGTERM (as ``agent-kit run``):
    (:mod:`~agent_kit.train.outputs`) sum it up.
 
 ``resume`` continues a run directory: the job driver plays the slots left, and the trainer
-starts from the last saved adapter (steps already trained are not trained again).
+starts from the last saved adapter (steps already trained are not trained again). A run stopped
+before its job was recorded (a signal in its warm start) records its settings all the same and
+keeps its directory: its ``resume`` starts it over in place, warm start included (its finished
+``adapters/warm`` reused), as a new run with the recorded settings.
 
 Nothing is written and the model is not loaded until the settings, the dataset,
 the holdout and the run directory are checked (:mod:`~agent_kit.train.checks`); the run
@@ -59,6 +62,7 @@ from agent_kit.train.checks import (
     check_inputs,
     claim,
     drop_unstarted,
+    holds_job,
     recorded_config,
 )
 from agent_kit.train.config import TrainConfig
@@ -91,14 +95,19 @@ class TrainResult:
         return self.job.run_dir
 
 
-def _settle(config: TrainConfig) -> tuple[TrainConfig, Path]:
-    """The settings to train with and the run directory (a resume reads its recorded ones)."""
+def _settle(config: TrainConfig, echo: Echo) -> tuple[TrainConfig, Path]:
+    """The settings to train with and the run directory (a resume reads its recorded ones; a
+    run stopped before its job was recorded starts over in its directory, as a new run)."""
     resume = config.run.resume
     if resume is not None:
         settled = recorded_config(
             resume, device=config.device, resume=resume, workers=config.run.workers
         )
-        return settled, resume
+        if holds_job(resume):
+            return settled, resume
+        echo(f"{resume} was stopped before its training job started: it starts over in place")
+        run = replace(settled.run, resume=None, out=resume.parent)
+        return replace(settled, run=run).with_job(name=resume.name), resume
     config = config.check()
     name = config.job.name or default_job_name(config.run.entrypoint or "agent")
     return config.with_job(name=name), config.run.out / name
@@ -179,11 +188,16 @@ async def train(
     holdout and run directory (the store and the last adapter of a resume) are checked before
     anything is written and before the model loads; the run directory's lock is taken first and
     held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
-    config, run_dir = _settle(config)
+    config, run_dir = _settle(config, echo)
     data = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
         return await _train_locked(config, run_dir, len(data), lock, stop, echo)
+    except WarmStartStopped as exc:  # resumable: its directory and settings are kept
+        exc.run_dir = run_dir
+        raise
+    except asyncio.CancelledError:  # a second signal: kept, resumable as well
+        raise
     except BaseException:
         if created:
             drop_unstarted(run_dir)
@@ -203,6 +217,9 @@ async def _train_locked(
     """The training run, its inputs checked and its run directory locked (``lock``)."""
     job = config.job
     spec = parse_model_spec(config.model)
+    if config.run.resume is None:  # first: a run stopped from here on is resumable
+        text = json.dumps(config.to_dict(), indent=2)
+        RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
     resumed = last_adapter(run_dir) if config.run.resume is not None else None
     if resumed is not None:
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
@@ -219,9 +236,6 @@ async def _train_locked(
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
     backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
-    if config.run.resume is None:  # its directory exists: claim() made it
-        text = json.dumps(config.to_dict(), indent=2)
-        RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
     evals: dict[str, Any] = {}
     try:
         if config.run.resume is None:
@@ -322,8 +336,7 @@ def play_train(
     """:func:`train` in a new event loop under a graceful stop (the first signal stops the run
     after the rollouts in flight, a second aborts); returns the signal in the result. A signal
     during the warm start stops it at its next step: :class:`WarmStartStopped`, with the
-    signal (a new run recorded nothing yet: its directory is removed once the warm start
-    ended)."""
+    signal and the run directory (kept, with the run's settings: ``resume`` starts it over)."""
 
     async def job(stopped: asyncio.Event) -> TrainResult:
         return await train(config, stopped, echo)

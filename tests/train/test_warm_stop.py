@@ -1,12 +1,13 @@
 """``agent-kit train`` says why a holdout row sits on the floor, and its warm start stops on the
-first Ctrl-C. Real runs of tiny random models (tests/hf_tiny.py) through the real commands,
-agent processes and emulator; the signal goes through the command's own handler."""
+first Ctrl-C, resumably. Real runs of tiny random models (tests/hf_tiny.py) through the real
+commands, agent processes and emulator; the signal goes through the command's own handler."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from hf_tiny import HERMES_TOOLS_TEMPLATE, build_tool_model
 
 from agent_kit.cli import main
 from agent_kit.errors import RewardError
+from agent_kit.store.layout import RunLayout
 
 AGENT, EXPERT = SUBMIT_AGENT, SUBMIT_EXPERT
 pytestmark = pytest.mark.e2e
@@ -67,13 +69,14 @@ class _SignalOnProgress(io.StringIO):
 
 
 @pytest.mark.usefixtures("handled_signals")
-def test_the_first_ctrl_c_stops_the_warm_start_at_the_next_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_first_ctrl_c_stops_the_warm_start_and_resume_trains_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """SIGINT during the warm start (at its first progress line) stops it at the next step:
-    exit 130, one "interrupted: …" line (the root command adds its bare "interrupted"), no
-    adapter saved, the new run's directory gone, no thread left running, SIGINT's handler
-    given back."""
+    exit 130, one "interrupted: …" line naming the --resume command and one bare "interrupted"
+    (the root command's), no adapter saved, the run's directory kept with its settings and no
+    job, no thread left running, SIGINT's handler given back. That --resume then starts the run
+    over in place (its lock free): the warm start whole, the preflight, the GRPO step."""
     model = build_tool_model(tmp_path / "model", HERMES_TOOLS_TEMPLATE)
     data = id_dataset(tmp_path / "data.jsonl", 2)
     runs = tmp_path / "runs"
@@ -86,8 +89,9 @@ def test_the_first_ctrl_c_stops_the_warm_start_at_the_next_step(
     code = main(
         [
             "train", AGENT, *common, "--name", "warm", "--model", str(model),
-            "--warm-start", str(runs / "expert"), "--warm-start-epochs", "200",
-            "--steps", "1", "--batch-size", "2", "--max-tokens", "24", "--device", "cpu",
+            "--warm-start", str(runs / "expert"), "--warm-start-epochs", "5",
+            "--steps", "1", "--batch-size", "1", "--max-tokens", "24", "--device", "cpu",
+            "--force",
         ]
     )  # fmt: skip
     monkeypatch.undo()
@@ -97,10 +101,31 @@ def test_the_first_ctrl_c_stops_the_warm_start_at_the_next_step(
     [line] = [x for x in err.splitlines() if x.startswith("interrupted:")]
     assert line.startswith("interrupted: the warm start was stopped after step ")
     assert "no adapter was saved" in line
+    stopped, total = map(int, re.findall(r"after step (\d+) of (\d+)", line)[0])
+    assert stopped < total
+    run = RunLayout(runs / "warm")
+    assert line.endswith(f"; continue with {run.resume_command()} (the warm start starts over)")
+    assert err.splitlines().count("interrupted") == 1, err
     stopping = [x for x in err.splitlines() if x.startswith("warm start: stopping after step")]
     assert len(stopping) == 1
-    assert not (runs / "warm").exists()
-    assert sorted(p.name for p in runs.iterdir()) == ["expert"]
+    assert sorted(p.name for p in runs.iterdir()) == ["expert", "warm"]
+    assert run.train_config.is_file()
+    assert not run.warm_adapter.exists()
+    assert not run.store.exists()  # no job recorded: nothing for --resume to skip
     # the warm start's worker is gone (libraries' daemon threads do not hold the process)
     assert not [t for t in threading.enumerate() if t not in threads and not t.daemon]
     assert signal.getsignal(signal.SIGINT) == before
+
+    capsys.readouterr()
+    resumed = main(["train", "--resume", str(run.root), "--device", "cpu", "--workers", "1"])
+    err = capsys.readouterr().err
+    # the tiny random model's rollouts reach --max-tokens 24: the step is trained, with no reward
+    assert resumed == RewardError.exit_code, err
+    assert f"{run.root} was stopped before its training job started: it starts over" in err
+    assert "step 0 (of 0-0): reward " in err
+    assert (run.adapters / "step-0000" / "adapter_config.json").is_file()
+    assert (run.warm_adapter / "adapter_config.json").is_file()
+    document = json.loads(run.train_json.read_text(encoding="utf-8"))
+    assert document["warm_start"]["steps"] == total  # whole, from its first step
+    assert document["warm_start"]["examples"] == 4
+    assert document["settings"]["warm_start_epochs"] == 5
