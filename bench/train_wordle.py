@@ -6,7 +6,7 @@ One run, through the CLI exactly as a user would type it:
    ``--expert-rows`` train words, ``--expert-samples`` episodes each at
    ``--expert-temperature`` (the warm start's episodes; defaults: 32 words × 2, greedy, so that
    every game opens with the same word; the two samples of a word are the same game, so each
-   episode is seen 4 times in the default 2 epochs);
+   game is seen twice in the default epoch);
 2. ``agent-kit train … --warm-start <that run> --eval <holdout>`` fine-tunes SmolLM2-135M's LoRA
    adapter on the Solver's rewarded episodes, trains ``--steps`` GRPO steps on the train split,
    and plays the first ``--holdout-rows`` holdout words ``--eval-samples`` times with the base
@@ -155,15 +155,15 @@ def main() -> int:
         help="the Solver's temperature: 0 opens every game with the same word (at 1, 122 of 128 "
         "episodes opened with a different word: nothing for a small model to learn at turn 1)",
     )
-    parser.add_argument("--holdout-rows", type=int, default=32)
+    parser.add_argument("--holdout-rows", type=int, default=16)
     parser.add_argument("--eval-samples", type=int, default=2)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--warm-start-epochs", type=int, default=2)
+    parser.add_argument("--warm-start-epochs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="keep the runs here")
     parser.add_argument(
         "--from-out",

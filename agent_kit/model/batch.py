@@ -6,7 +6,12 @@ joins the running batch at the next token: the newcomers' prompts are prefilled 
 left-padded onto the running batch's, and every step decodes one token for every row. A row
 leaves the batch when it samples an end-of-turn token, reaches its token cap or is stopped (its
 caller went away); the leading cache columns no row needs any more are cut off. Up to
-``max_rows`` turns are sampled together; the others wait their turn in arrival order.
+``max_rows`` turns are sampled together, and no more than the key/value cache budget holds
+(``cache_tokens``: rows × the widest row's prompt and token cap, :data:`DEFAULT_CACHE_MB` of
+cache by default; a turn alone always runs); the others wait their turn in arrival order.
+SmolLM2-135M's cache takes 45 kB a token in float32: 32 Wordle turns of 850 tokens would hold
+1.2 GB, the default budget holds 13 of them (on 2 cores the forward pass is compute-bound well
+before that, so the bound costs little speed).
 
 Exactness: padding is masked out and every row keeps its own positions, so a row's logits are
 those of its sequence alone up to float rounding (≈ 1e-6), and its recorded log-probabilities
@@ -31,10 +36,20 @@ from typing import Any, Final
 from agent_kit.errors import PolicyError
 from agent_kit.model.loading import LoadedModel
 
-__all__ = ["DEFAULT_MAX_BATCH", "PREFILL_TOKENS", "BatchSampler", "Pick", "SampleJob"]
+__all__ = [
+    "DEFAULT_CACHE_MB",
+    "DEFAULT_MAX_BATCH",
+    "PREFILL_TOKENS",
+    "BatchSampler",
+    "Pick",
+    "SampleJob",
+    "cache_bytes_per_token",
+]
 
 #: How many turns sample together by default (``AGENT_KIT_HF_BATCH``).
 DEFAULT_MAX_BATCH: Final = 32
+#: The key/value cache the running batch may hold by default, in MiB (``AGENT_KIT_HF_CACHE_MB``).
+DEFAULT_CACHE_MB: Final = 512
 #: The most padded prompt tokens one prefill pass holds (bounds its attention memory); a prompt
 #: longer than this is prefilled alone.
 PREFILL_TOKENS: Final = 4096
@@ -78,11 +93,18 @@ class BatchSampler:
     """Samples the submitted turns in one continuous batch (see the module docstring).
 
     ``pick`` draws one token from a row's logits (the same function one-at-a-time sampling
-    uses); ``stop_ids`` end a turn (kept in its ids); ``max_rows`` caps the batch.
+    uses); ``stop_ids`` end a turn (kept in its ids); ``max_rows`` caps the batch, and
+    ``cache_mb`` its key/value cache (rows × the widest row's prompt and token cap).
     """
 
     def __init__(
-        self, loaded: LoadedModel, *, pick: Pick, stop_ids: Iterable[int], max_rows: int
+        self,
+        loaded: LoadedModel,
+        *,
+        pick: Pick,
+        stop_ids: Iterable[int],
+        max_rows: int,
+        cache_mb: int = DEFAULT_CACHE_MB,
     ) -> None:
         import torch  # present: the model was loaded
         import transformers
@@ -93,6 +115,8 @@ class BatchSampler:
         self._pick = pick
         self._stop_ids = frozenset(stop_ids)
         self.max_rows = max_rows if _plain_cache(transformers, loaded.model) else 1
+        #: The most cache tokens (rows × the widest row) the running batch may come to hold.
+        self.cache_tokens = max(1, cache_mb * 2**20 // cache_bytes_per_token(loaded.model))
         tokenizer = loaded.tokenizer
         self._pad = int(tokenizer.pad_token_id or tokenizer.eos_token_id or 0)
         self._pending: deque[SampleJob] = deque()
@@ -106,6 +130,8 @@ class BatchSampler:
         self._was_training = False
         #: The most turns that were ever sampled together (a figure for benchmarks and tests).
         self.peak_rows = 0
+        #: The most cache tokens (rows × cache width) the running batch ever held (likewise).
+        self.peak_cache_tokens = 0
 
     def submit(self, job: SampleJob) -> Future[Sampled]:
         """Queue a turn; its future resolves when the turn ends (or fails with the error)."""
@@ -150,18 +176,24 @@ class BatchSampler:
                 self._fail([*(r.job for r in self._rows), *newcomers], exc)
 
     def _take(self) -> list[SampleJob]:
-        """The waiting turns that join now: room in the batch and in one prefill pass."""
+        """The waiting turns that join now: room in the batch, in its cache budget (each row
+        counted at the widest row's prompt and token cap) and in one prefill pass."""
         jobs: list[SampleJob] = []
         longest = 0
+        widest = max((r.length + r.job.max_new_tokens - len(r.ids) for r in self._rows), default=0)
         while self._pending and len(self._rows) + len(jobs) < self.max_rows:
             head = self._pending[0]
             wider = max(longest, len(head.prompt))
             if jobs and wider * (len(jobs) + 1) > PREFILL_TOKENS:
                 break
+            width = max(widest, len(head.prompt) + head.max_new_tokens)
+            rows = len(self._rows) + len(jobs) + 1
+            if rows > 1 and rows * width > self.cache_tokens:
+                break
             self._pending.popleft()
             if head.future.set_running_or_notify_cancel():
                 jobs.append(head)
-                longest = wider
+                longest, widest = wider, width
         return jobs
 
     def _fail(self, jobs: Sequence[SampleJob], exc: BaseException) -> None:
@@ -255,6 +287,7 @@ class BatchSampler:
         )
         logits = self._forward(ids, mask, positions, self._cache)
         self._mask = mask
+        self.peak_cache_tokens = max(self.peak_cache_tokens, mask.shape[0] * mask.shape[1])
         for row in rows:
             row.length += 1
         going = self._draw(rows, logits)
@@ -290,6 +323,23 @@ class BatchSampler:
             else:
                 going.append(i)
         return going
+
+
+def cache_bytes_per_token(model: Any) -> int:
+    """The key/value cache one token of one row takes in ``model`` (keys and values of every
+    layer, in the model's dtype); a model whose config does not say counts as 64 kB."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    try:
+        layers = int(text.num_hidden_layers)
+        heads = int(getattr(text, "num_key_value_heads", None) or text.num_attention_heads)
+        head_dim = int(
+            getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        )
+        size = int(next(model.parameters()).element_size())
+    except (AttributeError, TypeError, ValueError, StopIteration, ZeroDivisionError):
+        return 64 * 1024
+    return max(1, 2 * layers * heads * head_dim * size)
 
 
 def _plain_cache(transformers: Any, model: Any) -> bool:

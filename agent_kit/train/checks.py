@@ -6,7 +6,8 @@ how it holds and keeps its run directory.
   :class:`~agent_kit.errors.RunStoreError` naming it (exit 14), never a traceback.
 - :func:`check_inputs` loads the dataset and the holdout (``--eval``), so a file that cannot be
   read is refused (UsageError) before anything is written; it checks the ``hf`` policy's
-  settings from the environment (``AGENT_KIT_HF_BATCH``) and the warm start's inputs
+  settings from the environment (``AGENT_KIT_HF_BATCH``, ``AGENT_KIT_HF_CACHE_MB``) and the
+  warm start's inputs
   (:func:`check_warm_start`: each ``--warm-start`` a run directory whose store holds a job, a
   finite ``--warm-start-min-reward``) before the model loads (40–60 s), and hands on a line
   when a warm-start run was recorded with another entrypoint than the one trained.
@@ -154,7 +155,7 @@ def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None)
 
 #: The ``hf`` policy's settings the environment gives (read when its backend is built, after
 #: the model loaded): checked first.
-_HF_SETTINGS: Final = ("AGENT_KIT_HF_BATCH",)
+_HF_SETTINGS: Final = ("AGENT_KIT_HF_BATCH", "AGENT_KIT_HF_CACHE_MB")
 
 
 def _check_environment() -> None:

@@ -270,6 +270,9 @@ def _pass_trainer(trl: Any, forced_checkpointing: bool) -> Any:
                 part = inputs if len(passes) == 1 else _rows(inputs, rows, batch)
                 loss = super().compute_loss(model, part, return_outputs, num_items_in_batch)
                 if index == len(passes) - 1:
+                    # off again once its forward ran (its backward recomputes all the same):
+                    # TRL's next scoring pass would turn it off through a deprecated call
+                    _checkpointing(self.model, False)
                     return loss if done is None else loss + done
                 # the backward the trainer gives the returned loss, now: frees the activations
                 self.accelerator.backward(loss / self._ga_scale(num_items_in_batch))

@@ -16,7 +16,7 @@ from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import UsageError
-from agent_kit.model.batch import BatchSampler, SampleJob
+from agent_kit.model.batch import BatchSampler, SampleJob, cache_bytes_per_token
 from agent_kit.model.turns import TurnTokens
 
 MAX_NEW = 16
@@ -88,6 +88,46 @@ def test_turns_started_together_sample_what_each_samples_alone(backend: HFPolicy
         sampler.close()
     assert sampler.peak_rows == 8
     assert len({len(job.future.result()[0]) for job in jobs}) > 1  # rows ended apart
+
+
+def test_the_cache_budget_bounds_the_rows_sampled_together(backend: HFPolicyBackend) -> None:
+    """With a key/value cache budget of about three rows (each counted at the widest prompt
+    plus its token cap), eight turns never hold more cache than that and never sample all
+    together, still as if alone; the budget is counted from the model's own config (layers × 2
+    × key/value heads × head size × dtype size)."""
+    config = backend.loaded.model.config
+    per_token = cache_bytes_per_token(backend.loaded.model)
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    assert per_token == 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
+    prompts = _prompts(backend, 8)[::-1]  # the widest first: every row counts at its width
+    widest = len(prompts[0]) + MAX_NEW
+    sampler = BatchSampler(
+        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
+    )
+    sampler.cache_tokens = 3 * widest + widest // 2
+    jobs = _jobs(prompts)
+    try:
+        sampler.submit_together(jobs)
+        _check_as_alone(backend, jobs)
+    finally:
+        sampler.close()
+    assert 1 < sampler.peak_rows < 8
+    assert 0 < sampler.peak_cache_tokens <= sampler.cache_tokens
+
+
+def test_a_turn_wider_than_the_budget_samples_alone(backend: HFPolicyBackend) -> None:
+    """A budget smaller than one turn does not starve it: each turn samples, one at a time."""
+    sampler = BatchSampler(
+        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32, cache_mb=1
+    )
+    sampler.cache_tokens = 1
+    jobs = _jobs(_prompts(backend, 3))
+    try:
+        sampler.submit_together(jobs)
+        _check_as_alone(backend, jobs)
+    finally:
+        sampler.close()
+    assert sampler.peak_rows == 1
 
 
 def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
@@ -225,11 +265,29 @@ def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
         assert one.logprobs == pytest.approx(two.logprobs, abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["AGENT_KIT_HF_BATCH", "AGENT_KIT_HF_CACHE_MB"])
 @pytest.mark.parametrize("value", ["0", "many"])
 def test_a_bad_batch_setting_is_a_usage_error(
-    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, value: str
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, value: str, name: str
 ) -> None:
-    """AGENT_KIT_HF_BATCH that is not a positive integer is refused with one clear message."""
-    monkeypatch.setenv("AGENT_KIT_HF_BATCH", value)
-    with pytest.raises(UsageError, match="AGENT_KIT_HF_BATCH"):
+    """AGENT_KIT_HF_BATCH or AGENT_KIT_HF_CACHE_MB that is not a positive integer is refused
+    with one clear message."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError, match=name):
         load_policy(f"hf:{tiny_model}")
+
+
+def test_the_cache_setting_sets_the_budget(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENT_KIT_HF_CACHE_MB sets the batch's cache budget in MiB (the default is 512)."""
+    default = load_policy(f"hf:{tiny_model}")
+    monkeypatch.setenv("AGENT_KIT_HF_CACHE_MB", "2")
+    small = load_policy(f"hf:{tiny_model}")
+    assert isinstance(default, HFPolicyBackend)
+    assert isinstance(small, HFPolicyBackend)
+    per_token = cache_bytes_per_token(small.loaded.model)
+    assert small._batcher.cache_tokens == 2 * 2**20 // per_token
+    assert default._batcher.cache_tokens == 512 * 2**20 // per_token
+    asyncio.run(default.aclose())
+    asyncio.run(small.aclose())

@@ -21,7 +21,7 @@ def test_passes_follow_the_length() -> None:
 
 
 def test_checkpointing_where_a_pass_is_long() -> None:
-    assert not checkpoint_pass(4, 150)  # a one-turn task keeps its activations
+    assert not checkpoint_pass(4, 120)  # a one-turn task keeps its activations
     assert checkpoint_pass(1, 3000)  # a Wordle rollout recomputes them
     assert checkpoint_pass(1, 10, forced=True)
     assert checkpoint_pass(2, CHECKPOINT_FROM // 2 + 1)

@@ -30,6 +30,7 @@ out); :meth:`HFPolicyBackend.sample` is the one-sequence reference it is tested 
 
 Settings (environment): ``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256),
 ``AGENT_KIT_HF_BATCH`` (most turns sampled together, default 32; 1 samples one at a time),
+``AGENT_KIT_HF_CACHE_MB`` (most key/value cache those turns hold together, in MiB, default 512),
 ``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops
 at the next token.
 """
@@ -51,7 +52,7 @@ from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_compl
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError, ValidationError
-from agent_kit.model.batch import DEFAULT_MAX_BATCH, BatchSampler, SampleJob
+from agent_kit.model.batch import DEFAULT_CACHE_MB, DEFAULT_MAX_BATCH, BatchSampler, SampleJob
 from agent_kit.model.chat import Syntax, chat_format, continuation, render
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.model.turns import TurnTokens
@@ -108,7 +109,11 @@ class HFPolicyBackend:
         eos = {tokenizer.eos_token_id, self._im_end}
         self._stop_ids = frozenset(i for i in eos if isinstance(i, int) and i >= 0)
         self._batcher = BatchSampler(
-            loaded, pick=self._pick, stop_ids=self._stop_ids, max_rows=max_batch or _max_batch()
+            loaded,
+            pick=self._pick,
+            stop_ids=self._stop_ids,
+            max_rows=max_batch or _max_batch(),
+            cache_mb=_cache_mb(),
         )
 
     # -- prompts
@@ -294,6 +299,11 @@ def _max_tokens() -> int:
 def _max_batch() -> int:
     """``AGENT_KIT_HF_BATCH``: the most turns sampled together (default 32)."""
     return _positive_setting("AGENT_KIT_HF_BATCH", DEFAULT_MAX_BATCH)
+
+
+def _cache_mb() -> int:
+    """``AGENT_KIT_HF_CACHE_MB``: the most key/value cache the batch holds (default 512 MiB)."""
+    return _positive_setting("AGENT_KIT_HF_CACHE_MB", DEFAULT_CACHE_MB)
 
 
 def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> HFPolicyBackend:
