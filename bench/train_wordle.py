@@ -14,7 +14,8 @@ One run, through the CLI exactly as a user would type it:
 
 It prints, per model: mean reward ± standard error over prompts, solve rate (reward ≥ 1, the
 success threshold), valid-guess rate (``guess_word`` calls whose word is in the game's word
-list), tool-call rate (turns that called a tool); then seconds per GRPO step, the whole run's
+list), tool-call rate (turns that called a tool), rollouts the agent ended early (a limit such
+as its wall-clock budget: scored as they stood); then seconds per GRPO step, the whole run's
 minutes and the trainer's peak RSS. ``--record`` writes the ``train_wordle`` row into
 bench/results.md (bench/results.py). Aim: warm > base and trained > warm, each by more than two
 standard errors, within 60 minutes on 2 cores, peak RSS under 4 GB. Not a test.
@@ -84,6 +85,7 @@ def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | No
         job = store.list_jobs()[-1]
         records = load_rollouts(store, job.arn, with_turns=True)
     rewards = [r.reward for r in records if r.reward is not None]
+    cut = sum(1 for r in records if r.rewarded and r.agent_failure)
     guesses = valid = 0
     for record in records:
         for turn in record.turn_rows:
@@ -102,6 +104,7 @@ def game_figures(run_dir: Path, allowed: frozenset[str]) -> dict[str, float | No
         "solve_rate": sum(r >= 1.0 for r in rewards) / len(records) if records else None,
         "valid_guess_rate": valid / guesses if guesses else None,
         "tool_call_rate": tool_call_rate(records),
+        "cut": float(cut),
     }
 
 
@@ -138,6 +141,7 @@ def _play(args: argparse.Namespace, out: Path) -> None:
           "--steps", str(args.steps), "--group-size", str(args.group_size),
           "--batch-size", str(args.batch_size), "--max-tokens", str(args.max_tokens),
           "--temperature", str(args.temperature), "--learning-rate", str(args.learning_rate),
+          "--concurrency", str(args.concurrency),
           "--lora-r", "16", "--device", "cpu", "--workers", "1", "--out", str(out),
           "--name", "wordle", "--force"])  # fmt: skip
 
@@ -161,6 +165,13 @@ def main() -> int:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="rollouts in flight (at 32, a holdout's rollouts shared 2 cores so thinly that 24 of "
+        "32 hit the agent's 420 s wall-clock budget and were scored cut short)",
+    )
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--warm-start-epochs", type=int, default=1)
@@ -198,7 +209,8 @@ def main() -> int:
                 f"{name:>10}: reward {_fmt(figures.get('mean'))} ± {_fmt(figures.get('se'))}, "
                 f"solved {_fmt(figures.get('solve_rate'), '.0%')}, "
                 f"valid guesses {_fmt(figures.get('valid_guess_rate'), '.0%')}, "
-                f"tool calls {_fmt(figures.get('tool_call_rate'), '.0%')}"
+                f"tool calls {_fmt(figures.get('tool_call_rate'), '.0%')}, "
+                f"ended early by the agent {_fmt(figures.get('cut'), '.0f')}"
             )
     wall = time.monotonic() - started
     load = f"load {load_before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
@@ -219,7 +231,7 @@ def main() -> int:
                 f"{label} {_fmt(f.get('mean'))} ± {_fmt(f.get('se'))} "
                 f"(solved {_fmt(f.get('solve_rate'), '.0%')}, valid "
                 f"{_fmt(f.get('valid_guess_rate'), '.0%')}, tools "
-                f"{_fmt(f.get('tool_call_rate'), '.0%')})"
+                f"{_fmt(f.get('tool_call_rate'), '.0%')}, cut {_fmt(f.get('cut'), '.0f')})"
             )
 
         record(
@@ -232,7 +244,8 @@ def main() -> int:
                         f"{args.expert_temperature:g}, warm start "
                         f"{args.warm_start_epochs} epochs, {args.steps} GRPO steps of "
                         f"{args.batch_size}×{args.group_size}, holdout {args.holdout_rows}×"
-                        f"{args.eval_samples} (`bench/train_wordle.py`)"
+                        f"{args.eval_samples}, concurrency {args.concurrency} "
+                        "(`bench/train_wordle.py`)"
                     ),
                     "agent_kit": f"{cell('warm')}; {cell('adapter')}",
                     "reference, same run": cell("base"),

@@ -74,8 +74,8 @@ def _fmt(figures: dict[str, Any]) -> str:
     text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
     rate = figures.get("tool_call_rate")
     text += f", tool-call rate {rate:.0%}" if rate is not None else ""
-    failure = figures.get("failure")
-    return text + (f" ({failure})" if failure else "")
+    notes = [str(figures[key]) for key in ("failure", "cut") if figures.get(key)]
+    return text + "".join(f" ({note})" for note in notes)
 
 
 #: The holdout rows, in order, and how the terminal names them.

@@ -3,7 +3,9 @@
 :class:`RequestGate` counts the requests in flight and, once closed, turns new ones away (the
 job driver closes it as the job ends). :class:`Guard`, the app's outermost middleware, passes
 every request through the gate and turns a bug of ours (any exception no handler took) into
-one logged traceback and a 500 in the route's shape, never a crashed connection.
+one logged traceback and a 500 in the route's shape, never a crashed connection; a request the
+job ended under (its close stopped waiting for it, its store and policy closed since) gets the
+gate's "job has ended" answer instead, with no traceback.
 """
 
 from __future__ import annotations
@@ -108,7 +110,18 @@ class Guard:
                     "The emulator cannot record the request: its run store cannot be written"
                 )
                 await self.shapes.respond(scope["path"], err)(scope, receive, send)
-        except Exception:
+        except Exception as exc:
+            if self.gate is not None and not self.gate.open:
+                # the job ended under a request its close stopped waiting for (a rollout its
+                # agent gave up on, still queued at the policy): the run's store and policy are
+                # closed by now; that is the job's end, not a bug
+                logger.debug("request ended with the job: %s: %r", scope["path"], exc)
+                if not started:
+                    err: Exception = ValidationError(
+                        "The job has ended: the emulator accepts no more requests"
+                    )
+                    await self.shapes.respond(scope["path"], err)(scope, receive, send)
+                return
             logger.exception("emulator error on %s", self.shapes.shown(scope["path"]))
             if not started:
                 err = InternalServiceError("Internal error in the emulator")

@@ -29,9 +29,11 @@ from agent_kit.reporting.words import first_line
 from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.passes import release_free_memory
 
 __all__ = [
     "eval_figures",
+    "holdout_cuts",
     "holdout_failure",
     "progress_lines",
     "run_eval",
@@ -85,10 +87,32 @@ def holdout_failure(records: Sequence[Rollout], max_tokens: int | None) -> str |
     return f"every rollout failed; most often: {reason} ×{count} of {len(records)}"
 
 
+def holdout_cuts(records: Sequence[Rollout]) -> str | None:
+    """How many of an evaluation's rewarded rollouts the agent ended early (a limit, an error
+    it scored anyway), with the most frequent reason, in one phrase; for the wall-clock budget
+    it names the remedy (the rollouts in flight share the machine). None when none was."""
+    reasons = Counter(
+        first_line(r.agent_failure).removeprefix("agent: ")
+        for r in records
+        if r.rewarded and not r.floor_reward and r.agent_failure
+    )
+    if not reasons:
+        return None
+    (reason, count), *_ = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    text = f"{sum(reasons.values())} of {len(records)} rollouts ended early; most often: {reason}"
+    text += f" ×{count}"
+    if "wall-clock budget" in reason:
+        text += " (the rollouts in flight share the machine: lower --concurrency"
+        text += " or raise --rollout-timeout)"
+    return text
+
+
 def eval_figures(run_dir: Path, k: int, max_tokens: int | None = None) -> dict[str, Any]:
     """The figures of a finished evaluation run (see the module docstring), with the share of
     its turns that called a tool (``tool_call_rate``) and, when its rollouts failed as a whole,
-    why (``failure``: :func:`holdout_failure`; ``max_tokens`` is the cap its policy had)."""
+    why (``failure``: :func:`holdout_failure`; ``max_tokens`` is the cap its policy had), and
+    when some of its rewarded rollouts were ended early, how many and why (``cut``:
+    :func:`holdout_cuts`)."""
     store = RunStore.open(run_dir, readonly=True)
     try:
         job = store.list_jobs()[-1]
@@ -112,6 +136,9 @@ def eval_figures(run_dir: Path, k: int, max_tokens: int | None = None) -> dict[s
     failure = holdout_failure(records, max_tokens)
     if failure is not None:
         figures["failure"] = failure
+    cut = holdout_cuts(records)
+    if cut is not None:
+        figures["cut"] = cut
     figures.update(eval_metrics(groups, ks=sorted({1, k})))
     return figures
 
@@ -164,6 +191,7 @@ async def run_eval(
     run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
     hooks = JobHooks(progress=progress_lines(f"holdout {label}", echo)) if echo else None
     result: JobResult = await run_local(run, hooks, policy=backend)
+    release_free_memory()  # the sampler's caches, before the next phase
     figures = eval_figures(result.run_dir, config.eval_samples, config.job.max_tokens)
     if echo is not None and figures.get("failure"):
         echo(f"{_NAMES.get(label, label)} holdout: {figures['failure']}")

@@ -32,7 +32,14 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, pass_rows, small_lm_head_tiles
+from agent_kit.train.passes import (
+    CHECKPOINT_KWARGS,
+    PASS_TOKENS,
+    checkpoint_pass,
+    pass_rows,
+    release_free_memory,
+    small_lm_head_tiles,
+)
 from agent_kit.train.samples import StepBatch
 
 __all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "quiet_trainer_libraries"]
@@ -207,6 +214,7 @@ class GRPOSession:
         }
         folder = adapter_dir(self.run_dir, self._step)
         save_adapter(self.trainer.model, folder, self.run_dir)  # RunStoreError: not written
+        release_free_memory()  # the step's activations, before the next step samples
         self._updates.put(StepUpdate(self._step, metrics, folder))
         self._step += 1
 
@@ -296,7 +304,7 @@ def _checkpointing(model: Any, on: bool) -> None:
     if bool(getattr(model, "is_activation_checkpointing", False)) == on:
         return
     if on:
-        model.activation_checkpointing_enable({"use_reentrant": False})
+        model.activation_checkpointing_enable(dict(CHECKPOINT_KWARGS))
     else:
         model.activation_checkpointing_disable()
 

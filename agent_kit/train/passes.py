@@ -21,13 +21,14 @@ float32 (one 3,000-token Wordle rollout: 5.4 GB). Two bounds follow:
   checkpointing, **3.9 GB** with checkpointing and the small tiles (2.2 GB of it is the model
   as loaded).
 
-And one bound of the process: the training runs in several threads (the model loads and the
-warm start trains in worker threads, the ``hf`` sampler in its own), and glibc gives each
-thread that allocates its own heap (arena): what the warm start freed stayed resident in its
-arena while the sampler and the GRPO step grew theirs. :func:`one_malloc_arena` makes them
-share one, so a phase reuses what the last one freed. Measured on a reduced Wordle run (warm
-start on 4 episodes, holdouts, one GRPO step): 4.8 GB peak RSS with an arena a thread, 3.2 GB
-with one, no slower.
+And the process's heap: the training runs in several threads (the model loads and the warm
+start trains in worker threads, the ``hf`` sampler samples in its own, TRL steps in another),
+and glibc gives each thread that allocates its own heap (arena): what the warm start freed
+stayed resident in its arena while the sampler and the GRPO step grew theirs. And a heap keeps
+the pages a phase freed: the sampler's caches and a step's activations, interleaved, left the
+resting size of a Wordle run at 4 GB after a few steps. :func:`bound_malloc` makes the threads
+share one arena; :func:`release_free_memory` hands the free pages back to the system between
+phases (after the warm start, a holdout, a step). Measured in ``bench/train_memory.py``.
 """
 
 from __future__ import annotations
@@ -36,15 +37,18 @@ import ctypes
 import os
 import sys
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "CHECKPOINT_FROM",
+    "CHECKPOINT_KWARGS",
     "LM_HEAD_TILE",
+    "MALLOC_SETTING",
     "PASS_TOKENS",
+    "bound_malloc",
     "checkpoint_pass",
-    "one_malloc_arena",
     "pass_rows",
+    "release_free_memory",
     "small_lm_head_tiles",
 ]
 
@@ -52,6 +56,12 @@ __all__ = [
 PASS_TOKENS: Final = 4096
 #: A pass of more padded tokens than this recomputes its activations (gradient checkpointing).
 CHECKPOINT_FROM: Final = 512
+#: How a checkpointed pass recomputes (``torch.utils.checkpoint``'s ``use_reentrant``): the
+#: reentrant form keeps far less. Measured on SmolLM2-135M with LoRA r 16, one 2,000-token
+#: sequence forward and backward: 0.35 GB above the loaded model reentrant, 1.3 GB not (4,000
+#: tokens not reentrant: 2.2–2.9 GB, what pushed a Wordle GRPO step past 5 GB); the LoRA
+#: gradients are the same (tests/train/test_passes.py).
+CHECKPOINT_KWARGS: Final = {"use_reentrant": True}
 #: The fused LM head's tile on a CPU: (tokens, vocabulary entries), 16 MB in float32.
 LM_HEAD_TILE: Final = (512, 8192)
 
@@ -101,16 +111,36 @@ def small_lm_head_tiles() -> bool:
 
 #: glibc's ``mallopt`` parameter for the most heaps (arenas) the threads may have.
 _M_ARENA_MAX: Final = -8
+#: ``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults (a bench's reference).
+MALLOC_SETTING: Final = "AGENT_KIT_MALLOC"
 
 
-def one_malloc_arena() -> bool:
-    """Make the threads that allocate from now on share the C heap's one arena (glibc on Linux;
-    False, nothing changed, elsewhere or where ``MALLOC_ARENA_MAX`` is set: the user's own
-    choice stands). Call it before the threads that load and train the model start."""
-    if not sys.platform.startswith("linux") or os.environ.get("MALLOC_ARENA_MAX"):
-        return False
+def _glibc() -> Any:
+    """The process's C library where it is glibc on Linux and the user left it alone, else
+    None."""
+    if not sys.platform.startswith("linux") or os.environ.get(MALLOC_SETTING) == "glibc":
+        return None
     try:
-        mallopt = ctypes.CDLL(None).mallopt
+        libc = ctypes.CDLL(None)
+        libc.mallopt, libc.malloc_trim  # noqa: B018 - both or neither
     except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def bound_malloc() -> bool:
+    """Make the threads that allocate from now on share the C heap's one arena (glibc on Linux;
+    False, nothing changed, elsewhere, where ``MALLOC_ARENA_MAX`` is set — the user's own
+    choice stands — or ``AGENT_KIT_MALLOC=glibc``). Call it before the threads that load and
+    train the model start."""
+    libc = _glibc()
+    if libc is None or os.environ.get("MALLOC_ARENA_MAX"):
         return False
-    return bool(mallopt(_M_ARENA_MAX, 1))
+    return bool(libc.mallopt(_M_ARENA_MAX, 1))
+
+
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``): the resting size
+    of the process falls to what it holds. False where nothing was released or can be."""
+    libc = _glibc()
+    return libc is not None and bool(libc.malloc_trim(0))

@@ -69,7 +69,7 @@ from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import eval_figures, run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
 from agent_kit.train.outputs import write_train_outputs
-from agent_kit.train.passes import one_malloc_arena
+from agent_kit.train.passes import bound_malloc, release_free_memory
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.samples import no_gradient_note, step_batch
 from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
@@ -218,7 +218,7 @@ async def _train_locked(
     """The training run, its inputs checked and its run directory locked (``lock``)."""
     job = config.job
     spec = parse_model_spec(config.model)
-    one_malloc_arena()  # before the threads that load, sample and train (passes.py)
+    bound_malloc()  # before the threads that load, sample and train (passes.py)
     if config.run.resume is None:  # first: a run stopped from here on is resumable
         text = json.dumps(config.to_dict(), indent=2)
         RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
@@ -228,6 +228,7 @@ async def _train_locked(
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
     warm, extra = await _warm_start(config, loaded, run_dir, echo, stop)
+    release_free_memory()
     session = GRPOSession(
         config,
         loaded,

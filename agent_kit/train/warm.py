@@ -41,7 +41,12 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, small_lm_head_tiles
+from agent_kit.train.passes import (
+    CHECKPOINT_KWARGS,
+    PASS_TOKENS,
+    checkpoint_pass,
+    small_lm_head_tiles,
+)
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
@@ -145,7 +150,7 @@ def _sft_config(
         remove_unused_columns=False,
         dataloader_num_workers=0,
         activation_checkpointing=checkpointing,
-        activation_checkpointing_kwargs={"use_reentrant": False},
+        activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
     )
 
 

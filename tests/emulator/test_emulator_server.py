@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -363,6 +365,40 @@ async def test_gate_close_gives_up_after_its_timeout(emulator: Emulator) -> None
     assert not gate.enter()
     gate.leave()
     assert gate.inflight == 0
+
+
+async def test_a_request_the_job_ended_under_is_answered_without_a_traceback(
+    emulator: Emulator,
+    emulator_policy: CannedPolicy,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn still waiting on the policy when the gate's close gave up on it, and failing
+    because the run closed its policy and its store meanwhile (as a rollout whose agent hit its
+    wall-clock budget does), gets the "job has ended" answer and logs no traceback."""
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    def store_closed(*args: Any, **kwargs: Any) -> None:
+        raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+
+    async def closed_under(request: Any) -> Any:
+        entered.set()
+        await release.wait()
+        monkeypatch.setattr(emulator.store, "record_turn", store_closed)
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    emulator_policy.complete = closed_under  # type: ignore[method-assign]
+    gate = RequestGate()
+    async for h in _harness(emulator, gate=gate):
+        in_flight = asyncio.create_task(h.chat(h.open()))
+        await entered.wait()
+        assert await gate.close(timeout_s=0.01) == 1
+        with caplog.at_level(logging.DEBUG, logger="agent_kit.emulator"):
+            release.set()
+            late = await in_flight
+        assert_error(late, 400, "ValidationException", "job has ended")
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert any("request ended with the job" in r.getMessage() for r in caplog.records)
 
 
 async def test_turn_cap(emulator: Emulator) -> None:

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import platform
+import sys
 from pathlib import Path
 
 import pytest
 
-from agent_kit.train.passes import CHECKPOINT_FROM, PASS_TOKENS, checkpoint_pass, pass_rows
+from agent_kit.train.passes import (
+    CHECKPOINT_FROM,
+    MALLOC_SETTING,
+    PASS_TOKENS,
+    bound_malloc,
+    checkpoint_pass,
+    pass_rows,
+    release_free_memory,
+)
 
 
 def test_passes_follow_the_length() -> None:
@@ -87,3 +97,22 @@ def test_a_micro_batch_split_into_passes_gives_the_same_gradient(
     for a, b in zip(whole, split, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
     session.close()
+
+
+def test_the_heap_bounds_apply_on_glibc_and_step_aside_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On Linux with glibc the threads share one arena and free pages are handed back (the
+    calls report success); ``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults, and a
+    user's own ``MALLOC_ARENA_MAX`` stands."""
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv(MALLOC_SETTING, raising=False)
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert bound_malloc() is glibc
+    release_free_memory()  # True only when pages were free to hand back
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert bound_malloc() is False
+    monkeypatch.setenv(MALLOC_SETTING, "glibc")
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert bound_malloc() is False
+    assert release_free_memory() is False
