@@ -117,10 +117,10 @@ class Guard:
                 # closed by now; that is the job's end, not a bug
                 logger.debug("request ended with the job: %s: %r", scope["path"], exc)
                 if not started:
-                    err: Exception = ValidationError(
+                    ended = ValidationError(
                         "The job has ended: the emulator accepts no more requests"
                     )
-                    await self.shapes.respond(scope["path"], err)(scope, receive, send)
+                    await self.shapes.respond(scope["path"], ended)(scope, receive, send)
                 return
             logger.exception("emulator error on %s", self.shapes.shown(scope["path"]))
             if not started:
