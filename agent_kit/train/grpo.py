@@ -153,6 +153,7 @@ class GRPOSession:
             disable_tqdm=True,
             bf16=False,
             activation_checkpointing=False,  # per pass: see _pass_trainer
+            activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
             loss_type="dapo",  # a token sum over the step: exact when a micro-batch is split
             remove_unused_columns=False,
             dataloader_num_workers=0,
@@ -300,12 +301,13 @@ def _pass_trainer(trl: Any, forced_checkpointing: bool) -> Any:
 
 
 def _checkpointing(model: Any, on: bool) -> None:
-    """Turn gradient checkpointing of ``model`` (PEFT-wrapped) on or off for the next pass."""
-    if bool(getattr(model, "is_activation_checkpointing", False)) == on:
-        return
+    """Turn gradient checkpointing of ``model`` (PEFT-wrapped) on or off for the next pass.
+    On is always set anew with :data:`CHECKPOINT_KWARGS`: a model may come with checkpointing
+    already on in another form (the warm start's trainer leaves it on; TRL turns it back on
+    with its own, non-reentrant, arguments around its scoring), which kept 3 GB more a step."""
     if on:
         model.activation_checkpointing_enable(dict(CHECKPOINT_KWARGS))
-    else:
+    elif bool(getattr(model, "is_activation_checkpointing", False)):
         model.activation_checkpointing_disable()
 
 
