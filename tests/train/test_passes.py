@@ -10,6 +10,7 @@ import pytest
 
 from agent_kit.train.passes import (
     CHECKPOINT_FROM,
+    CHECKPOINT_KWARGS,
     MALLOC_SETTING,
     PASS_TOKENS,
     bound_malloc,
@@ -116,3 +117,34 @@ def test_the_heap_bounds_apply_on_glibc_and_step_aside_when_asked(
     monkeypatch.delenv("MALLOC_ARENA_MAX")
     assert bound_malloc() is False
     assert release_free_memory() is False
+
+
+def test_a_long_pass_recomputes_reentrantly_even_when_checkpointing_was_left_on(
+    tiny_model: Path,
+) -> None:
+    """A model whose checkpointing was left on in the non-reentrant form (a warm start's
+    trainer, TRL's re-enable around its scoring) is switched to the reentrant form for a long
+    pass, and off again after."""
+    import peft
+
+    from agent_kit.model.loading import load_model, parse_model_spec
+    from agent_kit.model.lora import lora_config
+    from agent_kit.train import grpo
+
+    loaded = load_model(parse_model_spec(str(tiny_model)), "cpu")
+    model = peft.get_peft_model(loaded.model, lora_config(4))
+    model.activation_checkpointing_enable({"use_reentrant": False})
+
+    def forms() -> set[object]:
+        return {
+            m._gradient_checkpointing_func.keywords.get("use_reentrant")
+            for m in model.modules()
+            if getattr(m, "gradient_checkpointing", False)
+            and hasattr(getattr(m, "_gradient_checkpointing_func", None), "keywords")
+        }
+
+    assert forms() == {False}
+    grpo._checkpointing(model, True)
+    assert forms() == {CHECKPOINT_KWARGS["use_reentrant"]} == {True}
+    grpo._checkpointing(model, False)
+    assert not model.is_activation_checkpointing
