@@ -64,6 +64,11 @@ _EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b")
 _NAMES: Final = {"base": "base model", "warm": "warm start", "adapter": "trained adapter"}
 
 
+def _most_frequent(reasons: Counter[str]) -> tuple[str, int]:
+    """The most frequent reason and its count (ties: the first in sorted order)."""
+    return min(reasons.items(), key=lambda item: (-item[1], item[0]))
+
+
 def holdout_failure(records: Sequence[Rollout], max_tokens: int | None) -> str | None:
     """Why an evaluation failed as a whole, in one phrase, from its rollouts' most frequent
     failure reason (the agent's own for a floor reward, the rollout's for a lost one); it names
@@ -75,7 +80,7 @@ def holdout_failure(records: Sequence[Rollout], max_tokens: int | None) -> str |
         first_line(r.agent_failure or r.reason or "no reason recorded").removeprefix("agent: ")
         for r in records
     )
-    (reason, count), *_ = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    reason, count = _most_frequent(reasons)
     named = _EXCEPTION.search(reason)
     name = named.group(0) if named else reason
     if _TOKEN_LIMIT.search(reason) and count * 2 > len(records):
@@ -98,7 +103,7 @@ def holdout_cuts(records: Sequence[Rollout]) -> str | None:
     )
     if not reasons:
         return None
-    (reason, count), *_ = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+    reason, count = _most_frequent(reasons)
     text = f"{sum(reasons.values())} of {len(records)} rollouts ended early; most often: {reason}"
     text += f" ×{count}"
     if "wall-clock budget" in reason:

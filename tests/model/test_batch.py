@@ -74,18 +74,29 @@ def _check_as_alone(backend: HFPolicyBackend, jobs: list[SampleJob]) -> None:
         assert torch.allclose(forced, torch.tensor(logprobs), atol=1e-4)
 
 
-def test_turns_started_together_sample_what_each_samples_alone(backend: HFPolicyBackend) -> None:
-    """Eight prompts of different lengths, left-padded into one batch, draw the same tokens and
-    log-probabilities as each sampled alone, and those log-probabilities are teacher-forced."""
+def _sample_as_alone(
+    backend: HFPolicyBackend, jobs: list[SampleJob], cache_tokens: int | None = None
+) -> BatchSampler:
+    """Sample ``jobs`` together in a fresh sampler (its cache budget ``cache_tokens`` when
+    given), check each against the turn sampled alone, and return the closed sampler."""
     sampler = BatchSampler(
         backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
     )
-    jobs = _jobs(_prompts(backend, 8))
+    if cache_tokens is not None:
+        sampler.cache_tokens = cache_tokens
     try:
         sampler.submit_together(jobs)
         _check_as_alone(backend, jobs)
     finally:
         sampler.close()
+    return sampler
+
+
+def test_turns_started_together_sample_what_each_samples_alone(backend: HFPolicyBackend) -> None:
+    """Eight prompts of different lengths, left-padded into one batch, draw the same tokens and
+    log-probabilities as each sampled alone, and those log-probabilities are teacher-forced."""
+    jobs = _jobs(_prompts(backend, 8))
+    sampler = _sample_as_alone(backend, jobs)
     assert sampler.peak_rows == 8
     assert len({len(job.future.result()[0]) for job in jobs}) > 1  # rows ended apart
 
@@ -101,32 +112,14 @@ def test_the_cache_budget_bounds_the_rows_sampled_together(backend: HFPolicyBack
     assert per_token == 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
     prompts = _prompts(backend, 8)[::-1]  # the widest first: every row counts at its width
     widest = len(prompts[0]) + MAX_NEW
-    sampler = BatchSampler(
-        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
-    )
-    sampler.cache_tokens = 3 * widest + widest // 2
-    jobs = _jobs(prompts)
-    try:
-        sampler.submit_together(jobs)
-        _check_as_alone(backend, jobs)
-    finally:
-        sampler.close()
+    sampler = _sample_as_alone(backend, _jobs(prompts), cache_tokens=3 * widest + widest // 2)
     assert 1 < sampler.peak_rows < 8
     assert 0 < sampler.peak_cache_tokens <= sampler.cache_tokens
 
 
 def test_a_turn_wider_than_the_budget_samples_alone(backend: HFPolicyBackend) -> None:
     """A budget smaller than one turn does not starve it: each turn samples, one at a time."""
-    sampler = BatchSampler(
-        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32, cache_mb=1
-    )
-    sampler.cache_tokens = 1
-    jobs = _jobs(_prompts(backend, 3))
-    try:
-        sampler.submit_together(jobs)
-        _check_as_alone(backend, jobs)
-    finally:
-        sampler.close()
+    sampler = _sample_as_alone(backend, _jobs(_prompts(backend, 3)), cache_tokens=1)
     assert sampler.peak_rows == 1
 
 
