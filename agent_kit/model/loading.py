@@ -21,13 +21,13 @@ import contextlib
 import os
 import re
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.errors import PolicyError, UsageError
 from agent_kit.model.gguf import DEFAULT_MODEL, MODEL_HINT, check_gguf, default_model_path
+from agent_kit.model.seam import quiet_gguf_load
 
 __all__ = [
     "TRAIN_HINT",
@@ -186,7 +186,7 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     # run's own display on stderr; the load takes seconds
     transformers.utils.logging.disable_progress_bar()
     try:
-        with _no_gguf_progress_bar(spec.gguf_file is not None):
+        with quiet_gguf_load(spec.gguf_file is not None):
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(spec.path), **extra)
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 str(spec.path), dtype=torch.float32, **extra
@@ -202,28 +202,6 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model=model, tokenizer=tokenizer, device=where, name=spec.name)
-
-
-@contextlib.contextmanager
-def _no_gguf_progress_bar(gguf: bool) -> Iterator[None]:
-    """Keep transformers' GGUF de-quantising bar off the terminal: it calls tqdm directly,
-    past ``disable_progress_bar()``, so its module's ``tqdm`` is a pass-through meanwhile."""
-    if not gguf:
-        yield
-        return
-    import importlib
-
-    gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-
-    def passthrough(iterable: Any, *_: Any, **__: Any) -> Any:
-        return iterable
-
-    saved = gguf_utils.tqdm
-    gguf_utils.tqdm = passthrough
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = saved
 
 
 def _with_adapter(model: Any, adapter: Path) -> Any:

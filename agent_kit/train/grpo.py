@@ -13,12 +13,16 @@ One step: ``gradient_accumulation_steps`` micro-batches of ``micro`` rollouts ea
 micro-batch is split into passes of at most :data:`~agent_kit.train.passes.PASS_TOKENS` padded
 tokens, a long pass recomputing its activations (:mod:`agent_kit.train.passes`): peak memory
 follows the pass, not the step (TRL's fused LM head already scores only the completion tokens,
-in tiles). The learning rate is constant (a resumed run continues
+in tiles). TRL's own gradient accumulation cannot do this split (its micro-batch size is fixed
+when the trainer is built, a step's padded width known only when its rollouts are in), so the
+split overrides TRL's ``compute_loss``: that override, like every use of TRL's internals, is in
+:mod:`agent_kit.model.seam`. The learning rate is constant (a resumed run continues
 with the same rate; the optimiser's moments restart from zero).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
@@ -29,6 +33,7 @@ from typing import Any, Final
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.model.loading import TRAIN_HINT, LoadedModel
 from agent_kit.model.lora import lora_config
+from agent_kit.model.seam import pass_split_trainer
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
@@ -152,7 +157,7 @@ class GRPOSession:
             seed=config.job.seed,
             disable_tqdm=True,
             bf16=False,
-            activation_checkpointing=False,  # per pass: see _pass_trainer
+            activation_checkpointing=False,  # per pass: see _passes
             activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
             loss_type="dapo",  # a token sum over the step: exact when a micro-batch is split
             remove_unused_columns=False,
@@ -170,7 +175,8 @@ class GRPOSession:
                 if logs and "loss" in logs:
                     session._finish_step(dict(logs))
 
-        self.trainer = _pass_trainer(trl, config.gradient_checkpointing)(
+        plan = functools.partial(_passes, forced=config.gradient_checkpointing)
+        self.trainer = pass_split_trainer(trl, plan, _checkpointing)(
             model=model,
             args=args,
             train_dataset=prompts,
@@ -241,63 +247,12 @@ class GRPOSession:
             self._thread.join()
 
 
-def _rows(inputs: dict[str, Any], rows: list[int], batch: int) -> dict[str, Any]:
-    """The ``rows`` of a micro-batch's inputs (tensors and lists of ``batch`` rows; the rest, such
-    as ``num_items_in_batch``, as they are)."""
-    out: dict[str, Any] = {}
-    for key, value in inputs.items():
-        shape = getattr(value, "shape", None)
-        rowed = isinstance(value, list) and len(value) == batch
-        if rowed or (shape is not None and len(shape) >= 1 and shape[0] == batch):
-            out[key] = value[rows[0] : rows[-1] + 1]
-        else:
-            out[key] = value
-    return out
-
-
-def _pass_trainer(trl: Any, forced_checkpointing: bool) -> Any:
-    """A ``GRPOTrainer`` whose micro-batch is split into passes that fit
-    :data:`PASS_TOKENS` padded tokens, each recomputing its activations when long
-    (:mod:`agent_kit.train.passes`). The ``dapo`` loss is a token sum over the step divided by
-    its token count, so the passes' gradients add up to the micro-batch's."""
-
-    class PassTrainer(trl.GRPOTrainer):  # type: ignore[misc]
-        def compute_loss(
-            self,
-            model: Any,
-            inputs: Any,
-            return_outputs: bool = False,
-            num_items_in_batch: Any = None,
-        ) -> Any:
-            batch = inputs["completion_ids"].shape[0]
-            width = inputs["prompt_ids"].shape[1] + inputs["completion_ids"].shape[1]
-            passes = pass_rows([width] * batch, PASS_TOKENS)
-            done = None  # the earlier passes' losses (their backward is done)
-            for index, rows in enumerate(passes):
-                long = checkpoint_pass(len(rows), width, forced=forced_checkpointing)
-                _checkpointing(self.model, long)
-                part = inputs if len(passes) == 1 else _rows(inputs, rows, batch)
-                loss = super().compute_loss(model, part, return_outputs, num_items_in_batch)
-                if index == len(passes) - 1:
-                    # off again once its forward ran (its backward recomputes all the same):
-                    # TRL's next scoring pass would turn it off through a deprecated call
-                    _checkpointing(self.model, False)
-                    return loss if done is None else loss + done
-                # the backward the trainer gives the returned loss, now: frees the activations
-                self.accelerator.backward(loss / self._ga_scale(num_items_in_batch))
-                done = loss.detach() if done is None else done + loss.detach()
-            return done
-
-        def _ga_scale(self, num_items_in_batch: Any) -> float:
-            """What ``Trainer.training_step`` divides a returned loss by."""
-            scaled = self.loss_is_scaled_for_ga
-            if scaled is None:
-                scaled = (
-                    self.model_accepts_loss_kwargs and num_items_in_batch is not None
-                ) or self.compute_loss_func is not None
-            return 1.0 if scaled else float(self.current_gradient_accumulation_steps)
-
-    return PassTrainer
+def _passes(rows: int, width: int, *, forced: bool = False) -> list[tuple[list[int], bool]]:
+    """A micro-batch's passes (:func:`~agent_kit.model.seam.pass_split_trainer`'s plan): its
+    ``rows``, all padded to ``width``, in passes of at most :data:`PASS_TOKENS` padded tokens,
+    each with whether it recomputes its activations (always when ``forced``)."""
+    split = pass_rows([width] * rows, PASS_TOKENS)
+    return [(part, checkpoint_pass(len(part), width, forced=forced)) for part in split]
 
 
 def _checkpointing(model: Any, on: bool) -> None:

@@ -39,6 +39,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agent_kit.model.seam import set_lm_head_tiles
+
 __all__ = [
     "CHECKPOINT_FROM",
     "CHECKPOINT_KWARGS",
@@ -95,18 +97,9 @@ def checkpoint_pass(rows: int, longest: int, *, forced: bool = False) -> bool:
 def small_lm_head_tiles() -> bool:
     """Make TRL's fused LM head (log-probabilities without the full logits, used by its GRPO and
     SFT trainers) work in :data:`LM_HEAD_TILE` tiles; False (nothing changed) where this TRL has
-    no such tiles. The tile size changes the memory, not the figures."""
-    try:
-        from trl.kernels import chunked_logprob
-        from trl.trainer import utils
-    except ImportError:
-        return False
-    if not hasattr(chunked_logprob, "TOKEN_CHUNK_SIZE") or not hasattr(
-        utils, "_CHUNKED_LOGPROB_CHUNK_SIZE"
-    ):
-        return False
-    chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE = LM_HEAD_TILE
-    return True
+    no such tiles (:func:`agent_kit.model.seam.set_lm_head_tiles`). The tile size changes the
+    memory, not the figures."""
+    return set_lm_head_tiles(LM_HEAD_TILE) is not None
 
 
 #: glibc's ``mallopt`` parameter for the most heaps (arenas) the threads may have.
