@@ -23,9 +23,9 @@ with the same rate; the optimiser's moments restart from zero).
 from __future__ import annotations
 
 import functools
-import os
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -42,12 +42,10 @@ from agent_kit.train.passes import (
     PASS_TOKENS,
     checkpoint_pass,
     pass_rows,
-    release_free_memory,
-    small_lm_head_tiles,
 )
 from agent_kit.train.samples import StepBatch
 
-__all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "quiet_trainer_libraries"]
+__all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "trainer_libraries"]
 
 #: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
 _KEPT: Final = {
@@ -89,10 +87,10 @@ class _Stopped(Exception):
     """The session closed: ends ``trainer.train()`` in its thread."""
 
 
-def quiet_trainer_libraries() -> tuple[Any, Any, Any, Any]:
-    """``(trl, peft, datasets, transformers)``, imported now with their progress bars and info
-    logs off (the run prints its own lines); UsageError with the install command if missing."""
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+def trainer_libraries() -> tuple[Any, Any, Any, Any]:
+    """``(trl, peft, datasets, transformers)``, imported now (their settings untouched: the
+    command quiets them at its door, :mod:`agent_kit.cli.process`); UsageError with the
+    install command if missing."""
     try:
         import datasets
         import peft
@@ -100,9 +98,6 @@ def quiet_trainer_libraries() -> tuple[Any, Any, Any, Any]:
         import trl
     except ImportError as exc:
         raise UsageError(f"agent-kit train needs TRL and PEFT: {TRAIN_HINT} ({exc})") from None
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     return trl, peft, datasets, transformers
 
 
@@ -110,7 +105,9 @@ class GRPOSession:
     """One ``GRPOTrainer`` fed step by step (see the module docstring).
 
     ``resume_from`` is an adapter folder to continue training; ``steps`` how many updates this
-    session makes; ``first_step`` the number of the first one (for the adapter names).
+    session makes; ``first_step`` the number of the first one (for the adapter names);
+    ``after_step`` is called after each update is saved, before the next step samples (the
+    command hands the heap's free pages back there).
     """
 
     def __init__(
@@ -122,9 +119,11 @@ class GRPOSession:
         steps: int,
         first_step: int = 0,
         resume_from: Path | None = None,
+        after_step: Callable[[], object] | None = None,
     ) -> None:
-        trl, peft, datasets, transformers = quiet_trainer_libraries()
+        trl, peft, datasets, transformers = trainer_libraries()
         self.run_dir = run_dir
+        self._after_step = after_step
         self._batches: queue.Queue[StepBatch | None] = queue.Queue()
         self._updates: queue.Queue[StepUpdate | BaseException] = queue.Queue()
         self._step = first_step
@@ -136,8 +135,6 @@ class GRPOSession:
         else:
             peft_config = lora_config(config.lora_r, config.lora_alpha)
         accumulate = config.rollouts_per_step // config.micro()
-        if loaded.device == "cpu":
-            small_lm_head_tiles()
         args = trl.GRPOConfig(
             output_dir=str(RunLayout(run_dir).trainer),
             use_cpu=loaded.device == "cpu",
@@ -221,7 +218,8 @@ class GRPOSession:
         }
         folder = adapter_dir(self.run_dir, self._step)
         save_adapter(self.trainer.model, folder, self.run_dir)  # RunStoreError: not written
-        release_free_memory()  # the step's activations, before the next step samples
+        if self._after_step is not None:
+            self._after_step()  # the step's activations, before the next step samples
         self._updates.put(StepUpdate(self._step, metrics, folder))
         self._step += 1
 
