@@ -23,6 +23,11 @@ TRL
     loss TRL returns is already normalised over the step, so a pass's loss is backwarded as it
     is, as ``Trainer.training_step`` does with the last) and calls ``accelerator.backward`` on
     each pass but the last (what frees its activations before the next pass runs).
+  - TRL's own features serve the rest, through its public API: the ``rollout_func`` hook and its
+    ``env_mask`` (the environment's tokens out of the loss), the fused LM head's chunked
+    log-probabilities, gradient accumulation over a step's micro-batches
+    (``gradient_accumulation_steps``), activation checkpointing's arguments; the warm start's
+    ``SFTTrainer`` uses nothing else (it shares the LM head tiles above).
 
 transformers
   - ``transformers.modeling_gguf_pytorch_utils.tqdm``: the GGUF de-quantising loop calls tqdm

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -40,6 +40,7 @@ from agent_kit.model.batch import DEFAULT_CACHE_MB, DEFAULT_MAX_BATCH, SampleJob
 from agent_kit.model.chat import ChatFormat, Syntax
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.model.sampler import ChatSampler
+from agent_kit.model.tool_calls import ParsedCall
 from agent_kit.model.tool_calls import parse_tool_calls as parse_model_calls
 from agent_kit.model.turns import TurnTokens
 
@@ -131,7 +132,7 @@ class HFPolicyBackend:
 
     def _result(self, request: PolicyRequest, tokens: TurnTokens) -> PolicyResult:
         reply = self.sampler.reply(tokens.completion_ids)
-        calls = tuple(ToolCall(name=c.name, arguments=c.arguments) for c in reply.calls)
+        calls = _tool_calls(reply.calls)
         usage = Usage(len(tokens.prompt_ids), len(tokens.completion_ids), estimated=False)
         model = request.raw.get("model")
         completion = reply_to_completion(
@@ -158,7 +159,12 @@ def parse_tool_calls(
     """A reply's text as content and the emulator's tool calls
     (:func:`agent_kit.model.tool_calls.parse_tool_calls`, its calls as :class:`ToolCall`)."""
     content, calls = parse_model_calls(text, syntax)
-    return content, tuple(ToolCall(name=c.name, arguments=c.arguments) for c in calls)
+    return content, _tool_calls(calls)
+
+
+def _tool_calls(calls: Sequence[ParsedCall]) -> tuple[ToolCall, ...]:
+    """The model room's parsed calls as the emulator's tool calls."""
+    return tuple(ToolCall(name=c.name, arguments=c.arguments) for c in calls)
 
 
 def _positive_setting(name: str, default: int) -> int:
