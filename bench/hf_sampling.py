@@ -27,6 +27,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from agent_kit.cli.process import tune_process  # noqa: E402
 from agent_kit.emulator.policies.hf import HFPolicyBackend  # noqa: E402
 from agent_kit.emulator.schemas import PolicyRequest  # noqa: E402
 from agent_kit.model.loading import load_model, parse_model_spec  # noqa: E402
@@ -79,6 +80,7 @@ def main() -> int:
     )
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
+    tune_process(policies=["hf:smollm2-135m"])  # as `--policy hf:` commands do at their door
     threads = _threads(args.threads)
     loaded = load_model(parse_model_spec("smollm2-135m"), "cpu")
     batched = HFPolicyBackend(loaded, name="hf:smollm2-135m", max_tokens=args.tokens, max_batch=32)

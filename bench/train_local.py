@@ -22,6 +22,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from agent_kit.cli.process import tune_process  # noqa: E402
 from agent_kit.driver.config import RunConfig  # noqa: E402
 from agent_kit.train import TrainConfig, play_train  # noqa: E402
 from agent_kit.train.config import TRAIN_JOB  # noqa: E402
@@ -70,7 +71,12 @@ def main() -> int:
             lora_r=16,
             device="cpu",
         )
-        result = play_train(config, echo=lambda line: print(line, flush=True))
+        tuning = tune_process(train_model=args.model, device="cpu")  # as `agent-kit train` does
+        result = play_train(
+            config,
+            echo=lambda line: print(line, flush=True),
+            between_phases=tuning.between_phases,
+        )
     doc = result.document
     base, adapter = doc["eval"].get("base", {}), doc["eval"].get("adapter", {})
     comparison = doc.get("comparison") or {}

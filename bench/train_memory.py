@@ -1,14 +1,14 @@
 """Peak memory of a whole Wordle training run, with agent_kit's heap bounds and without.
 
 ``agent-kit train`` makes the threads that load, sample and train the model share glibc's one
-malloc arena and hands the heap's free pages back between phases (agent_kit/train/passes.py
-``bound_malloc``, ``release_free_memory``). This bench records the Solver on ``--rows`` train
-words × 2 (greedy), then runs the same ``agent-kit train --warm-start`` (``--epochs``, a
-preflight, holdouts of 2 words × 2, ``--steps`` GRPO steps of 1 × 4: the Wordle bench's step)
-twice: as shipped, and with ``AGENT_KIT_MALLOC=glibc`` (the C library's defaults: an arena a
-thread, nothing handed back). It prints each run's peak RSS (train.json's ``peak_rss_mb``, the
-trainer process) and wall clock. ``--record`` writes the ``train_memory`` row into
-bench/results.md (bench/results.py). Aim: under 4 GB. Not a test.
+malloc arena and hands the heap's free pages back between phases (its door,
+agent_kit/cli/process.py: ``bound_malloc``, ``release_free_memory``). This bench records the
+Solver on ``--rows`` train words × 2 (greedy), then runs the same ``agent-kit train
+--warm-start`` (``--epochs``, a preflight, holdouts of 2 words × 2, ``--steps`` GRPO steps of
+1 × 4: the Wordle bench's step) twice: as shipped, and with ``AGENT_KIT_MALLOC=glibc`` (the C
+library's defaults: an arena a thread, nothing handed back). It prints each run's peak RSS
+(train.json's ``peak_rss_mb``, the trainer process) and wall clock. ``--record`` writes the
+``train_memory`` row into bench/results.md (bench/results.py). Aim: under 4 GB. Not a test.
 """
 
 from __future__ import annotations

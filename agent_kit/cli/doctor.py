@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.errors import UsageError
 from agent_kit.reporting.terminal import print_rendered
@@ -87,6 +88,7 @@ def reward_cmd(
 
     if not run_dir.is_dir():
         raise UsageError(f"run directory not found: {run_dir}")
+    tune_process(policies=[p for p in (policy, aux_policy) if p is not None])
     prices = load_pricing(pricing) if pricing is not None else None
     audit = audit_reward(
         run_dir,

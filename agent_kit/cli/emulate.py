@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from agent_kit.cli.process import tune_process
 from agent_kit.contract import JOB_ARN_PATTERN
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
@@ -88,6 +89,7 @@ def emulate(
     from agent_kit.emulator.policies import load_policy
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
+    tune_process(policies=[policy])
     backend = load_policy(policy)
     run_store = _open_store(run)
     emu = Emulator(

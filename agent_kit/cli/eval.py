@@ -40,6 +40,7 @@ from agent_kit.cli.eval_jobs import (
     job_settings,
     submit_grid,
 )
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import (
     AgentMemoryOption,
     AsJsonOption,
@@ -294,6 +295,7 @@ def eval_cmd(
         _plan(spec, prompts, plan_from, options, jobs)
         return
     run = RunConfig(workers=workers, agent_memory=_memory(agent_memory), lenient_auth=lenient_auth)
+    tune_process(policies=policy)
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.mlflow import require_mlflow
 

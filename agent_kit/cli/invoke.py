@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import AuxPolicyOption
 from agent_kit.contract import TrajectoryState
 from agent_kit.driver.config import JobConfig, RunConfig
@@ -225,6 +226,7 @@ def invoke(
 ) -> None:
     """Play one rollout and print its turn-by-turn transcript (the debugging view)."""
     text = _invoke_prompt(prompt, dataset, row)
+    tune_process(policies=[p for p in (policy, aux_policy) if p is not None])
     console = Console(highlight=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="agent-kit-invoke-") as tmp:
         run_dir = out if out is not None else Path(tmp) / "invoke"

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from agent_kit.cli.export import MlflowTarget
 from agent_kit.cli.live import LiveProgress
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.program import program
 from agent_kit.cli.run_options import (
     AdvertiseUrlOption,
@@ -202,6 +203,7 @@ def run(
             raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     config.check()  # after the settings' own checks: nothing is created for a bad setting
+    tune_process(policies=[p for p in (policy, aux_policy) if p is not None])
     _play_and_exit(config, as_json=as_json, mlflow=export_to)
 
 

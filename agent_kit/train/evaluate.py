@@ -29,7 +29,6 @@ from agent_kit.reporting.words import first_line
 from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import release_free_memory
 
 __all__ = [
     "eval_figures",
@@ -169,10 +168,12 @@ async def run_eval(
     run_dir: Path,
     label: str,
     echo: Callable[[str], None] | None = None,
+    after: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Play the holdout with ``backend`` as ``RUN_DIR/eval/<label>`` and return its figures;
     a finished evaluation of the same label is read back, an unfinished one played again.
-    ``echo`` gets its progress (:func:`progress_lines`)."""
+    ``echo`` gets its progress (:func:`progress_lines`); ``after`` is called once it is played
+    (the command hands the sampler's freed memory back there)."""
     if config.eval is None:
         return {}
     out = RunLayout(run_dir).evals
@@ -196,7 +197,8 @@ async def run_eval(
     run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
     hooks = JobHooks(progress=progress_lines(f"holdout {label}", echo)) if echo else None
     result: JobResult = await run_local(run, hooks, policy=backend)
-    release_free_memory()  # the sampler's caches, before the next phase
+    if after is not None:
+        after()  # the sampler's caches, before the next phase
     figures = eval_figures(result.run_dir, config.eval_samples, config.job.max_tokens)
     if echo is not None and figures.get("failure"):
         echo(f"{_NAMES.get(label, label)} holdout: {figures['failure']}")

@@ -13,15 +13,19 @@ One step: ``gradient_accumulation_steps`` micro-batches of ``micro`` rollouts ea
 micro-batch is split into passes of at most :data:`~agent_kit.train.passes.PASS_TOKENS` padded
 tokens, a long pass recomputing its activations (:mod:`agent_kit.train.passes`): peak memory
 follows the pass, not the step (TRL's fused LM head already scores only the completion tokens,
-in tiles). The learning rate is constant (a resumed run continues
+in tiles). TRL's own gradient accumulation cannot do this split (its micro-batch size is fixed
+when the trainer is built, a step's padded width known only when its rollouts are in), so the
+split overrides TRL's ``compute_loss``: that override, like every use of TRL's internals, is in
+:mod:`agent_kit.model.seam`. The learning rate is constant (a resumed run continues
 with the same rate; the optimiser's moments restart from zero).
 """
 
 from __future__ import annotations
 
-import os
+import functools
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -29,6 +33,7 @@ from typing import Any, Final
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.model.loading import TRAIN_HINT, LoadedModel
 from agent_kit.model.lora import lora_config
+from agent_kit.model.seam import pass_split_trainer
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
@@ -37,12 +42,10 @@ from agent_kit.train.passes import (
     PASS_TOKENS,
     checkpoint_pass,
     pass_rows,
-    release_free_memory,
-    small_lm_head_tiles,
 )
 from agent_kit.train.samples import StepBatch
 
-__all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "quiet_trainer_libraries"]
+__all__ = ["GRPOSession", "StepUpdate", "adapter_dir", "last_adapter", "trainer_libraries"]
 
 #: TRL's log keys kept in the run's train metrics (as ``train/<name>``).
 _KEPT: Final = {
@@ -84,10 +87,10 @@ class _Stopped(Exception):
     """The session closed: ends ``trainer.train()`` in its thread."""
 
 
-def quiet_trainer_libraries() -> tuple[Any, Any, Any, Any]:
-    """``(trl, peft, datasets, transformers)``, imported now with their progress bars and info
-    logs off (the run prints its own lines); UsageError with the install command if missing."""
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+def trainer_libraries() -> tuple[Any, Any, Any, Any]:
+    """``(trl, peft, datasets, transformers)``, imported now (their settings untouched: the
+    command quiets them at its door, :mod:`agent_kit.cli.process`); UsageError with the
+    install command if missing."""
     try:
         import datasets
         import peft
@@ -95,9 +98,6 @@ def quiet_trainer_libraries() -> tuple[Any, Any, Any, Any]:
         import trl
     except ImportError as exc:
         raise UsageError(f"agent-kit train needs TRL and PEFT: {TRAIN_HINT} ({exc})") from None
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     return trl, peft, datasets, transformers
 
 
@@ -105,7 +105,9 @@ class GRPOSession:
     """One ``GRPOTrainer`` fed step by step (see the module docstring).
 
     ``resume_from`` is an adapter folder to continue training; ``steps`` how many updates this
-    session makes; ``first_step`` the number of the first one (for the adapter names).
+    session makes; ``first_step`` the number of the first one (for the adapter names);
+    ``after_step`` is called after each update is saved, before the next step samples (the
+    command hands the heap's free pages back there).
     """
 
     def __init__(
@@ -117,9 +119,11 @@ class GRPOSession:
         steps: int,
         first_step: int = 0,
         resume_from: Path | None = None,
+        after_step: Callable[[], object] | None = None,
     ) -> None:
-        trl, peft, datasets, transformers = quiet_trainer_libraries()
+        trl, peft, datasets, transformers = trainer_libraries()
         self.run_dir = run_dir
+        self._after_step = after_step
         self._batches: queue.Queue[StepBatch | None] = queue.Queue()
         self._updates: queue.Queue[StepUpdate | BaseException] = queue.Queue()
         self._step = first_step
@@ -131,8 +135,6 @@ class GRPOSession:
         else:
             peft_config = lora_config(config.lora_r, config.lora_alpha)
         accumulate = config.rollouts_per_step // config.micro()
-        if loaded.device == "cpu":
-            small_lm_head_tiles()
         args = trl.GRPOConfig(
             output_dir=str(RunLayout(run_dir).trainer),
             use_cpu=loaded.device == "cpu",
@@ -152,7 +154,7 @@ class GRPOSession:
             seed=config.job.seed,
             disable_tqdm=True,
             bf16=False,
-            activation_checkpointing=False,  # per pass: see _pass_trainer
+            activation_checkpointing=False,  # per pass: see _passes
             activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
             loss_type="dapo",  # a token sum over the step: exact when a micro-batch is split
             remove_unused_columns=False,
@@ -170,7 +172,8 @@ class GRPOSession:
                 if logs and "loss" in logs:
                     session._finish_step(dict(logs))
 
-        self.trainer = _pass_trainer(trl, config.gradient_checkpointing)(
+        plan = functools.partial(_passes, forced=config.gradient_checkpointing)
+        self.trainer = pass_split_trainer(trl, plan, _checkpointing)(
             model=model,
             args=args,
             train_dataset=prompts,
@@ -215,7 +218,8 @@ class GRPOSession:
         }
         folder = adapter_dir(self.run_dir, self._step)
         save_adapter(self.trainer.model, folder, self.run_dir)  # RunStoreError: not written
-        release_free_memory()  # the step's activations, before the next step samples
+        if self._after_step is not None:
+            self._after_step()  # the step's activations, before the next step samples
         self._updates.put(StepUpdate(self._step, metrics, folder))
         self._step += 1
 
@@ -241,63 +245,12 @@ class GRPOSession:
             self._thread.join()
 
 
-def _rows(inputs: dict[str, Any], rows: list[int], batch: int) -> dict[str, Any]:
-    """The ``rows`` of a micro-batch's inputs (tensors and lists of ``batch`` rows; the rest, such
-    as ``num_items_in_batch``, as they are)."""
-    out: dict[str, Any] = {}
-    for key, value in inputs.items():
-        shape = getattr(value, "shape", None)
-        rowed = isinstance(value, list) and len(value) == batch
-        if rowed or (shape is not None and len(shape) >= 1 and shape[0] == batch):
-            out[key] = value[rows[0] : rows[-1] + 1]
-        else:
-            out[key] = value
-    return out
-
-
-def _pass_trainer(trl: Any, forced_checkpointing: bool) -> Any:
-    """A ``GRPOTrainer`` whose micro-batch is split into passes that fit
-    :data:`PASS_TOKENS` padded tokens, each recomputing its activations when long
-    (:mod:`agent_kit.train.passes`). The ``dapo`` loss is a token sum over the step divided by
-    its token count, so the passes' gradients add up to the micro-batch's."""
-
-    class PassTrainer(trl.GRPOTrainer):  # type: ignore[misc]
-        def compute_loss(
-            self,
-            model: Any,
-            inputs: Any,
-            return_outputs: bool = False,
-            num_items_in_batch: Any = None,
-        ) -> Any:
-            batch = inputs["completion_ids"].shape[0]
-            width = inputs["prompt_ids"].shape[1] + inputs["completion_ids"].shape[1]
-            passes = pass_rows([width] * batch, PASS_TOKENS)
-            done = None  # the earlier passes' losses (their backward is done)
-            for index, rows in enumerate(passes):
-                long = checkpoint_pass(len(rows), width, forced=forced_checkpointing)
-                _checkpointing(self.model, long)
-                part = inputs if len(passes) == 1 else _rows(inputs, rows, batch)
-                loss = super().compute_loss(model, part, return_outputs, num_items_in_batch)
-                if index == len(passes) - 1:
-                    # off again once its forward ran (its backward recomputes all the same):
-                    # TRL's next scoring pass would turn it off through a deprecated call
-                    _checkpointing(self.model, False)
-                    return loss if done is None else loss + done
-                # the backward the trainer gives the returned loss, now: frees the activations
-                self.accelerator.backward(loss / self._ga_scale(num_items_in_batch))
-                done = loss.detach() if done is None else done + loss.detach()
-            return done
-
-        def _ga_scale(self, num_items_in_batch: Any) -> float:
-            """What ``Trainer.training_step`` divides a returned loss by."""
-            scaled = self.loss_is_scaled_for_ga
-            if scaled is None:
-                scaled = (
-                    self.model_accepts_loss_kwargs and num_items_in_batch is not None
-                ) or self.compute_loss_func is not None
-            return 1.0 if scaled else float(self.current_gradient_accumulation_steps)
-
-    return PassTrainer
+def _passes(rows: int, width: int, *, forced: bool = False) -> list[tuple[list[int], bool]]:
+    """A micro-batch's passes (:func:`~agent_kit.model.seam.pass_split_trainer`'s plan): its
+    ``rows``, all padded to ``width``, in passes of at most :data:`PASS_TOKENS` padded tokens,
+    each with whether it recomputes its activations (always when ``forced``)."""
+    split = pass_rows([width] * rows, PASS_TOKENS)
+    return [(part, checkpoint_pass(len(part), width, forced=forced)) for part in split]
 
 
 def _checkpointing(model: Any, on: bool) -> None:

@@ -1,8 +1,8 @@
 """From a step's recorded rollouts to the samples GRPO trains on.
 
 **Sample construction: one sample per rollout, prefix-merged.** The ``hf`` policy continues a
-rollout's prompt from its previous turn (token-in, token-out: see
-:mod:`agent_kit.emulator.policies.hf`), so turn ``k+1``'s prompt ids start with turn ``k``'s
+rollout's prompt from its previous turn (token-in, token-out: the continuation rule of
+:mod:`agent_kit.model.continuation`), so turn ``k+1``'s prompt ids start with turn ``k``'s
 prompt and sampled completion. A rollout becomes one sequence: the first turn's prompt, then every
 turn's sampled tokens (trained on: ``env_mask`` 1) with the tokens the environment added between
 turns (tool results, the next assistant header: ``env_mask`` 0, never trained on) in between.
@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_kit.model.continuation import Chain
 from agent_kit.model.turns import TurnTokens
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.store import RunStore, load_rollouts
@@ -54,17 +55,17 @@ def merge_turns(turns: list[TurnTokens], advantage: float) -> Sample:
     completion = list(first.completion_ids)
     mask = [1] * len(completion)
     logprobs = list(first.logprobs)
-    seen = [*first.prompt_ids, *first.completion_ids]
+    chain = Chain((*first.prompt_ids, *first.completion_ids))
     dropped = 0
     for index, turn in enumerate(turns[1:], start=1):
-        if list(turn.prompt_ids[: len(seen)]) != seen:
+        if not chain.continued_by(turn.prompt_ids):
             dropped = len(turns) - index
             break
-        between = list(turn.prompt_ids[len(seen) :])
+        between = list(turn.prompt_ids[len(chain.ids) :])
         completion += between + list(turn.completion_ids)
         mask += [0] * len(between) + [1] * len(turn.completion_ids)
         logprobs += [0.0] * len(between) + list(turn.logprobs)
-        seen = [*turn.prompt_ids, *turn.completion_ids]
+        chain = Chain((*turn.prompt_ids, *turn.completion_ids))
     return Sample(list(first.prompt_ids), completion, mask, logprobs, advantage, dropped)
 
 

@@ -69,7 +69,6 @@ from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import eval_figures, run_eval
 from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
 from agent_kit.train.outputs import write_train_outputs
-from agent_kit.train.passes import bound_malloc, release_free_memory
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.samples import no_gradient_note, step_batch
 from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
@@ -79,6 +78,8 @@ __all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
 CONFIG_FILE: Final = TRAIN_CONFIG_FILE
 
 Echo = Callable[[str], None]
+#: A hook called between a run's phases (after the warm start, each holdout, each step).
+Phases = Callable[[], object] | None
 
 
 @dataclass(frozen=True)
@@ -183,17 +184,28 @@ class _Steps:
 
 
 async def train(
-    config: TrainConfig, stop: asyncio.Event | None = None, echo: Echo = print
+    config: TrainConfig,
+    stop: asyncio.Event | None = None,
+    echo: Echo = print,
+    *,
+    between_phases: Phases = None,
 ) -> TrainResult:
     """Run (or resume) one training run; see the module docstring. Its settings, dataset,
     holdout and run directory (the store and the last adapter of a resume) are checked before
     anything is written and before the model loads; the run directory's lock is taken first and
-    held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
+    held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it).
+    ``between_phases`` is called after the warm start, each holdout and each step
+    (``agent-kit train`` hands the heap's free pages back there: :mod:`agent_kit.cli.process`).
+
+    It leaves the calling process's settings as it found them (the environment, the C heap,
+    torch's threads, TRL's and transformers' constants and log levels: ``agent-kit train`` sets
+    those at its door). What it does change: the model it loads, and the global random
+    generators of Python, NumPy and torch, which TRL's trainers seed with the job's seed."""
     config, run_dir = _settle(config, echo)
     data = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
-        return await _train_locked(config, run_dir, len(data), lock, stop, echo)
+        return await _train_locked(config, run_dir, len(data), lock, stop, echo, between_phases)
     except WarmStartStopped as exc:  # resumable: its directory and settings are kept
         exc.run_dir = run_dir
         raise
@@ -214,11 +226,11 @@ async def _train_locked(
     lock: RunLock,
     stop: asyncio.Event | None,
     echo: Echo,
+    phases: Phases,
 ) -> TrainResult:
     """The training run, its inputs checked and its run directory locked (``lock``)."""
     job = config.job
     spec = parse_model_spec(config.model)
-    bound_malloc()  # before the threads that load, sample and train (passes.py)
     if config.run.resume is None:  # first: a run stopped from here on is resumable
         text = json.dumps(config.to_dict(), indent=2)
         RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
@@ -228,7 +240,8 @@ async def _train_locked(
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
     warm, extra = await _warm_start(config, loaded, run_dir, echo, stop)
-    release_free_memory()
+    if phases is not None:
+        phases()
     session = GRPOSession(
         config,
         loaded,
@@ -236,6 +249,7 @@ async def _train_locked(
         steps=max(1, job.steps - first_step),
         first_step=first_step,
         resume_from=resumed[1] if resumed is not None else warm,
+        after_step=phases,
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
     backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
@@ -249,7 +263,8 @@ async def _train_locked(
                     run, backend, run_dir, force=config.force, echo=echo, warm=warm is not None
                 ),
             }
-        evals.update(await _evals_before(config, session, backend, run_dir, first_step, echo))
+        before = _evals_before(config, session, backend, run_dir, first_step, echo, phases)
+        evals.update(await before)
         session.start()
         hook = _Steps(config, session, backend, n_prompts, first_step, echo)
         hooks = JobHooks(on_step=hook, stop=stop, lock=lock)
@@ -257,7 +272,9 @@ async def _train_locked(
         backend.recorder = None
         if config.eval is not None and result.status == "completed":
             echo("evaluating the trained adapter on the holdout")
-            evals["adapter"] = await run_eval(config, backend, run_dir, "adapter", echo)
+            evals["adapter"] = await run_eval(
+                config, backend, run_dir, "adapter", echo, after=phases
+            )
         elif config.eval is not None:
             echo(f"trained adapter holdout: not played (the training job ended {result.status})")
     finally:
@@ -305,6 +322,7 @@ async def _evals_before(
     run_dir: Path,
     first_step: int,
     echo: Echo,
+    phases: Phases,
 ) -> dict[str, Any]:
     """The holdout before GRPO: the base model (adapter off) and, after a warm start, the warm
     adapter (evaluated only before the first step; a resumed run reads a finished one back)."""
@@ -313,10 +331,10 @@ async def _evals_before(
         return evals
     echo("evaluating the base model on the holdout")
     with session.model.disable_adapter():
-        evals["base"] = await run_eval(config, backend, run_dir, "base", echo)
+        evals["base"] = await run_eval(config, backend, run_dir, "base", echo, after=phases)
     if config.warm_start and first_step == 0:
         echo("evaluating the warm start on the holdout")
-        evals[WARM_LABEL] = await run_eval(config, backend, run_dir, WARM_LABEL, echo)
+        evals[WARM_LABEL] = await run_eval(config, backend, run_dir, WARM_LABEL, echo, after=phases)
     elif config.warm_start and (RunLayout(run_dir).evals / WARM_LABEL).is_dir():
         with contextlib.suppress(Exception):  # an unfinished one cannot be played again now
             evals[WARM_LABEL] = eval_figures(
@@ -334,15 +352,21 @@ def _run_config(config: TrainConfig, policy: str) -> RunConfig:
 
 
 def play_train(
-    config: TrainConfig, *, on_stop: StopHook | None = None, echo: Echo = print
+    config: TrainConfig,
+    *,
+    on_stop: StopHook | None = None,
+    echo: Echo = print,
+    between_phases: Phases = None,
 ) -> TrainResult:
     """:func:`train` in a new event loop under a graceful stop (the first signal stops the run
     after the rollouts in flight, a second aborts); returns the signal in the result. A signal
     during the warm start stops it at its next step: :class:`WarmStartStopped`, with the
-    signal and the run directory (kept, with the run's settings: ``resume`` starts it over)."""
+    signal and the run directory (kept, with the run's settings: ``resume`` starts it over).
+    ``between_phases`` as for :func:`train`; the graceful stop's signal handlers are the
+    process's while it runs, and put back after."""
 
     async def job(stopped: asyncio.Event) -> TrainResult:
-        return await train(config, stopped, echo)
+        return await train(config, stopped, echo, between_phases=between_phases)
 
     received: list[Any] = []
 

@@ -41,12 +41,7 @@ from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import save_adapter
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import (
-    CHECKPOINT_KWARGS,
-    PASS_TOKENS,
-    checkpoint_pass,
-    small_lm_head_tiles,
-)
+from agent_kit.train.passes import CHECKPOINT_KWARGS, PASS_TOKENS, checkpoint_pass
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
@@ -167,14 +162,12 @@ def fine_tune(
     it to ``out`` and take the LoRA layers off the model again; return the figures (examples,
     turns, tokens an epoch, epochs, steps, first and last loss, seconds). Raises
     :class:`WarmStartStopped` (nothing saved, the LoRA layers removed) when ``stop()`` ended it."""
-    from agent_kit.train.grpo import quiet_trainer_libraries
+    from agent_kit.train.grpo import trainer_libraries
 
-    trl, _, datasets, transformers = quiet_trainer_libraries()
+    trl, _, datasets, transformers = trainer_libraries()
     started = time.monotonic()
     shape = batch_shape(examples, config.micro())
     longest = max((len(e) for e in examples.examples), default=1)
-    if loaded.device == "cpu":
-        small_lm_head_tiles()
     args = _sft_config(trl, config, out, shape, longest, loaded.device == "cpu")
     lora = lora_config(config.lora_r, config.lora_alpha)
     trainer = trl.SFTTrainer(

@@ -8,10 +8,11 @@ replies; 0 on system, user and tool tokens), built from the run store's turn row
 
 **An episode is one example** (``per_episode``, the default): when a turn's history is the
 previous turn's plus the assistant's reply (what an agent sends back), the turn continues the
-same sequence exactly as the policy continues a rollout token-in, token-out: the previous
-sequence, the rendered tail (tool results, the next assistant header, masked), then the turn's
-reply (trained). A six-turn episode is one sequence with the loss on six spans, where one
-example a turn would process six ever-longer copies of its start. A turn whose history was
+same sequence by the rule the policy continues a rollout with, token-in, token-out
+(:mod:`agent_kit.model.continuation`): the previous sequence, the rendered tail (tool results,
+the next assistant header, masked), then the turn's reply (trained). A six-turn episode is one
+sequence with the loss on six spans, where one example a turn would process six ever-longer
+copies of its start. A turn whose history was
 rewritten (a conversation manager that trims it) starts a new example. ``per_episode=False``
 gives one example a turn (the older rendering, kept for comparison: ``bench/warm_tokens.py``).
 
@@ -22,7 +23,6 @@ either way a line names it (:attr:`WarmExamples.notes`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,12 +31,8 @@ from typing import Any, Final
 
 from agent_kit.emulator.chat_request import flatten_content
 from agent_kit.errors import UsageError
-from agent_kit.model.chat import (
-    ChatFormat,
-    chat_format,
-    completion_text,
-    continuation,
-)
+from agent_kit.model.chat import ChatFormat, chat_format, completion_text
+from agent_kit.model.continuation import Chain, encode
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
@@ -129,33 +125,17 @@ def _request(row: TurnRow) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] 
     return flat, list(row.request.get("tools") or [])
 
 
-def _signature(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> str:
-    return json.dumps([list(messages), list(tools)], sort_keys=True, default=str)
-
-
-def _extends(
-    previous: str | None, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
-) -> bool:
-    """Whether ``messages`` are the previous turn's (``previous``: its signature) plus one
-    assistant reply and what followed it: the ``hf`` policy's test for continuing a rollout."""
-    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
-    return previous is not None and last >= 0 and _signature(messages[:last], tools) == previous
-
-
 class _Builder:
     """The examples of one rollout, turn by turn (see the module docstring)."""
 
     def __init__(self, tokenizer: Any, fmt: ChatFormat, name: str, per_episode: bool) -> None:
         self.tokenizer, self.fmt, self.name, self.per_episode = tokenizer, fmt, name, per_episode
+        self.end_id = tokenizer.convert_tokens_to_ids(fmt.end_token)
         self.done: list[WarmExample] = []
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.first = self.turns = 0
-        self.previous: str | None = None
-
-    def _encode(self, text: str) -> list[int]:
-        ids: list[int] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids
+        self.chain: Chain | None = None  # the example so far, as the policy would continue it
 
     def _close(self) -> None:
         if self.turns:
@@ -174,23 +154,25 @@ class _Builder:
             pair = completion_text(self.tokenizer, self.fmt, request[0], request[1], reply)
         if pair is None or request is None:
             self._close()
-            self.previous = None
+            self.chain = None
             return
         messages, tools = request
-        tail = None
-        if self.per_episode and self.turns and _extends(self.previous, messages, tools):
-            tail = continuation(self.tokenizer, self.fmt, messages, tools)
-        if tail is None:
+        continued = None
+        if self.per_episode and self.turns and self.chain is not None:
+            continued = self.chain.next_prompt(
+                self.tokenizer, self.fmt, messages, tools, self.end_id
+            )
+        if continued is None:
             self._close()
             self.first = index
-            head = self._encode(pair[0])
+            head = encode(self.tokenizer, pair[0])
         else:
-            head = self._encode(tail)
-        reply_ids = self._encode(pair[1])
+            head = list(continued[len(self.ids) :])
+        reply_ids = encode(self.tokenizer, pair[1])
         self.ids += head + reply_ids
         self.mask += [0] * len(head) + [1] * len(reply_ids)
         self.turns += 1
-        self.previous = _signature(messages, tools)
+        self.chain = Chain.after(messages, tools, self.ids)
 
     def finish(self) -> list[WarmExample]:
         self._close()

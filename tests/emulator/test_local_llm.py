@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agent_kit.cli.process import tune_process
 from agent_kit.emulator.policies import chunks_to_completion, completion_id_for, load_policy
 from agent_kit.emulator.policies.local_llm import LocalLLMBackend
 from agent_kit.emulator.schemas import PolicyRequest
@@ -71,6 +72,13 @@ def _request(
         turn=turn,
         raw=body,
     )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _passive_openmp() -> None:
+    """llama.cpp's threads wait passively, as the commands that load it set at their door (on a
+    busy machine spinning threads made generation 30× slower)."""
+    tune_process(policies=["local"])
 
 
 @pytest.fixture(scope="module")

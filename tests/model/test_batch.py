@@ -17,6 +17,7 @@ from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import UsageError
 from agent_kit.model.batch import BatchSampler, SampleJob, cache_bytes_per_token
+from agent_kit.model.sampling import pick as draw
 from agent_kit.model.turns import TurnTokens
 
 MAX_NEW = 16
@@ -46,7 +47,7 @@ def _jobs(prompts: list[tuple[int, ...]], *, top_p: float = 0.9) -> list[SampleJ
 
 def _alone(backend: HFPolicyBackend, job: SampleJob) -> tuple[list[int], list[float]]:
     """The one-sequence reference: the same turn sampled on its own."""
-    return backend.sample(
+    return backend.sampler.sample(
         job.prompt,
         temperature=job.temperature,
         top_p=job.top_p,
@@ -80,7 +81,7 @@ def _sample_as_alone(
     """Sample ``jobs`` together in a fresh sampler (its cache budget ``cache_tokens`` when
     given), check each against the turn sampled alone, and return the closed sampler."""
     sampler = BatchSampler(
-        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
+        backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32
     )
     if cache_tokens is not None:
         sampler.cache_tokens = cache_tokens
@@ -136,7 +137,7 @@ def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
         if not joined.is_set():  # the first draw of the first turn: the others arrive now
             joined.set()
             sampler.submit_together(later)
-        return backend._pick(logits, temperature, top_p, generator)
+        return draw(logits, temperature, top_p, generator)
 
     sampler = BatchSampler(backend.loaded, pick=pick, stop_ids=(), max_rows=32)
     first = SampleJob(prompts[-1], 1.0, 0.9, MAX_NEW, 7)  # no stop ids: it runs to the cap
@@ -149,14 +150,14 @@ def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
         sampler.close()
     assert sampler.peak_rows == 1 + len(later)
     reference = HFPolicyBackend(backend.loaded, name="reference", max_batch=1)
-    reference._stop_ids = frozenset()
+    reference.sampler.stop_ids = frozenset()
     _check_as_alone(reference, [first, *later])
 
 
 def test_a_stopped_turn_leaves_the_batch_and_the_others_go_on(backend: HFPolicyBackend) -> None:
     """A turn whose caller went away ends at its next token; the rest sample as if alone."""
     sampler = BatchSampler(
-        backend.loaded, pick=backend._pick, stop_ids=backend._stop_ids, max_rows=32
+        backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32
     )
     jobs = _jobs(_prompts(backend, 4))
     jobs[1].stop.set()
@@ -179,9 +180,11 @@ def test_a_failed_forward_fails_the_turns_in_flight_and_the_next_ones_sample(
         calls += 1
         if calls == 1:
             raise RuntimeError("out of memory (simulated)")
-        return backend._pick(logits, temperature, top_p, generator)
+        return draw(logits, temperature, top_p, generator)
 
-    sampler = BatchSampler(backend.loaded, pick=pick, stop_ids=backend._stop_ids, max_rows=32)
+    sampler = BatchSampler(
+        backend.loaded, pick=pick, stop_ids=backend.sampler.stop_ids, max_rows=32
+    )
     failed = _jobs(_prompts(backend, 3))
     try:
         sampler.submit_together(failed)
@@ -203,8 +206,8 @@ def test_top_p_draws_do_not_depend_on_float_noise_in_the_logits(backend: HFPolic
     for seed in range(40):
         logits = 0.01 * torch.randn(4000, generator=noise)
         nudged = logits * (1 + 1e-6 * torch.randn(4000, generator=noise))
-        one = backend._pick(logits, 1.0, 0.9, torch.Generator().manual_seed(seed))
-        two = backend._pick(nudged, 1.0, 0.9, torch.Generator().manual_seed(seed))
+        one = draw(logits, 1.0, 0.9, torch.Generator().manual_seed(seed))
+        two = draw(nudged, 1.0, 0.9, torch.Generator().manual_seed(seed))
         flips += one[0] != two[0]
     assert flips == 0
 
@@ -249,7 +252,7 @@ def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
     single = load_policy(f"hf:{tiny_model}")
     assert isinstance(batched, HFPolicyBackend)
     assert isinstance(single, HFPolicyBackend)
-    assert single._batcher.max_rows == 1
+    assert single.sampler.batcher.max_rows == 1
     together = asyncio.run(play(batched, True))
     alone = asyncio.run(play(single, False))
     assert [t.completion_ids for t in together] == [t.completion_ids for t in alone]
@@ -280,7 +283,7 @@ def test_the_cache_setting_sets_the_budget(
     assert isinstance(default, HFPolicyBackend)
     assert isinstance(small, HFPolicyBackend)
     per_token = cache_bytes_per_token(small.loaded.model)
-    assert small._batcher.cache_tokens == 2 * 2**20 // per_token
-    assert default._batcher.cache_tokens == 512 * 2**20 // per_token
+    assert small.sampler.batcher.cache_tokens == 2 * 2**20 // per_token
+    assert default.sampler.batcher.cache_tokens == 512 * 2**20 // per_token
     asyncio.run(default.aclose())
     asyncio.run(small.aclose())

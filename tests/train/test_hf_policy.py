@@ -74,7 +74,7 @@ def test_a_turn_reports_exact_usage_and_records_its_tokens(backend: HFPolicyBack
     assert result.usage.completion_tokens == len(tokens.completion_ids) <= 12
     assert len(tokens.logprobs) == len(tokens.completion_ids)
     assert all(lp <= 0.0 for lp in tokens.logprobs)
-    rendered = backend.render(FIRST, TOOLS, gen=True)
+    rendered = backend.sampler.render(FIRST, TOOLS, gen=True)
     assert backend.loaded.tokenizer.decode(list(tokens.prompt_ids)) == rendered
     assert result.response["object"] == "chat.completion"
 

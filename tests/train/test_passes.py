@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent_kit.cli.process import MALLOC_SETTING, bound_malloc, release_free_memory
+from agent_kit.model import seam
 from agent_kit.train.passes import (
     CHECKPOINT_FROM,
     CHECKPOINT_KWARGS,
-    MALLOC_SETTING,
+    LM_HEAD_TILE,
     PASS_TOKENS,
-    bound_malloc,
     checkpoint_pass,
     pass_rows,
-    release_free_memory,
 )
 
 
@@ -39,12 +40,24 @@ def test_checkpointing_where_a_pass_is_long() -> None:
     assert CHECKPOINT_FROM < PASS_TOKENS
 
 
+@pytest.fixture
+def small_tiles() -> Iterator[None]:
+    """TRL's LM head in the CPU's small tiles for the test (as ``agent-kit train``'s door sets
+    them), its own tiles put back after."""
+    default = seam.set_lm_head_tiles(LM_HEAD_TILE)
+    assert default is not None
+    yield
+    seam.set_lm_head_tiles(default)
+
+
 @pytest.mark.e2e  # importing TRL's GRPO trainer starts a process
+@pytest.mark.usefixtures("small_tiles")
 def test_a_micro_batch_split_into_passes_gives_the_same_gradient(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trainer's micro-batch of 4 rollouts in one pass and in four checkpointed passes, TRL's
-    LM head in the CPU's small tiles: the same loss and the same LoRA gradients."""
+    LM head in the CPU's small tiles (as ``agent-kit train``'s door sets them): the same loss and
+    the same LoRA gradients."""
     import torch
 
     from agent_kit.driver.config import RunConfig
@@ -60,8 +73,6 @@ def test_a_micro_batch_split_into_passes_gives_the_same_gradient(
     trainer = session.trainer
     from trl.kernels import chunked_logprob
     from trl.trainer import utils
-
-    from agent_kit.train.passes import LM_HEAD_TILE
 
     tiles = (chunked_logprob.TOKEN_CHUNK_SIZE, utils._CHUNKED_LOGPROB_CHUNK_SIZE)
     assert tiles == LM_HEAD_TILE  # the CPU's small tiles: what bounds a long pass's memory

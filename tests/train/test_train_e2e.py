@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -28,11 +30,29 @@ pytestmark = pytest.mark.e2e
 
 @dataclass
 class Trained:
-    """The run after its interrupted first play and its resume."""
+    """The run after its interrupted first play and its resume, and the process's settings
+    before and after both (:func:`_process`)."""
 
     first: TrainResult
     resumed: TrainResult
     model: Path
+    process: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+
+
+def _process() -> dict[str, Any]:
+    """The settings of this process a library call must leave alone: the environment, torch's
+    threads, TRL's LM head tiles, transformers' log level and progress bar."""
+    import transformers
+
+    from agent_kit.model.seam import lm_head_tiles
+
+    return {
+        "env": dict(os.environ),
+        "threads": torch.get_num_threads(),
+        "tiles": lm_head_tiles(),
+        "verbosity": transformers.logging.get_verbosity(),
+        "bar": transformers.utils.logging.is_progress_bar_enabled(),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +91,18 @@ def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Train
 
         return await train(config, stop, echo)
 
+    before = _process()
     first = asyncio.run(first_play())
     resumed = asyncio.run(train(TrainConfig(RunConfig(resume=first.run_dir), device="cpu")))
-    return Trained(first, resumed, tiny_model)
+    return Trained(first, resumed, tiny_model, (before, _process()))
+
+
+def test_train_leaves_the_calling_process_as_it_found_it(trained: Trained) -> None:
+    """train() called from Python (two runs) changes neither the environment, torch's thread
+    count, TRL's LM head tiles nor transformers' log level and progress bar."""
+    before, after = trained.process
+    assert before["tiles"] is not None
+    assert after == before
 
 
 def test_two_steps_train_the_adapter_and_a_resume_trains_the_third(trained: Trained) -> None:

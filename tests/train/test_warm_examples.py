@@ -103,7 +103,7 @@ def test_a_target_ends_with_the_token_the_sampler_stops_on(tiny_model: Path) -> 
     spans = _spans(episode.input_ids, episode.mask)
     assert len(spans) == len(WORDS)
     for span in spans:
-        assert span[-1] in backend._stop_ids
+        assert span[-1] in backend.sampler.stop_ids
         assert loaded.tokenizer.convert_ids_to_tokens(span[-1]) == backend.chat.end_token
 
 

@@ -87,10 +87,8 @@ def _chat_template(template: Any) -> str | None:
 
 
 def _runtime() -> Any:
-    # llama.cpp's OpenMP threads spin while they wait for each other; on a busy machine (two
-    # cores shared with the agent, the emulator or another job) that made generation 30× slower
-    # (0.6 vs 21 tokens/s measured). Passive waiting must be chosen before the library loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    # llama.cpp's OpenMP threads spin while they wait for each other unless OMP_WAIT_POLICY is
+    # passive when it loads: the commands set it at their door (agent_kit/cli/process.py)
     try:
         import xllamacpp  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as exc:
