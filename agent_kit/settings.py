@@ -28,7 +28,16 @@ from typing import Any, Final, Literal
 
 from agent_kit.errors import UsageError
 
-__all__ = ["PREFIX", "SettingSpec", "Settings", "setting", "settings_table"]
+__all__ = [
+    "DEFAULTS",
+    "PREFIX",
+    "Door",
+    "SettingSpec",
+    "Settings",
+    "env_name",
+    "setting",
+    "settings_table",
+]
 
 #: The prefix every variable declared here carries.
 PREFIX: Final = "AGENT_KIT_"
@@ -208,12 +217,16 @@ class Settings:
     )
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+    def from_environ(cls, environ: Mapping[str, str], *, door: Door | None = None) -> Settings:
         """The record from ``environ``: unset or empty variables keep their defaults; a malformed
-        value is a :class:`UsageError` naming the variable."""
+        value is a :class:`UsageError` naming the variable. With ``door``, only that door's
+        variables are read (the others keep their defaults): the CLI does not refuse to start
+        over a variable only the agent reads, nor the agent over one of the CLI's."""
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             spec: SettingSpec = f.metadata["spec"]
+            if door is not None and spec.door != door:
+                continue
             name = env_name(f.name)
             raw = environ.get(name, "").strip()
             if not raw and spec.fallback:
@@ -238,6 +251,10 @@ class Settings:
         return out
 
 
+#: Every default: what library code uses when its caller gives no value.
+DEFAULTS: Final = Settings()
+
+
 def env_name(field_name: str) -> str:
     """``hf_batch`` → ``AGENT_KIT_HF_BATCH``."""
     return PREFIX + field_name.upper()
@@ -260,8 +277,7 @@ def _parse(name: str, raw: str, annotation: Any, spec: SettingSpec) -> Any:
         try:
             number = int(raw) if kind.startswith("int") else float(raw)
         except ValueError:
-            what = "an integer" if kind.startswith("int") else "a number"
-            raise UsageError(f"{name} must be {what}{_unit(spec)}, not {raw!r}") from None
+            raise UsageError(f"{name} must be {_kind_words(kind, spec)}, not {raw!r}") from None
         if not math.isfinite(number):
             raise UsageError(f"{name} must be a finite number, not {raw!r}")
         if spec.low is not None and number < spec.low:
@@ -279,12 +295,11 @@ def _parse(name: str, raw: str, annotation: Any, spec: SettingSpec) -> Any:
     return raw
 
 
-def _unit(spec: SettingSpec) -> str:
-    return (
-        f" of {spec.unit}"
-        if spec.unit and spec.unit != "s"
-        else (" of seconds" if spec.unit else "")
-    )
+def _kind_words(kind: str, spec: SettingSpec) -> str:
+    """``an integer`` (``an integer (bytes)``), ``a number`` or ``a number of seconds``."""
+    if kind.startswith("int"):
+        return "an integer" + (f" ({spec.unit})" if spec.unit else "")
+    return "a number of seconds" if spec.unit == "s" else "a number"
 
 
 def _num(value: float) -> str:
