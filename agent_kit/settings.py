@@ -312,23 +312,23 @@ def settings_table() -> list[dict[str, str]]:
     rows = []
     for f in dataclasses.fields(Settings):
         spec: SettingSpec = f.metadata["spec"]
-        bounds = []
-        if spec.low is not None:
-            bounds.append(f"≥ {_num(spec.low)}")
-        if spec.high is not None:
-            bounds.append(f"≤ {_num(spec.high)}")
-        if spec.choices:
-            bounds.append(" | ".join(spec.choices))
-        if spec.none_at is not None:
-            bounds.append(f"{spec.none_at} = none")
+        bounds = ", ".join(spec.choices)
+        if spec.low is not None and spec.high is not None:
+            bounds = f"{_num(spec.low)}..{_num(spec.high)}"
+        elif spec.low is not None:
+            bounds = f"≥ {_num(spec.low)}"
         help_text = spec.help + (f" (else ${spec.fallback})" if spec.fallback else "")
+        default = f.default
+        shown = "unset" if default is None else str(default)
+        if isinstance(default, bool):
+            shown = "true" if default else "false"
         rows.append(
             {
                 "name": env_name(f.name),
                 "door": spec.door,
                 "type": str(f.type).replace(" | None", ""),
-                "default": "unset" if f.default is None else str(f.default),
-                "range": ", ".join(bounds),
+                "default": shown,
+                "range": bounds,
                 "unit": spec.unit,
                 "help": help_text,
             }

@@ -54,6 +54,7 @@ from agent_kit.cli.run_options import (
     SeedOption,
     SuccessThresholdOption,
     WorkersOption,
+    door_settings,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
 from agent_kit.driver.config import RunConfig
@@ -75,6 +76,7 @@ from agent_kit.evaluation.plan import grid_plan, job_plan, recorded_rollouts
 from agent_kit.evaluation.render import render_table
 from agent_kit.evaluation.table import GridTable, build_table, comparisons
 from agent_kit.reporting.pricing import default_pricing
+from agent_kit.settings import Settings
 from agent_kit.store import resolve_path
 
 __all__ = ["eval_cmd", "register"]
@@ -223,6 +225,7 @@ def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
 
 
 def eval_cmd(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: Annotated[
         Path | None, typer.Option(help="The holdout: .jsonl, .json, .csv or .parquet.")
@@ -277,7 +280,7 @@ def eval_cmd(
     as_json: AsJsonOption = False,
 ) -> None:
     """Evaluate policies × settings on a holdout: one table, mean ± SE and differences."""
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     jobs = job_settings(options)
     agent = jobs.runtime_arn if jobs is not None else entrypoint
     if agent is None or dataset is None:
@@ -293,12 +296,23 @@ def eval_cmd(
     if plan:
         _plan(spec, prompts, plan_from, options, jobs)
         return
-    run = RunConfig(workers=workers, agent_memory=_memory(agent_memory), lenient_auth=lenient_auth)
+    run = _local_run(options, door_settings(ctx))
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.mlflow import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))
+
+
+def _local_run(options: dict[str, Any], settings: Settings) -> RunConfig:
+    """How the local cells reach the agent: its processes, their memory, the signature checks,
+    the ``AGENT_KIT_*`` settings the CLI read."""
+    return RunConfig(
+        workers=options["workers"],
+        agent_memory=_memory(options["agent_memory"]),
+        lenient_auth=options["lenient_auth"],
+        settings=settings,
+    )
 
 
 def _run_and_report(

@@ -63,6 +63,7 @@ from agent_kit.cli.run_options import (
     TemperatureOption,
     TopPOption,
     WorkersOption,
+    door_settings,
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
@@ -147,6 +148,7 @@ def _play(config: RunConfig, console: Console, err: Console, *, live: bool) -> L
 
 
 def run(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
     policy: PolicyOption = "random",
@@ -189,13 +191,14 @@ def run(
     seconds, writes the summary (status interrupted) and exits 130 (143 for SIGTERM); a second
     one aborts at once. ``--resume RUN_DIR`` then plays the remaining slots.
     """
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     job = settings_of(JobConfig, options)
     config = settings_of(  # refuses a negative --grace
         RunConfig,
         options,
         job=job if resume is None else None,  # a resumed run plays with its recorded settings
         agent_memory=None if agent_memory is None else _memory(agent_memory),
+        settings=door_settings(ctx),
     )
     for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
         if resume is not None and given:

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from agent_kit.emulator.policies.registry import POLICY_HELP
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "AdvertiseUrlOption",
@@ -52,10 +53,18 @@ __all__ = [
     "TemperatureOption",
     "TopPOption",
     "WorkersOption",
+    "door_settings",
     "settings_of",
 ]
 
 _Settings = TypeVar("_Settings")
+
+
+def door_settings(ctx: typer.Context) -> Settings:
+    """The ``AGENT_KIT_*`` settings the root command read at the CLI's door (every default for
+    a command invoked without the root, as an embedding program may)."""
+    found = ctx.find_root().obj
+    return found if isinstance(found, Settings) else DEFAULTS
 
 
 def settings_of(cls: type[_Settings], options: Mapping[str, Any], **given: Any) -> _Settings:

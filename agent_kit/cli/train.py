@@ -42,6 +42,7 @@ from agent_kit.cli.run_options import (
     StepsOption,
     TemperatureOption,
     WorkersOption,
+    door_settings,
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
@@ -105,6 +106,7 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
 
 
 def train_cmd(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
     model: ModelOption = "smollm2-135m",
@@ -168,13 +170,13 @@ def train_cmd(
     """Train a LoRA adapter with GRPO against the agent's unchanged entrypoint, locally."""
     if resume is None and (entrypoint is None or dataset is None):
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     _refuse_changes_on_resume(options)
     job = settings_of(JobConfig, options)
     config = settings_of(
         TrainConfig,
         options,
-        run=settings_of(RunConfig, options, job=job),
+        run=settings_of(RunConfig, options, job=job, settings=door_settings(ctx)),
         eval=eval_file,
         warm_start=tuple(warm_start or ()),
     )

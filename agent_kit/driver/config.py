@@ -22,6 +22,7 @@ from typing import Any, Final
 from agent_kit.driver.trainer_side import CONTRACTS
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "AGENT_ENV_KEY",
@@ -243,7 +244,9 @@ class RunConfig:
     driver's default, :data:`DEFAULT_MAX_FLOOR_RATE`). Constructing one
     with a negative ``grace`` or a ``max_floor_rate`` outside 0..1 raises
     :class:`~agent_kit.errors.UsageError`. ``lenient_auth`` stops the emulator from verifying
-    the signatures of the agents the run starts (only their shape is checked).
+    the signatures of the agents the run starts (only their shape is checked). ``settings``
+    are the ``AGENT_KIT_*`` settings the CLI read at its door (the policies', the invokers'
+    caps, the token counter; default: every default); never recorded with the run.
     """
 
     entrypoint: str | None = None
@@ -266,6 +269,7 @@ class RunConfig:
     #: --grid env.NAME=…``). Recorded with the run (its job config's ``agent_env``), so a
     #: resume and a replay give them again; a resume's own ``extra_env`` is laid over them.
     extra_env: Mapping[str, str] | None = None
+    settings: Settings = DEFAULTS
 
     def __post_init__(self) -> None:
         if self.agent_memory is not None and self.agent_memory <= 0:

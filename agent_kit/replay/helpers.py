@@ -41,6 +41,7 @@ from agent_kit.replay.inprocess import replay_in_process
 from agent_kit.replay.policy import Normalization
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import ReplayReport
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = ["assert_replays", "record", "recorded_run"]
 
@@ -74,12 +75,14 @@ def record(
     seed: int = 0,
     concurrency: int = 8,
     cassette: str | Path | None = None,
+    settings: Settings = DEFAULTS,
 ) -> Path:
     """Record a run of ``entrypoint`` (a local job, as ``agent-kit run``); return its run dir.
 
     ``prompts`` is a dataset file or a list of prompts (dicts are JSON-packed, as the service
     expects); every prompt is played ``group_size`` times with ``policy`` (a policy spec such as
-    ``scripted:policies.py:Solver``). With ``cassette`` the episodes are also exported there.
+    ``scripted:policies.py:Solver``, built with ``settings``: the ``AGENT_KIT_*`` settings,
+    every default unless given). With ``cassette`` the episodes are also exported there.
     Raises :class:`~agent_kit.errors.JobFailed` when the job fails.
     """
     from agent_kit.driver.config import JobConfig, RunConfig
@@ -97,7 +100,9 @@ def record(
         rollout_timeout=120.0,
         max_retries=1,
     )
-    run = RunConfig(entrypoint=str(entrypoint), dataset=data, job=config, out=out)
+    run = RunConfig(
+        entrypoint=str(entrypoint), dataset=data, job=config, out=out, settings=settings
+    )
     result = asyncio.run(run_local(run))
     result.raise_for_status()
     if cassette is not None:

@@ -196,7 +196,7 @@ async def run_eval(
     run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
     hooks = JobHooks(progress=progress_lines(f"holdout {label}", echo)) if echo else None
     result: JobResult = await run_local(run, hooks, policy=backend)
-    release_free_memory()  # the sampler's caches, before the next phase
+    release_free_memory(config.run.settings.malloc)  # the sampler's caches, before the next
     figures = eval_figures(result.run_dir, config.eval_samples, config.job.max_tokens)
     if echo is not None and figures.get("failure"):
         echo(f"{_NAMES.get(label, label)} holdout: {figures['failure']}")

@@ -120,6 +120,7 @@ class GRPOSession:
     ) -> None:
         trl, peft, datasets, transformers = quiet_trainer_libraries()
         self.run_dir = run_dir
+        self._malloc = config.run.settings.malloc  # AGENT_KIT_MALLOC (passes.py)
         self._batches: queue.Queue[StepBatch | None] = queue.Queue()
         self._updates: queue.Queue[StepUpdate | BaseException] = queue.Queue()
         self._step = first_step
@@ -215,7 +216,7 @@ class GRPOSession:
         }
         folder = adapter_dir(self.run_dir, self._step)
         save_adapter(self.trainer.model, folder, self.run_dir)  # RunStoreError: not written
-        release_free_memory()  # the step's activations, before the next step samples
+        release_free_memory(self._malloc)  # the step's activations, before the next step
         self._updates.put(StepUpdate(self._step, metrics, folder))
         self._step += 1
 

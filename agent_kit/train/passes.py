@@ -39,11 +39,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Final
 
+from agent_kit.settings import DEFAULTS
+
 __all__ = [
     "CHECKPOINT_FROM",
     "CHECKPOINT_KWARGS",
     "LM_HEAD_TILE",
-    "MALLOC_SETTING",
     "PASS_TOKENS",
     "bound_malloc",
     "checkpoint_pass",
@@ -111,14 +112,13 @@ def small_lm_head_tiles() -> bool:
 
 #: glibc's ``mallopt`` parameter for the most heaps (arenas) the threads may have.
 _M_ARENA_MAX: Final = -8
-#: ``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults (a bench's reference).
-MALLOC_SETTING: Final = "AGENT_KIT_MALLOC"
 
 
-def _glibc() -> Any:
-    """The process's C library where it is glibc on Linux and the user left it alone, else
+def _glibc(malloc: str) -> Any:
+    """The process's C library where it is glibc on Linux and ``malloc`` is not ``"glibc"``
+    (``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults: a bench's reference), else
     None."""
-    if not sys.platform.startswith("linux") or os.environ.get(MALLOC_SETTING) == "glibc":
+    if not sys.platform.startswith("linux") or malloc == "glibc":
         return None
     try:
         libc = ctypes.CDLL(None)
@@ -128,19 +128,20 @@ def _glibc() -> Any:
     return libc
 
 
-def bound_malloc() -> bool:
+def bound_malloc(malloc: str = DEFAULTS.malloc) -> bool:
     """Make the threads that allocate from now on share the C heap's one arena (glibc on Linux;
     False, nothing changed, elsewhere, where ``MALLOC_ARENA_MAX`` is set — the user's own
-    choice stands — or ``AGENT_KIT_MALLOC=glibc``). Call it before the threads that load and
-    train the model start."""
-    libc = _glibc()
+    choice stands — or ``malloc`` is ``"glibc"``: ``AGENT_KIT_MALLOC``). Call it before the
+    threads that load and train the model start."""
+    libc = _glibc(malloc)
     if libc is None or os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(libc.mallopt(_M_ARENA_MAX, 1))
 
 
-def release_free_memory() -> bool:
+def release_free_memory(malloc: str = DEFAULTS.malloc) -> bool:
     """Hand the heap's free pages back to the system (glibc's ``malloc_trim``): the resting size
-    of the process falls to what it holds. False where nothing was released or can be."""
-    libc = _glibc()
+    of the process falls to what it holds. False where nothing was released or can be (``malloc``
+    as :func:`bound_malloc`'s)."""
+    libc = _glibc(malloc)
     return libc is not None and bool(libc.malloc_trim(0))
