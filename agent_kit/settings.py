@@ -216,6 +216,18 @@ class Settings:
         choices=("bounded", "glibc"),
     )
 
+    def __post_init__(self) -> None:
+        """A value given in Python is held to its variable's range too (UsageError naming
+        the variable)."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or isinstance(value, bool) or not isinstance(value, int | float | str):
+                continue
+            spec: SettingSpec = f.metadata["spec"]
+            if isinstance(value, str) and not spec.choices:
+                continue
+            _parse(env_name(f.name), str(value), f.type, spec)
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], *, door: Door | None = None) -> Settings:
         """The record from ``environ``: unset or empty variables keep their defaults; a malformed
@@ -249,10 +261,6 @@ class Settings:
                 ("true" if value else "false") if isinstance(value, bool) else str(value)
             )
         return out
-
-
-#: Every default: what library code uses when its caller gives no value.
-DEFAULTS: Final = Settings()
 
 
 def env_name(field_name: str) -> str:
@@ -304,6 +312,10 @@ def _kind_words(kind: str, spec: SettingSpec) -> str:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+#: Every default: what library code uses when its caller gives no value.
+DEFAULTS: Final = Settings()
 
 
 def settings_table() -> list[dict[str, str]]:

@@ -97,6 +97,15 @@ def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str, word
     assert "\n" not in caught.value.message
 
 
+def test_values_given_in_python_keep_their_ranges() -> None:
+    """A record built in Python is held to the same ranges and choices as one read."""
+    with pytest.raises(UsageError, match="AGENT_KIT_HF_BATCH must be at least 1, not 0"):
+        Settings(hf_batch=0)
+    with pytest.raises(UsageError, match="AGENT_KIT_POLICY_TRANSPORT must be one of"):
+        Settings(policy_transport="pigeon")
+    assert Settings(hf_batch=4, max_answer_bytes=None).hf_batch == 4
+
+
 def test_a_door_reads_only_its_own_variables() -> None:
     """With ``door``, a variable of the other door is neither read nor refused."""
     env = {"AGENT_KIT_PORT": "bad", "AGENT_KIT_HF_BATCH": "4"}
