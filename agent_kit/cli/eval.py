@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -57,7 +57,7 @@ from agent_kit.cli.run_options import (
     door_settings,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
-from agent_kit.driver.config import RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.errors import JobFailed, UsageError
@@ -207,7 +207,7 @@ def _plan(
         prompts,
         concurrency=options["concurrency"],
         rollout_timeout=options["rollout_timeout"],
-        max_tokens=options.get("max_tokens") or 4096,
+        max_tokens=options.get("max_tokens") or _JOB.max_tokens,
         pricing=default_pricing(),
         recorded=None if source is None else recorded_rollouts(source),
         source=None if source is None else str(source),
@@ -222,6 +222,10 @@ def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
     layout.table.write_text(json.dumps(table.document(), indent=2) + "\n", encoding="utf-8")
     layout.page.write_text(render_page(table), encoding="utf-8")
     return layout.table, layout.page
+
+
+#: The job's settings' defaults, which a cell's settings default to (tests/cli pins them).
+_JOB: Final = JobConfig()
 
 
 def eval_cmd(
@@ -244,11 +248,11 @@ def eval_cmd(
     max_tokens: Annotated[
         int | None, typer.Option(help="max_tokens of every cell (not an axis).")
     ] = None,
-    concurrency: ConcurrencyOption = 32,
-    rollout_timeout: RolloutTimeoutOption = 600.0,
-    max_retries: MaxRetriesOption = 3,
-    success_threshold: SuccessThresholdOption = 1.0,
-    seed: SeedOption = 0,
+    concurrency: ConcurrencyOption = _JOB.concurrency,
+    rollout_timeout: RolloutTimeoutOption = _JOB.rollout_timeout,
+    max_retries: MaxRetriesOption = _JOB.max_retries,
+    success_threshold: SuccessThresholdOption = _JOB.success_threshold,
+    seed: SeedOption = _JOB.seed,
     workers: WorkersOption = None,
     agent_memory: AgentMemoryOption = None,
     lenient_auth: LenientAuthOption = False,

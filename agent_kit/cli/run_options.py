@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from agent_kit.driver.config import GROUP_SIZE, MAX_RETRIES
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.settings import DEFAULTS, Settings
 
@@ -100,7 +101,7 @@ AuxPolicyOption = Annotated[
         show_default=False,
     ),
 ]
-GroupSizeOption = Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")]
+GroupSizeOption = Annotated[int, typer.Option(help=f"Rollouts per prompt ({GROUP_SIZE.words()}).")]
 BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="Prompts per step (global_batch_size; run: all by default, at most 128)."),
@@ -110,7 +111,9 @@ ConcurrencyOption = Annotated[int, typer.Option(help="Rollouts in flight at most
 RolloutTimeoutOption = Annotated[
     float, typer.Option(help="Seconds before a rollout is failed and retried.")
 ]
-MaxRetriesOption = Annotated[int, typer.Option(help="Retries of a timed-out rollout (0..10).")]
+MaxRetriesOption = Annotated[
+    int, typer.Option(help=f"Retries of a timed-out rollout ({MAX_RETRIES.words()}).")
+]
 TemperatureOption = Annotated[float, typer.Option(help="inferenceParams.temperature")]
 TopPOption = Annotated[float, typer.Option(help="inferenceParams.topP")]
 MaxTokensOption = Annotated[int, typer.Option(help="inferenceParams.maxTokens")]

@@ -105,17 +105,25 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         console.print(f"play it: --policy 'hf:{model}+{doc['adapter']}'", markup=False)
 
 
+#: A training run's defaults, which ``train``'s options default to (tests/cli pins them).
+_TRAIN: Final = TrainConfig(run=RunConfig())
+
+
 def train_cmd(
     ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
-    model: ModelOption = "smollm2-135m",
+    model: ModelOption = _TRAIN.model,
     steps: StepsOption = TRAIN_JOB.steps,
     group_size: GroupSizeOption = TRAIN_JOB.group_size,
     batch_size: BatchSizeOption = TRAIN_JOB.batch_size,
-    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
-    learning_rate: Annotated[float, typer.Option(help="Learning rate (constant).")] = 5e-5,
-    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference pass).")] = 0.0,
+    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = _TRAIN.lora_r,
+    learning_rate: Annotated[
+        float, typer.Option(help="Learning rate (constant).")
+    ] = _TRAIN.learning_rate,
+    beta: Annotated[
+        float, typer.Option(help="KL coefficient (0: no reference pass).")
+    ] = _TRAIN.beta,
     temperature: TemperatureOption = TRAIN_JOB.temperature,
     max_tokens: MaxTokensOption = TRAIN_JOB.max_tokens,
     micro_batch: Annotated[
@@ -125,8 +133,10 @@ def train_cmd(
         Path | None,
         typer.Option("--eval", help="Holdout prompts, played by the base model and the adapter."),
     ] = None,
-    eval_samples: Annotated[int, typer.Option(help="Samples per holdout prompt (k).")] = 4,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    eval_samples: Annotated[
+        int, typer.Option(help="Samples per holdout prompt (k).")
+    ] = _TRAIN.eval_samples,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = _TRAIN.device,
     warm_start: Annotated[
         list[Path] | None,
         typer.Option(
@@ -143,8 +153,12 @@ def train_cmd(
             show_default=False,
         ),
     ] = None,
-    warm_start_epochs: Annotated[int, typer.Option(help="Warm-start epochs.")] = 3,
-    warm_start_lr: Annotated[float, typer.Option(help="Warm-start learning rate.")] = 2e-4,
+    warm_start_epochs: Annotated[
+        int, typer.Option(help="Warm-start epochs.")
+    ] = _TRAIN.warm_start_epochs,
+    warm_start_lr: Annotated[
+        float, typer.Option(help="Warm-start learning rate.")
+    ] = _TRAIN.warm_start_lr,
     max_length: Annotated[
         int | None,
         typer.Option(
@@ -157,8 +171,8 @@ def train_cmd(
         bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
     ] = False,
     concurrency: ConcurrencyOption = TRAIN_JOB.concurrency,
-    seed: SeedOption = 0,
-    out: OutOption = Path("runs"),
+    seed: SeedOption = TRAIN_JOB.seed,
+    out: OutOption = _TRAIN.run.out,
     name: NameOption = None,
     resume: ResumeOption = None,
     workers: WorkersOption = None,

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_kit.contract import TEMPERATURE
 from agent_kit.replay.cassette import load_recording, write_cassette
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.inprocess import replay_in_process
@@ -71,7 +72,7 @@ def record(
     out_dir: str | Path,
     name: str = "recording",
     group_size: int = 2,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE.default,
     seed: int = 0,
     concurrency: int = 8,
     cassette: str | Path | None = None,
@@ -166,7 +167,7 @@ def recorded_run(
     *,
     policy: str,
     group_size: int = 2,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE.default,
     seed: int = 0,
     scope: Literal["session", "package", "module", "class", "function"] = "module",
 ) -> Callable[..., Path]:
