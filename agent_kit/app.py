@@ -48,6 +48,7 @@ from agent_kit.episode_loop import (
 from agent_kit.errors import ContractError
 from agent_kit.policy_client import PolicyConfig, TokenProvider, build_model
 from agent_kit.runtime_client import RolloutReporter, s3_client
+from agent_kit.settings import Settings
 from agent_kit.trainer_contract import (
     TrainerPayload,
     error_result,
@@ -57,12 +58,9 @@ from agent_kit.trainer_contract import (
     s3_result,
 )
 
-__all__ = ["PORT_ENV", "RolloutApp"]
+__all__ = ["RolloutApp"]
 
 logger = logging.getLogger("agent_kit.app")
-
-#: Environment variable that overrides the port ``app.run()`` listens on (default 8080).
-PORT_ENV = "AGENT_KIT_PORT"
 
 
 class _BodyLimit:
@@ -127,10 +125,16 @@ class RolloutApp(BedrockAgentCoreApp):
             give them the floor.
         budget_s: wall-clock budget of one rollout, kept below the service's rollout_timeout
             (default 600 s).
-        policy: transport settings (default: from the environment, see ``PolicyConfig``).
+        policy: transport settings (default: ``agent_settings``' ``AGENT_KIT_POLICY_*``, see
+            ``PolicyConfig``).
         model_factory: advanced/testing: builds the Strands model of an episode yourself.
         max_payload_bytes: largest accepted /invocations body.
-        forwarder: also serve ``POST /rollout`` + ``GET /health`` for a Lambda forwarder.
+        forwarder: also serve ``POST /rollout`` + ``GET /health`` for a Lambda forwarder (its
+            secret: ``AGENT_KIT_FORWARDER_SECRET``).
+        agent_settings: the ``AGENT_KIT_*`` settings of the agent process (its policy
+            transport, auxiliary model, port, forwarder secret). Default: read from the
+            environment here, once (this is the agent's door, docs/settings.md); a malformed
+            value is a :class:`~agent_kit.errors.UsageError` naming the variable.
     """
 
     def __init__(
@@ -150,6 +154,7 @@ class RolloutApp(BedrockAgentCoreApp):
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         forwarder: bool = False,
         debug: bool = False,
+        agent_settings: Settings | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -169,7 +174,15 @@ class RolloutApp(BedrockAgentCoreApp):
             budget_s=budget_s,
             recover_text_tool_calls=recover_text_tool_calls,
         )
-        self.policy_config = policy
+        #: The ``AGENT_KIT_*`` settings this agent read at its door (constructor docstring).
+        self.agent_settings = (
+            agent_settings
+            if agent_settings is not None
+            else Settings.from_environ(os.environ, door="agent")
+        )
+        self.policy_config = (
+            policy if policy is not None else PolicyConfig.from_settings(self.agent_settings)
+        )
         self._model_factory = model_factory
         self._token_provider: TokenProvider | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -177,7 +190,7 @@ class RolloutApp(BedrockAgentCoreApp):
         if forwarder:
             from agent_kit.forwarder import enable_forwarder_routes
 
-            enable_forwarder_routes(self)
+            enable_forwarder_routes(self, self.agent_settings.forwarder_secret)
 
     # -- the entrypoint ------------------------------------------------------------------------
     async def _invocation(self, payload: Any, context: Any = None) -> Any:
@@ -204,7 +217,7 @@ class RolloutApp(BedrockAgentCoreApp):
         """Run and report one rollout; return the JSON body. Raises only ContractError.
 
         ``model_factory`` builds this episode's Strands model instead of the app's own (the
-        ``model_factory`` given to the constructor, else the policy endpoint of
+        ``model_factory`` given to the constructor, else the policy endpoint of its
         :class:`~agent_kit.policy_client.PolicyConfig`): the test kit's
         :func:`~agent_kit.driver.inprocess.run_episode` plays a scripted policy with it.
         """
@@ -214,6 +227,7 @@ class RolloutApp(BedrockAgentCoreApp):
             reward=self.reward_fn,
             settings=self.settings,
             model_factory=model_factory or self._model_factory or self._default_model,
+            agent_settings=self.agent_settings,
         )
         if payload.metadata is not None:
             await self._report(payload, outcome)
@@ -234,8 +248,6 @@ class RolloutApp(BedrockAgentCoreApp):
         policy = payload.policy
 
         async def trainer_model(rollout: RolloutPayload) -> ModelHandle:
-            if self.policy_config is None:
-                self.policy_config = PolicyConfig.from_env()
             base = self.policy_config
             config = replace(
                 base,
@@ -253,6 +265,7 @@ class RolloutApp(BedrockAgentCoreApp):
             reward=self.reward_fn,
             settings=self.settings,
             model_factory=self._model_factory or trainer_model,
+            agent_settings=self.agent_settings,
         )
         if outcome.episode.failure is not None:
             logger.warning(
@@ -318,8 +331,6 @@ class RolloutApp(BedrockAgentCoreApp):
         outcome.report_error = result.error
 
     async def _default_model(self, payload: RolloutPayload) -> ModelHandle:
-        if self.policy_config is None:
-            self.policy_config = PolicyConfig.from_env()
         if self._token_provider is None and payload.metadata is not None:
             self._token_provider = TokenProvider(region=payload.metadata.resolved_region())
         handle: ModelHandle = build_model(
@@ -329,9 +340,10 @@ class RolloutApp(BedrockAgentCoreApp):
 
     # -- serving -------------------------------------------------------------------------------
     def run(self, port: int | None = None, host: str | None = None, **kwargs: Any) -> None:
-        """Serve on ``port`` (default ``$AGENT_KIT_PORT`` or 8080); 127.0.0.1 outside containers."""
+        """Serve on ``port`` (default ``AGENT_KIT_PORT``, else 8080, as the app read it at its
+        construction); 127.0.0.1 outside containers."""
         if port is None:
-            port = int(os.environ.get(PORT_ENV, "8080"))
+            port = self.agent_settings.port
         super().run(port=port, host=host, **kwargs)
 
 

@@ -11,7 +11,9 @@ episode's auxiliary calls go (:func:`target_for`, first match wins):
    ``{endpoint}/aux/v1/chat/completions``, with the rollout's headers and bearer token, where
    each call is recorded as an auxiliary turn of the rollout (``agent-kit run --aux-policy``).
 
-The episode loop puts the target of the episode in a context variable while the episode and
+Those variables are read once, at the agent's door (:class:`~agent_kit.app.RolloutApp`), and
+handed to :func:`target_for` as :class:`~agent_kit.settings.Settings`. The episode loop puts the
+target of the episode in a context variable while the episode and
 its reward run (:func:`using_target`); :func:`aux_model` builds a Strands model on it. Every
 call made through it opens its own HTTP client, so it works from any event loop or thread
 (strands-evals' ``ActorSimulator.act`` runs its agent synchronously). A failing call raises
@@ -21,7 +23,6 @@ call made through it opens its own HTTP client, so it works from any event loop 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -35,13 +36,12 @@ from agent_kit.contract import HEADER_JOB_ARN, HEADER_TRAJECTORY_ID, RolloutPayl
 from agent_kit.contract import resolve_endpoint as _resolve_endpoint
 from agent_kit.errors import AuxiliaryError
 from agent_kit.policy_client import TokenProvider, default_token_provider
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.transport import OpenAIChat
 
 __all__ = [
     "AUX_KIND_HEADER",
-    "AUX_MODEL_ENV",
     "AUX_NAME_HEADER",
-    "AUX_URL_ENV",
     "AuxKind",
     "AuxTarget",
     "aux_model",
@@ -51,11 +51,6 @@ __all__ = [
 ]
 
 AuxKind = Literal["judge", "user"]
-#: An OpenAI-compatible base URL for every auxiliary call (wins over the emulator's route).
-AUX_URL_ENV: Final = "AGENT_KIT_AUX_URL"
-#: The auxiliary model id: at ``AGENT_KIT_AUX_URL``, or a Bedrock model id without it.
-AUX_MODEL_ENV: Final = "AGENT_KIT_AUX_MODEL"
-AUX_API_KEY_ENV: Final = "AGENT_KIT_AUX_API_KEY"
 #: The header naming the kind of an auxiliary call on the emulator's route.
 AUX_KIND_HEADER: Final = "X-Agent-Kit-Aux-Kind"
 #: The header naming the caller of an auxiliary call (a judge's name), shown when a replay of
@@ -83,14 +78,12 @@ class AuxTarget:
 _current: ContextVar[AuxTarget | None] = ContextVar("agent_kit_aux_target", default=None)
 
 
-def target_for(
-    payload: RolloutPayload | None, environ: Mapping[str, str] | None = None
-) -> AuxTarget | None:
-    """The auxiliary target of an episode (module docstring's order); None when there is none."""
-    env = os.environ if environ is None else environ
-    model = env.get(AUX_MODEL_ENV, "").strip()
-    if url := env.get(AUX_URL_ENV, "").strip():
-        key = env.get(AUX_API_KEY_ENV) or "unused"
+def target_for(payload: RolloutPayload | None, settings: Settings = DEFAULTS) -> AuxTarget | None:
+    """The auxiliary target of an episode (module docstring's order: ``settings``' aux URL,
+    model and key, which the agent's door reads); None when there is none."""
+    model = (settings.aux_model or "").strip()
+    if url := (settings.aux_url or "").strip():
+        key = settings.aux_api_key or "unused"
         return AuxTarget(url.rstrip("/"), model or "default", api_key=key)
     if model:
         return AuxTarget(None, model)

@@ -12,8 +12,9 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from pydantic import (
     AliasChoices,
@@ -36,6 +37,10 @@ __all__ = [
     "HEADER_TRAJECTORY_ID",
     "JOB_ARN_PATTERN",
     "MAX_PAYLOAD_BYTES",
+    "MAX_TOKENS",
+    "TEMPERATURE",
+    "TOP_P",
+    "Bounds",
     "CompleteRolloutBody",
     "InferenceParams",
     "RolloutMetadata",
@@ -64,6 +69,55 @@ JOB_ARN_PATTERN: Final = re.compile(
 )
 
 
+_N = TypeVar("_N", int, float)
+
+
+@dataclass(frozen=True)
+class Bounds(Generic[_N]):
+    """A numeric run setting's default and range, declared once: every place that defaults or
+    checks the setting (the CLI's options, the job's settings, the payload's
+    :class:`InferenceParams`, the eval grid, the job hyper-parameters) reads it here.
+
+    The range is ``low``..``high``, both included (None: unbounded); ``low_open`` excludes
+    ``low`` itself (top-p: (0, 1]).
+    """
+
+    default: _N
+    low: _N | None = None
+    high: _N | None = None
+    low_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` is in the range (NaN never is)."""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None:
+            return value <= self.high
+        return not math.isnan(value)
+
+    def words(self) -> str:
+        """The range as the messages say it: ``0..2``, ``in (0, 1]``, ``≥ 1``, ``> 0``."""
+        low, high = _shown(self.low), _shown(self.high)
+        if self.high is None:
+            return f"> {low}" if self.low_open else f"≥ {low}"
+        if self.low_open:
+            return f"in ({low}, {high}]"
+        return f"{low}..{high}"
+
+
+def _shown(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+#: ``inferenceParams.temperature``: what the service samples with when a job sets nothing, and
+#: the range it takes.
+TEMPERATURE: Final = Bounds(1.0, 0.0, 2.0)
+#: ``inferenceParams.topP``.
+TOP_P: Final = Bounds(1.0, 0.0, 1.0, low_open=True)
+#: ``inferenceParams.maxTokens`` (no upper bound here: a server caps it with its context).
+MAX_TOKENS: Final = Bounds(4096, 1)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
 
@@ -71,17 +125,19 @@ class _Model(BaseModel):
 class InferenceParams(_Model):
     """Sampling parameters the service passes (``inferenceParams``); mapped to OpenAI names."""
 
-    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
+    temperature: StrictFloat | StrictInt | None = Field(
+        default=None, ge=TEMPERATURE.low, le=TEMPERATURE.high
+    )
     top_p: StrictFloat | StrictInt | None = Field(
         default=None,
-        gt=0,
-        le=1,
+        gt=TOP_P.low,
+        le=TOP_P.high,
         validation_alias=AliasChoices("topP", "top_p"),
         serialization_alias="topP",
     )
     max_tokens: StrictInt | None = Field(
         default=None,
-        gt=0,
+        ge=MAX_TOKENS.low,
         validation_alias=AliasChoices("maxTokens", "max_tokens"),
         serialization_alias="maxTokens",
     )
@@ -89,8 +145,11 @@ class InferenceParams(_Model):
     @classmethod
     def service_defaults(cls) -> InferenceParams:
         """What the service samples with when a job sets nothing: temperature 1, topP 1,
-        maxTokens 4096 (the defaults of a local job and of a payload the emulator builds)."""
-        return cls(temperature=1.0, top_p=1.0, max_tokens=4096)
+        maxTokens 4096 (the defaults of a local job and of a payload the emulator builds:
+        :data:`TEMPERATURE`, :data:`TOP_P`, :data:`MAX_TOKENS`)."""
+        return cls(
+            temperature=TEMPERATURE.default, top_p=TOP_P.default, max_tokens=MAX_TOKENS.default
+        )
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI chat-completions parameters (``temperature``, ``top_p``, ``max_tokens``)."""

@@ -41,6 +41,7 @@ from agent_kit.environment import Environment
 from agent_kit.episode import Episode, Failure
 from agent_kit.errors import ContractError, JudgeError, RewardError, describe_exception
 from agent_kit.reward import Reward
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "EpisodeOutcome",
@@ -200,14 +201,16 @@ async def play_episode(
     reward: RewardFunction,
     settings: EpisodeSettings,
     model_factory: ModelFactory,
+    agent_settings: Settings = DEFAULTS,
 ) -> EpisodeOutcome:
     """Play one episode and score it. Never raises except :class:`ContractError` (bad task).
 
     The caller reports the returned reward; see :mod:`agent_kit.app`. The episode's auxiliary
-    target (:func:`agent_kit.auxiliary.target_for` the payload, else the caller's current one)
-    is current while it plays and is scored.
+    target (:func:`agent_kit.auxiliary.target_for` the payload under ``agent_settings``, the
+    ``AGENT_KIT_*`` settings the agent's door read; else the caller's current one) is current
+    while it plays and is scored.
     """
-    with using_target(target_for(payload) or current_target()):
+    with using_target(target_for(payload, agent_settings) or current_target()):
         return await _play_and_score(payload, environment, reward, settings, model_factory)
 
 

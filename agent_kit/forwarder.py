@@ -7,7 +7,9 @@ Agents hosted on EKS/EC2/Fargate are reached through a Lambda forwarder (see
 
 - ``POST /rollout``: checks the bearer secret (constant-time), then runs the app's own
   ``/invocations`` handler on the same request, so a forwarded rollout behaves exactly like an
-  AgentCore invocation. 401 on a missing/wrong secret; 500 when no secret is configured.
+  AgentCore invocation. 401 on a missing/wrong secret; 500 when no secret is configured
+  (``AGENT_KIT_FORWARDER_SECRET``, which :class:`~agent_kit.app.RolloutApp` reads at its door
+  and hands to :func:`enable_forwarder_routes`).
 - ``GET /health``: the app's ``/ping`` answer (no secret needed, for load-balancer checks).
 
 Imports only the standard library and Starlette (a dependency of bedrock-agentcore).
@@ -16,18 +18,17 @@ Imports only the standard library and Starlette (a dependency of bedrock-agentco
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["DEFAULT_SECRET_ENV", "enable_forwarder_routes"]
+__all__ = ["enable_forwarder_routes"]
 
-#: Environment variable holding the shared bearer secret the forwarder sends.
-DEFAULT_SECRET_ENV = "AGENT_KIT_FORWARDER_SECRET"  # noqa: S105 - a variable name, not a secret
+#: The variable that gives the secret (named in the answer when none is configured).
+_SECRET_NAME: Final = "AGENT_KIT_FORWARDER_SECRET"  # noqa: S105 - a variable name, not a secret
 
 _Endpoint = Callable[[Request], Any]
 
@@ -44,12 +45,13 @@ def _error(status: int, error_type: str, message: str) -> JSONResponse:
     return JSONResponse({"errorType": error_type, "errorMessage": message}, status_code=status)
 
 
-def enable_forwarder_routes(app: Any, secret_env: str = DEFAULT_SECRET_ENV) -> None:
-    """Add ``POST /rollout`` (bearer-authenticated) and ``GET /health`` to ``app``.
+def enable_forwarder_routes(app: Any, secret: str | None) -> None:
+    """Add ``POST /rollout`` (bearer-authenticated with ``secret``) and ``GET /health`` to
+    ``app``.
 
-    The secret is read from ``secret_env`` at request time, so the app still imports and runs
-    locally without it; ``/rollout`` refuses every request until it is set. Calling this twice
-    on the same app is a no-op.
+    Without a secret the app still imports and runs locally; ``/rollout`` then refuses every
+    request (500, naming ``AGENT_KIT_FORWARDER_SECRET``). Calling this twice on the same app is
+    a no-op.
     """
     if any(isinstance(r, Route) and r.path == "/rollout" for r in app.router.routes):
         return
@@ -57,9 +59,8 @@ def enable_forwarder_routes(app: Any, secret_env: str = DEFAULT_SECRET_ENV) -> N
     ping = _endpoint(app, "/ping")
 
     async def rollout(request: Request) -> Response:
-        secret = os.environ.get(secret_env, "")
         if not secret:
-            return _error(500, "InternalServerError", f"{secret_env} is not configured")
+            return _error(500, "InternalServerError", f"{_SECRET_NAME} is not configured")
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(

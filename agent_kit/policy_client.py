@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import botocore.session
 import httpx
@@ -48,6 +48,7 @@ from agent_kit.contract import (
 )
 from agent_kit.errors import PolicyError, UsageError
 from agent_kit.runtime_client import job_runtime_client, shared_session
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.transport import OpenAIChat, SampleChat
 
 __all__ = [
@@ -71,6 +72,7 @@ _SIGNING_NAME: Final = "sagemaker"
 _MAX_LIFETIME_S: Final = 43_200.0
 #: api_key placeholder for clients whose Authorization header is set by the bearer auth flow.
 _UNUSED_KEY: Final = "unused"
+_DEFAULT_TRANSPORT: Final = cast(Transport, DEFAULTS.policy_transport)
 
 
 @dataclass(frozen=True)
@@ -233,22 +235,6 @@ def default_token_provider() -> TokenProvider:
         return _default_provider
 
 
-def _env_bool(name: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise UsageError(f"{name} must be true or false, got {raw!r}")
-
-
-def _env_number(name: str, raw: str, kind: type[int] | type[float]) -> Any:
-    try:
-        return kind(raw)
-    except ValueError:
-        raise UsageError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
-
-
 @dataclass(frozen=True)
 class PolicyConfig:
     """How episodes reach the policy. Defaults suit the MTRL service; see docs/policy-client.md.
@@ -261,11 +247,11 @@ class PolicyConfig:
     OpenAI client (or botocore's for ``sample``) on 429/5xx/connection errors.
     """
 
-    transport: Transport = "openai"
-    stream: bool = False
-    timeout_s: float = 300.0
+    transport: Transport = _DEFAULT_TRANSPORT
+    stream: bool = DEFAULTS.policy_stream
+    timeout_s: float = DEFAULTS.policy_timeout
     connect_timeout_s: float = 10.0
-    max_retries: int = 2
+    max_retries: int = DEFAULTS.policy_max_retries
     base_url: str | None = None
     model_id: str | None = None
     api_key: str | None = field(default=None, repr=False)
@@ -282,24 +268,20 @@ class PolicyConfig:
             raise UsageError("policy max_retries must be >= 0")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> PolicyConfig:
-        """Read ``AGENT_KIT_POLICY_*`` (and ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``); keyword
-        overrides win. A malformed value is a :class:`UsageError` naming the variable."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        if raw := env.get("AGENT_KIT_POLICY_TRANSPORT"):
-            values["transport"] = raw.strip().lower()
-        if (raw := env.get("AGENT_KIT_POLICY_STREAM")) is not None:
-            values["stream"] = _env_bool("AGENT_KIT_POLICY_STREAM", raw)
-        if raw := env.get("AGENT_KIT_POLICY_TIMEOUT"):
-            values["timeout_s"] = _env_number("AGENT_KIT_POLICY_TIMEOUT", raw, float)
-        if raw := env.get("AGENT_KIT_POLICY_MAX_RETRIES"):
-            values["max_retries"] = _env_number("AGENT_KIT_POLICY_MAX_RETRIES", raw, int)
-        values["base_url"] = env.get("AGENT_KIT_POLICY_URL") or env.get("OPENAI_BASE_URL")
-        values["model_id"] = env.get("AGENT_KIT_POLICY_MODEL")
-        values["api_key"] = env.get("AGENT_KIT_POLICY_API_KEY") or env.get("OPENAI_API_KEY")
-        values.update(overrides)
-        return cls(**values)
+    def from_settings(cls, settings: Settings = DEFAULTS, **overrides: Any) -> PolicyConfig:
+        """The agent's ``AGENT_KIT_POLICY_*`` settings (read at its door,
+        :class:`~agent_kit.app.RolloutApp`; ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` their
+        fallbacks) as a config; keyword overrides win."""
+        values: dict[str, Any] = {
+            "transport": settings.policy_transport,
+            "stream": settings.policy_stream,
+            "timeout_s": settings.policy_timeout,
+            "max_retries": settings.policy_max_retries,
+            "base_url": settings.policy_url,
+            "model_id": settings.policy_model,
+            "api_key": settings.policy_api_key,
+        }
+        return cls(**{**values, **overrides})
 
 
 @dataclass
@@ -424,7 +406,7 @@ def build_model(
     shared-session client). Without: the plain OpenAI-compatible server of ``config``, or a
     :class:`PolicyError` saying how to configure one.
     """
-    config = config or PolicyConfig.from_env()
+    config = config or PolicyConfig()
     params = {**config.extra_params, **payload.inference_params.to_openai()}
     meta = payload.metadata
     if meta is None:

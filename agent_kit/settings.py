@@ -28,7 +28,16 @@ from typing import Any, Final, Literal
 
 from agent_kit.errors import UsageError
 
-__all__ = ["PREFIX", "SettingSpec", "Settings", "setting", "settings_table"]
+__all__ = [
+    "DEFAULTS",
+    "PREFIX",
+    "Door",
+    "SettingSpec",
+    "Settings",
+    "env_name",
+    "setting",
+    "settings_table",
+]
 
 #: The prefix every variable declared here carries.
 PREFIX: Final = "AGENT_KIT_"
@@ -207,13 +216,29 @@ class Settings:
         choices=("bounded", "glibc"),
     )
 
+    def __post_init__(self) -> None:
+        """A value given in Python is held to its variable's range too (UsageError naming
+        the variable)."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None or isinstance(value, bool) or not isinstance(value, int | float | str):
+                continue
+            spec: SettingSpec = f.metadata["spec"]
+            if isinstance(value, str) and not spec.choices:
+                continue
+            _parse(env_name(f.name), str(value), f.type, spec)
+
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+    def from_environ(cls, environ: Mapping[str, str], *, door: Door | None = None) -> Settings:
         """The record from ``environ``: unset or empty variables keep their defaults; a malformed
-        value is a :class:`UsageError` naming the variable."""
+        value is a :class:`UsageError` naming the variable. With ``door``, only that door's
+        variables are read (the others keep their defaults): the CLI does not refuse to start
+        over a variable only the agent reads, nor the agent over one of the CLI's."""
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             spec: SettingSpec = f.metadata["spec"]
+            if door is not None and spec.door != door:
+                continue
             name = env_name(f.name)
             raw = environ.get(name, "").strip()
             if not raw and spec.fallback:
@@ -260,8 +285,7 @@ def _parse(name: str, raw: str, annotation: Any, spec: SettingSpec) -> Any:
         try:
             number = int(raw) if kind.startswith("int") else float(raw)
         except ValueError:
-            what = "an integer" if kind.startswith("int") else "a number"
-            raise UsageError(f"{name} must be {what}{_unit(spec)}, not {raw!r}") from None
+            raise UsageError(f"{name} must be {_kind_words(kind, spec)}, not {raw!r}") from None
         if not math.isfinite(number):
             raise UsageError(f"{name} must be a finite number, not {raw!r}")
         if spec.low is not None and number < spec.low:
@@ -279,16 +303,19 @@ def _parse(name: str, raw: str, annotation: Any, spec: SettingSpec) -> Any:
     return raw
 
 
-def _unit(spec: SettingSpec) -> str:
-    return (
-        f" of {spec.unit}"
-        if spec.unit and spec.unit != "s"
-        else (" of seconds" if spec.unit else "")
-    )
+def _kind_words(kind: str, spec: SettingSpec) -> str:
+    """``an integer`` (``an integer (bytes)``), ``a number`` or ``a number of seconds``."""
+    if kind.startswith("int"):
+        return "an integer" + (f" ({spec.unit})" if spec.unit else "")
+    return "a number of seconds" if spec.unit == "s" else "a number"
 
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+#: Every default: what library code uses when its caller gives no value.
+DEFAULTS: Final = Settings()
 
 
 def settings_table() -> list[dict[str, str]]:
@@ -297,23 +324,23 @@ def settings_table() -> list[dict[str, str]]:
     rows = []
     for f in dataclasses.fields(Settings):
         spec: SettingSpec = f.metadata["spec"]
-        bounds = []
-        if spec.low is not None:
-            bounds.append(f"≥ {_num(spec.low)}")
-        if spec.high is not None:
-            bounds.append(f"≤ {_num(spec.high)}")
-        if spec.choices:
-            bounds.append(" | ".join(spec.choices))
-        if spec.none_at is not None:
-            bounds.append(f"{spec.none_at} = none")
+        bounds = ", ".join(spec.choices)
+        if spec.low is not None and spec.high is not None:
+            bounds = f"{_num(spec.low)}..{_num(spec.high)}"
+        elif spec.low is not None:
+            bounds = f"≥ {_num(spec.low)}"
         help_text = spec.help + (f" (else ${spec.fallback})" if spec.fallback else "")
+        default = f.default
+        shown = "unset" if default is None else str(default)
+        if isinstance(default, bool):
+            shown = "true" if default else "false"
         rows.append(
             {
                 "name": env_name(f.name),
                 "door": spec.door,
                 "type": str(f.type).replace(" | None", ""),
-                "default": "unset" if f.default is None else str(f.default),
-                "range": ", ".join(bounds),
+                "default": shown,
+                "range": bounds,
                 "unit": spec.unit,
                 "help": help_text,
             }

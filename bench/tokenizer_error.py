@@ -4,7 +4,7 @@ Usage: ``.venv/bin/python bench/tokenizer_error.py [--prompts 16] [--group-size 
 
 Records ``prompts × group-size`` Wordle episodes (the scripted ``Sloppy`` policy at temperature
 0.7, so transcripts vary) through the full pipeline, then counts every stored policy turn two
-ways with ``agent_kit.emulator.tokens``: the estimate (``AGENT_KIT_TOKENIZER=estimate``) and the
+ways with ``agent_kit.emulator.tokens``: the estimate (the ``estimate`` tokenizer setting) and the
 ``o200k_base`` encoding from the ``bpe-openai`` package (the default counter when it is
 installed; GPT-4o's encoding and the base of GPT-OSS's ``o200k_harmony``). Prints, for prompt
 and completion tokens, the total ratio estimate / o200k and the mean and worst per-turn relative
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -34,17 +33,15 @@ WORDLE = ROOT / "examples" / "wordle"
 
 
 def _counts(turns: list[tuple[dict, dict]], setting: str) -> list[tuple[int, int]]:
-    os.environ["AGENT_KIT_TOKENIZER"] = setting
-    tokens._counter.cache_clear()
-    name = tokens.tokenizer_name()
+    name = tokens.tokenizer_name(setting)
     if setting != "estimate" and name != setting:
         raise SystemExit(f"{setting} is not available (got {name}): pip install bpe-openai")
     out = []
     for request, message in turns:
         prompt = tokens.estimate_prompt_tokens(
-            request.get("messages", []), request.get("tools") or []
+            request.get("messages", []), request.get("tools") or [], setting
         )
-        out.append((prompt, tokens.estimate_completion_tokens(message)))
+        out.append((prompt, tokens.estimate_completion_tokens(message, setting)))
     return out
 
 

@@ -12,10 +12,16 @@ outcome into an exit code, and users never see a traceback for a deliberate erro
 - ``--version`` prints the version and exits 0; Ctrl-C exits 130 (``run`` stops gracefully
   first, and exits 143 after a SIGTERM: see :mod:`agent_kit.cli.run` and
   :mod:`agent_kit.driver.stop`).
+
+The root command is the CLI's door (docs/settings.md): it reads the ``AGENT_KIT_*`` variables of
+the environment once, before any command runs, into a :class:`~agent_kit.settings.Settings` on
+the click context (a malformed one is one ``error:`` line naming it, exit 2); commands take it
+with :func:`~agent_kit.cli.run_options.door_settings` and hand it down.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Final
@@ -42,6 +48,7 @@ from agent_kit.cli import (
     train,
 )
 from agent_kit.errors import AgentKitError
+from agent_kit.settings import Settings
 
 __all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
 
@@ -165,6 +172,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -176,6 +184,7 @@ def _root(
     ] = False,
 ) -> None:
     del version  # handled by its eager callback
+    ctx.obj = Settings.from_environ(os.environ, door="tooling")  # the one read (module doc)
 
 
 for _commands in (

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import AuxPolicyOption
+from agent_kit.cli.run_options import AuxPolicyOption, door_settings
 from agent_kit.errors import UsageError
 from agent_kit.reporting.terminal import print_rendered
 from agent_kit.reporting.words import plural
@@ -45,6 +45,7 @@ def register(app: typer.Typer) -> None:
 
 @doctor_app.command("reward")
 def reward_cmd(
+    ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
     entrypoint: Annotated[
         Path | None,
@@ -98,11 +99,12 @@ def reward_cmd(
         pricing=prices,
         aux_policy=aux_policy,
         judge_runs=judge_runs,
+        settings=door_settings(ctx),
     )
     if policy is not None:
         from agent_kit.doctor.preflight import policy_preflight
 
-        probe = policy_preflight(run_dir, policy)
+        probe = policy_preflight(run_dir, policy, door_settings(ctx))
         audit = dataclasses.replace(audit, findings=(*audit.findings, probe))
     if as_json:
         typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agent_kit.cli.process import tune_process
+from agent_kit.cli.run_options import door_settings
 from agent_kit.contract import JOB_ARN_PATTERN
 from agent_kit.emulator.policies.registry import POLICY_HELP
 from agent_kit.errors import UsageError
+from agent_kit.settings import env_name
 
 if TYPE_CHECKING:
     import uvicorn
@@ -27,8 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SECRET_ENV", "register"]
 
-#: Environment variable holding the shared secret (alternative to ``--secret``).
-SECRET_ENV = "AGENT_KIT_EMULATOR_SECRET"  # noqa: S105 - a variable name, not a secret
+#: Environment variable holding the shared secret (alternative to ``--secret``; read at the
+#: CLI's door).
+SECRET_ENV = env_name("emulator_secret")
 _DEFAULT_ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/local"
 
 
@@ -42,6 +45,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def emulate(
+    ctx: typer.Context,
     host: Annotated[
         str, typer.Option(help="Address to bind (loopback unless --allow-remote).")
     ] = "127.0.0.1",
@@ -61,9 +65,7 @@ def emulate(
     ] = False,
     secret: Annotated[
         str | None,
-        typer.Option(
-            envvar=SECRET_ENV, help=f"Shared secret every request must carry (${SECRET_ENV})."
-        ),
+        typer.Option(help=f"Shared secret every request must carry (${SECRET_ENV})."),
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(min=1024, help="Request body size cap.")] = 4 << 20,
     max_turns: Annotated[int, typer.Option(min=1, help="Turn cap per trajectory.")] = 256,
@@ -76,6 +78,8 @@ def emulate(
     ] = False,
 ) -> None:
     """Serve the MTRL Job Runtime emulator on loopback until Ctrl-C."""
+    settings = door_settings(ctx)
+    secret = secret or settings.emulator_secret
     if not _is_loopback(host):
         if not allow_remote:
             raise UsageError(f"refusing to bind {host}: pass --allow-remote (and a --secret)")
@@ -90,7 +94,7 @@ def emulate(
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
     tune_process(policies=[policy])
-    backend = load_policy(policy)
+    backend = load_policy(policy, settings=settings)
     run_store = _open_store(run)
     emu = Emulator(
         run_store,

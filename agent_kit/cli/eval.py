@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -55,9 +55,10 @@ from agent_kit.cli.run_options import (
     SeedOption,
     SuccessThresholdOption,
     WorkersOption,
+    door_settings,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
-from agent_kit.driver.config import RunConfig
+from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.errors import JobFailed, UsageError
@@ -76,6 +77,7 @@ from agent_kit.evaluation.plan import grid_plan, job_plan, recorded_rollouts
 from agent_kit.evaluation.render import render_table
 from agent_kit.evaluation.table import GridTable, build_table, comparisons
 from agent_kit.reporting.pricing import default_pricing
+from agent_kit.settings import Settings
 from agent_kit.store import resolve_path
 
 __all__ = ["eval_cmd", "register"]
@@ -206,7 +208,7 @@ def _plan(
         prompts,
         concurrency=options["concurrency"],
         rollout_timeout=options["rollout_timeout"],
-        max_tokens=options.get("max_tokens") or 4096,
+        max_tokens=options.get("max_tokens") or _JOB.max_tokens,
         pricing=default_pricing(),
         recorded=None if source is None else recorded_rollouts(source),
         source=None if source is None else str(source),
@@ -223,7 +225,12 @@ def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
     return layout.table, layout.page
 
 
+#: The job's settings' defaults, which a cell's settings default to (tests/cli pins them).
+_JOB: Final = JobConfig()
+
+
 def eval_cmd(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: Annotated[
         Path | None, typer.Option(help="The holdout: .jsonl, .json, .csv or .parquet.")
@@ -242,11 +249,11 @@ def eval_cmd(
     max_tokens: Annotated[
         int | None, typer.Option(help="max_tokens of every cell (not an axis).")
     ] = None,
-    concurrency: ConcurrencyOption = 32,
-    rollout_timeout: RolloutTimeoutOption = 600.0,
-    max_retries: MaxRetriesOption = 3,
-    success_threshold: SuccessThresholdOption = 1.0,
-    seed: SeedOption = 0,
+    concurrency: ConcurrencyOption = _JOB.concurrency,
+    rollout_timeout: RolloutTimeoutOption = _JOB.rollout_timeout,
+    max_retries: MaxRetriesOption = _JOB.max_retries,
+    success_threshold: SuccessThresholdOption = _JOB.success_threshold,
+    seed: SeedOption = _JOB.seed,
     workers: WorkersOption = None,
     agent_memory: AgentMemoryOption = None,
     lenient_auth: LenientAuthOption = False,
@@ -278,7 +285,7 @@ def eval_cmd(
     as_json: AsJsonOption = False,
 ) -> None:
     """Evaluate policies × settings on a holdout: one table, mean ± SE and differences."""
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     jobs = job_settings(options)
     agent = jobs.runtime_arn if jobs is not None else entrypoint
     if agent is None or dataset is None:
@@ -294,13 +301,24 @@ def eval_cmd(
     if plan:
         _plan(spec, prompts, plan_from, options, jobs)
         return
-    run = RunConfig(workers=workers, agent_memory=_memory(agent_memory), lenient_auth=lenient_auth)
+    run = _local_run(options, door_settings(ctx))
     tune_process(policies=policy)
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.mlflow import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))
+
+
+def _local_run(options: dict[str, Any], settings: Settings) -> RunConfig:
+    """How the local cells reach the agent: its processes, their memory, the signature checks,
+    the ``AGENT_KIT_*`` settings the CLI read."""
+    return RunConfig(
+        workers=options["workers"],
+        agent_memory=_memory(options["agent_memory"]),
+        lenient_auth=options["lenient_auth"],
+        settings=settings,
+    )
 
 
 def _run_and_report(

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import AuxPolicyOption
+from agent_kit.cli.run_options import AuxPolicyOption, door_settings
 from agent_kit.contract import TrajectoryState
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import load_dataset
@@ -192,6 +192,7 @@ def _outcome_json(outcome: InvokeOutcome, turns: list[TurnRow]) -> dict[str, Any
 
 
 def invoke(
+    ctx: typer.Context,
     entrypoint: Annotated[
         str, typer.Argument(help="Agent: entrypoint .py file, http:// URL or ARN.")
     ],
@@ -238,7 +239,11 @@ def invoke(
             seed=seed,
         )
         config = RunConfig(
-            entrypoint=entrypoint, job=job, endpoint_url=endpoint_url, lenient_auth=lenient_auth
+            entrypoint=entrypoint,
+            job=job,
+            endpoint_url=endpoint_url,
+            lenient_auth=lenient_auth,
+            settings=door_settings(ctx),
         )
         outcome = asyncio.run(invoke_once(config, text, run_dir=run_dir))
         with RunStore.open(outcome.store_path, readonly=True) as store:

@@ -37,14 +37,16 @@ training asks for it (and then only where the ``train`` extra is installed).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agent_kit.settings import DEFAULTS
+
 __all__ = [
-    "MALLOC_SETTING",
     "Tuning",
     "bound_malloc",
     "release_free_memory",
@@ -53,14 +55,12 @@ __all__ = [
 
 #: glibc's ``mallopt`` parameter for the most heaps (arenas) the threads may have.
 _M_ARENA_MAX: Final = -8
-#: ``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults (a bench's reference).
-MALLOC_SETTING: Final = "AGENT_KIT_MALLOC"
 
 
-def _glibc() -> Any:
-    """The process's C library where it is glibc on Linux and the user left it alone, else
-    None."""
-    if not sys.platform.startswith("linux") or os.environ.get(MALLOC_SETTING) == "glibc":
+def _glibc(malloc: str) -> Any:
+    """The process's C library where it is glibc on Linux and ``malloc`` (``AGENT_KIT_MALLOC``)
+    is not ``"glibc"`` (the C library's defaults: a bench's reference), else None."""
+    if not sys.platform.startswith("linux") or malloc == "glibc":
         return None
     try:
         libc = ctypes.CDLL(None)
@@ -70,21 +70,22 @@ def _glibc() -> Any:
     return libc
 
 
-def bound_malloc() -> bool:
+def bound_malloc(malloc: str = DEFAULTS.malloc) -> bool:
     """Make the threads that allocate from now on share the C heap's one arena (glibc on Linux;
     False, nothing changed, elsewhere, where ``MALLOC_ARENA_MAX`` is set — the user's own
-    choice stands — or ``AGENT_KIT_MALLOC=glibc``). Call it before the threads that load and
-    train the model start."""
-    libc = _glibc()
+    choice stands — or ``malloc`` is ``"glibc"``: ``AGENT_KIT_MALLOC``). Call it before the
+    threads that load and train the model start."""
+    libc = _glibc(malloc)
     if libc is None or os.environ.get("MALLOC_ARENA_MAX"):
         return False
     return bool(libc.mallopt(_M_ARENA_MAX, 1))
 
 
-def release_free_memory() -> bool:
+def release_free_memory(malloc: str = DEFAULTS.malloc) -> bool:
     """Hand the heap's free pages back to the system (glibc's ``malloc_trim``): the resting size
-    of the process falls to what it holds. False where nothing was released or can be."""
-    libc = _glibc()
+    of the process falls to what it holds. False where nothing was released or can be (``malloc``
+    as :func:`bound_malloc`'s)."""
+    libc = _glibc(malloc)
     return libc is not None and bool(libc.malloc_trim(0))
 
 
@@ -140,17 +141,17 @@ def _quiet_trainer_libraries(applied: list[str]) -> None:
     applied.append("quiet trainer libraries")
 
 
-def _train(device: str, applied: list[str]) -> Callable[[], object]:
+def _train(device: str, malloc: str, applied: list[str]) -> Callable[[], object]:
     from agent_kit.model.seam import set_lm_head_tiles
     from agent_kit.train.passes import LM_HEAD_TILE
 
-    if bound_malloc():
+    if bound_malloc(malloc):
         applied.append("one malloc arena")
     _setdefault("TRL_EXPERIMENTAL_SILENCE", "1", applied)
     _quiet_trainer_libraries(applied)
     if _on_cpu(device) and set_lm_head_tiles(LM_HEAD_TILE) is not None:
         applied.append(f"TRL LM head tiles {LM_HEAD_TILE}")
-    return release_free_memory
+    return functools.partial(release_free_memory, malloc)
 
 
 def tune_process(
@@ -158,10 +159,12 @@ def tune_process(
     policies: Sequence[str] = (),
     train_model: str | None = None,
     device: str = "auto",
+    malloc: str = DEFAULTS.malloc,
 ) -> Tuning:
     """Tune this process for what the command loads (see the module docstring): ``policies``,
     its ``--policy`` specs; ``train_model``, the model ``agent-kit train`` trains (on
-    ``device``). Call it once, before anything loads."""
+    ``device``), with the C heap as ``malloc`` says (``AGENT_KIT_MALLOC``, read at the CLI's
+    door). Call it once, before anything loads."""
     from agent_kit.model.loading import is_hub_id
 
     applied: list[str] = []
@@ -175,5 +178,5 @@ def tune_process(
         _setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1", applied)
     if any(scheme == "local" for scheme, _ in schemes):
         _setdefault("OMP_WAIT_POLICY", "passive", applied)
-    between = _train(device, applied) if train_model is not None else None
+    between = _train(device, malloc, applied) if train_model is not None else None
     return Tuning(tuple(applied), between)

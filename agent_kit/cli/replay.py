@@ -15,7 +15,9 @@ not a subcommand name (``export``, ``run``) or ``--help`` is taken as ``run``'s 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -24,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent_kit.cli.run_options import WorkersOption
+from agent_kit.cli.run_options import WorkersOption, door_settings
 from agent_kit.driver.config import JobConfig
 from agent_kit.errors import RunStoreError
 from agent_kit.replay.cassette import load_recording, write_cassette
@@ -121,6 +123,7 @@ _Ignore = Annotated[
 
 
 def replay(
+    ctx: typer.Context,
     run_dir: _Source,
     entrypoint: _Entrypoint = None,
     trajectory: Annotated[
@@ -172,7 +175,7 @@ def replay(
             run_dir, entrypoint, trajectories=trajectory, limit=limit, normalization=norm
         )
     else:
-        try:
+        with _unwritable_out():
             report = asyncio.run(
                 replay_run(
                     run_dir,
@@ -187,19 +190,28 @@ def replay(
                     name=name,
                     job=JobConfig(concurrency=concurrency, rollout_timeout=timeout),
                     workers=workers,
+                    settings=door_settings(ctx),
                 )
             )
-        except OSError as exc:
-            if exc.filename is None:
-                raise
-            where = Path(str(exc.filename))
-            raise RunStoreError(
-                f"cannot write the replay run under {where.parent}: {exc.strerror} "
-                f"({where.name}); the recorded run is only read: give --out DIR "
-                "somewhere writable"
-            ) from None
     _print(report, as_json=as_json, diffs=diffs)
     report.raise_for_mismatch()
+
+
+@contextlib.contextmanager
+def _unwritable_out() -> Iterator[None]:
+    """A replay run that cannot be written is a RunStoreError saying where, and to give
+    ``--out`` (the recorded run is only read)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        where = Path(str(exc.filename))
+        raise RunStoreError(
+            f"cannot write the replay run under {where.parent}: {exc.strerror} "
+            f"({where.name}); the recorded run is only read: give --out DIR "
+            "somewhere writable"
+        ) from None
 
 
 def _print(report: ReplayReport, *, as_json: bool, diffs: int) -> None:

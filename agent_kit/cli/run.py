@@ -18,7 +18,7 @@ or more than ``--max-floor-rate``, default 0.5, got the floor reward) exits 6 af
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import Final
 
 import typer
 from rich.console import Console, RenderableType
@@ -64,6 +64,7 @@ from agent_kit.cli.run_options import (
     TemperatureOption,
     TopPOption,
     WorkersOption,
+    door_settings,
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
@@ -147,25 +148,31 @@ def _play(config: RunConfig, console: Console, err: Console, *, live: bool) -> L
         return play_local(config, progress=display.show, on_stop=stopping)
 
 
+#: The job's settings' defaults, which ``run``'s options default to (tests/cli pins them).
+_JOB: Final = JobConfig()
+_RUN: Final = RunConfig()
+
+
 def run(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
-    policy: PolicyOption = "random",
+    policy: PolicyOption = _JOB.policy,
     aux_policy: AuxPolicyOption = None,
-    group_size: GroupSizeOption = 8,
+    group_size: GroupSizeOption = _JOB.group_size,
     batch_size: BatchSizeOption = None,
-    steps: StepsOption = 1,
-    concurrency: ConcurrencyOption = 32,
-    rollout_timeout: RolloutTimeoutOption = 600.0,
-    max_retries: MaxRetriesOption = 3,
-    temperature: TemperatureOption = 1.0,
-    top_p: TopPOption = 1.0,
-    max_tokens: MaxTokensOption = 4096,
-    success_threshold: SuccessThresholdOption = 1.0,
-    fail_fast: FailFastOption = True,
-    report_grace: ReportGraceOption = 30.0,
-    seed: SeedOption = 0,
-    out: OutOption = Path("runs"),
+    steps: StepsOption = _JOB.steps,
+    concurrency: ConcurrencyOption = _JOB.concurrency,
+    rollout_timeout: RolloutTimeoutOption = _JOB.rollout_timeout,
+    max_retries: MaxRetriesOption = _JOB.max_retries,
+    temperature: TemperatureOption = _JOB.temperature,
+    top_p: TopPOption = _JOB.top_p,
+    max_tokens: MaxTokensOption = _JOB.max_tokens,
+    success_threshold: SuccessThresholdOption = _JOB.success_threshold,
+    fail_fast: FailFastOption = _JOB.fail_fast,
+    report_grace: ReportGraceOption = _JOB.report_grace,
+    seed: SeedOption = _JOB.seed,
+    out: OutOption = _RUN.out,
     name: NameOption = None,
     resume: ResumeOption = None,
     workers: WorkersOption = None,
@@ -178,7 +185,7 @@ def run(
     lenient_auth: LenientAuthOption = False,
     agent_memory: AgentMemoryOption = None,
     chaos: ChaosOption = None,
-    contract: ContractOption = "mtrl",
+    contract: ContractOption = _JOB.contract,
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
     mlflow_experiment: MlflowExperimentOption = None,
@@ -190,15 +197,16 @@ def run(
     seconds, writes the summary (status interrupted) and exits 130 (143 for SIGTERM); a second
     one aborts at once. ``--resume RUN_DIR`` then plays the remaining slots.
     """
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     job = settings_of(JobConfig, options)
     config = settings_of(  # refuses a negative --grace
         RunConfig,
         options,
         job=job if resume is None else None,  # a resumed run plays with its recorded settings
         agent_memory=None if agent_memory is None else _memory(agent_memory),
+        settings=door_settings(ctx),
     )
-    for flag, given in (("--chaos", chaos is not None), ("--contract", contract != "mtrl")):
+    for flag, given in (("--chaos", chaos is not None), ("--contract", contract != _JOB.contract)):
         if resume is not None and given:
             raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)

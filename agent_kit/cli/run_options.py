@@ -14,7 +14,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from agent_kit.driver.config import GROUP_SIZE, MAX_RETRIES
 from agent_kit.emulator.policies.registry import POLICY_HELP
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "AdvertiseUrlOption",
@@ -52,10 +54,18 @@ __all__ = [
     "TemperatureOption",
     "TopPOption",
     "WorkersOption",
+    "door_settings",
     "settings_of",
 ]
 
 _Settings = TypeVar("_Settings")
+
+
+def door_settings(ctx: typer.Context) -> Settings:
+    """The ``AGENT_KIT_*`` settings the root command read at the CLI's door (every default for
+    a command invoked without the root, as an embedding program may)."""
+    found = ctx.find_root().obj
+    return found if isinstance(found, Settings) else DEFAULTS
 
 
 def settings_of(cls: type[_Settings], options: Mapping[str, Any], **given: Any) -> _Settings:
@@ -91,7 +101,7 @@ AuxPolicyOption = Annotated[
         show_default=False,
     ),
 ]
-GroupSizeOption = Annotated[int, typer.Option(help="Rollouts per prompt (2..32).")]
+GroupSizeOption = Annotated[int, typer.Option(help=f"Rollouts per prompt ({GROUP_SIZE.words()}).")]
 BatchSizeOption = Annotated[
     int | None,
     typer.Option(help="Prompts per step (global_batch_size; run: all by default, at most 128)."),
@@ -101,7 +111,9 @@ ConcurrencyOption = Annotated[int, typer.Option(help="Rollouts in flight at most
 RolloutTimeoutOption = Annotated[
     float, typer.Option(help="Seconds before a rollout is failed and retried.")
 ]
-MaxRetriesOption = Annotated[int, typer.Option(help="Retries of a timed-out rollout (0..10).")]
+MaxRetriesOption = Annotated[
+    int, typer.Option(help=f"Retries of a timed-out rollout ({MAX_RETRIES.words()}).")
+]
 TemperatureOption = Annotated[float, typer.Option(help="inferenceParams.temperature")]
 TopPOption = Annotated[float, typer.Option(help="inferenceParams.topP")]
 MaxTokensOption = Annotated[int, typer.Option(help="inferenceParams.maxTokens")]

@@ -43,6 +43,7 @@ from agent_kit.cli.run_options import (
     StepsOption,
     TemperatureOption,
     WorkersOption,
+    door_settings,
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
@@ -105,59 +106,78 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         console.print(f"play it: --policy 'hf:{model}+{doc['adapter']}'", markup=False)
 
 
+#: A training run's defaults, which ``train``'s options default to (tests/cli pins them).
+_TRAIN: Final = TrainConfig(run=RunConfig())
+
+_LoraR = Annotated[int, typer.Option(help="LoRA rank.")]
+_LearningRate = Annotated[float, typer.Option(help="Learning rate (constant).")]
+_Beta = Annotated[float, typer.Option(help="KL coefficient (0: no reference pass).")]
+_MicroBatch = Annotated[
+    int | None, typer.Option(help="Rollouts per forward/backward pass (default ≤ 4).")
+]
+_EvalFile = Annotated[
+    Path | None,
+    typer.Option("--eval", help="Holdout prompts, played by the base model and the adapter."),
+]
+_EvalSamples = Annotated[int, typer.Option(help="Samples per holdout prompt (k).")]
+_Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
+_WarmStart = Annotated[
+    list[Path] | None,
+    typer.Option(
+        help="Before GRPO, fine-tune the adapter on the good rollouts of this recorded run "
+        "(repeatable; any policy recorded it).",
+        show_default=False,
+    ),
+]
+_WarmStartMinReward = Annotated[
+    float | None,
+    typer.Option(
+        help="Warm-start on rollouts with at least this reward (default: the run's success "
+        "threshold, else its top quarter).",
+        show_default=False,
+    ),
+]
+_WarmStartEpochs = Annotated[int, typer.Option(help="Warm-start epochs.")]
+_WarmStartLr = Annotated[float, typer.Option(help="Warm-start learning rate.")]
+_MaxLength = Annotated[
+    int | None,
+    typer.Option(
+        help="The longest warm-start example, in tokens: a longer one is cut (or skipped "
+        "when no reply is left), with a line (default: the model's context, at most 4096).",
+        show_default=False,
+    ),
+]
+_Force = Annotated[
+    bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
+]
+
+
 def train_cmd(
+    ctx: typer.Context,
     entrypoint: EntrypointArgument = None,
     dataset: DatasetOption = None,
-    model: ModelOption = "smollm2-135m",
+    model: ModelOption = _TRAIN.model,
     steps: StepsOption = TRAIN_JOB.steps,
     group_size: GroupSizeOption = TRAIN_JOB.group_size,
     batch_size: BatchSizeOption = TRAIN_JOB.batch_size,
-    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 8,
-    learning_rate: Annotated[float, typer.Option(help="Learning rate (constant).")] = 5e-5,
-    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference pass).")] = 0.0,
+    lora_r: _LoraR = _TRAIN.lora_r,
+    learning_rate: _LearningRate = _TRAIN.learning_rate,
+    beta: _Beta = _TRAIN.beta,
     temperature: TemperatureOption = TRAIN_JOB.temperature,
     max_tokens: MaxTokensOption = TRAIN_JOB.max_tokens,
-    micro_batch: Annotated[
-        int | None, typer.Option(help="Rollouts per forward/backward pass (default ≤ 4).")
-    ] = None,
-    eval_file: Annotated[
-        Path | None,
-        typer.Option("--eval", help="Holdout prompts, played by the base model and the adapter."),
-    ] = None,
-    eval_samples: Annotated[int, typer.Option(help="Samples per holdout prompt (k).")] = 4,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    warm_start: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="Before GRPO, fine-tune the adapter on the good rollouts of this recorded run "
-            "(repeatable; any policy recorded it).",
-            show_default=False,
-        ),
-    ] = None,
-    warm_start_min_reward: Annotated[
-        float | None,
-        typer.Option(
-            help="Warm-start on rollouts with at least this reward (default: the run's success "
-            "threshold, else its top quarter).",
-            show_default=False,
-        ),
-    ] = None,
-    warm_start_epochs: Annotated[int, typer.Option(help="Warm-start epochs.")] = 3,
-    warm_start_lr: Annotated[float, typer.Option(help="Warm-start learning rate.")] = 2e-4,
-    max_length: Annotated[
-        int | None,
-        typer.Option(
-            help="The longest warm-start example, in tokens: a longer one is cut (or skipped "
-            "when no reply is left), with a line (default: the model's context, at most 4096).",
-            show_default=False,
-        ),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
-    ] = False,
+    micro_batch: _MicroBatch = _TRAIN.micro_batch,
+    eval_file: _EvalFile = _TRAIN.eval,
+    eval_samples: _EvalSamples = _TRAIN.eval_samples,
+    device: _Device = _TRAIN.device,
+    warm_start: _WarmStart = None,
+    warm_start_min_reward: _WarmStartMinReward = _TRAIN.warm_start_min_reward,
+    warm_start_epochs: _WarmStartEpochs = _TRAIN.warm_start_epochs,
+    warm_start_lr: _WarmStartLr = _TRAIN.warm_start_lr,
+    max_length: _MaxLength = _TRAIN.max_length,
+    force: _Force = _TRAIN.force,
     concurrency: ConcurrencyOption = TRAIN_JOB.concurrency,
-    seed: SeedOption = 0,
-    out: OutOption = Path("runs"),
+    seed: SeedOption = TRAIN_JOB.seed,
+    out: OutOption = _TRAIN.run.out,
     name: NameOption = None,
     resume: ResumeOption = None,
     workers: WorkersOption = None,
@@ -169,13 +189,13 @@ def train_cmd(
     """Train a LoRA adapter with GRPO against the agent's unchanged entrypoint, locally."""
     if resume is None and (entrypoint is None or dataset is None):
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
-    options = locals()
+    options = {k: v for k, v in locals().items() if k != "ctx"}
     _refuse_changes_on_resume(options)
     job = settings_of(JobConfig, options)
     config = settings_of(
         TrainConfig,
         options,
-        run=settings_of(RunConfig, options, job=job),
+        run=settings_of(RunConfig, options, job=job, settings=door_settings(ctx)),
         eval=eval_file,
         warm_start=tuple(warm_start or ()),
     )
@@ -245,7 +265,9 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
     and exit with its code."""
     console = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    tuning = tune_process(train_model=config.model, device=config.device)
+    tuning = tune_process(
+        train_model=config.model, device=config.device, malloc=config.run.settings.malloc
+    )
     try:
         with aborts_exit(err), quiet_warnings():
             result = play_train(

@@ -25,9 +25,10 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
+from agent_kit.contract import MAX_TOKENS, TEMPERATURE, TOP_P
 from agent_kit.deploy.s3names import check_s3_uri
 from agent_kit.errors import DeployError, UsageError
 
@@ -120,6 +121,14 @@ _ADV = (
     "reinforce_pp_baseline", "opo", "grpo_passk", "gpg",
 )  # fmt: skip
 
+#: The sampling hyperparameters' ranges and defaults are the inference settings' own
+#: (:data:`agent_kit.contract.TEMPERATURE`, ``TOP_P``, ``MAX_TOKENS``: the service documents the
+#: same); only the service's token window, 512..8192 for training and at most 8192 for an
+#: evaluation, is its own.
+_TEMPERATURE: Final = HyperParameter("float", TEMPERATURE.low, TEMPERATURE.high)
+_TOP_P: Final = HyperParameter("float", TOP_P.low, TOP_P.high)
+_MAX_TOKENS_CAP: Final = 8192
+
 #: MTRL training hyperparameters with their documented ranges.
 TRAINING_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
     "global_batch_size": HyperParameter("int", choices=("32", "64", "128"), default="128"),
@@ -128,9 +137,11 @@ TRAINING_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
     "loss_fn": HyperParameter("choice", choices=("importance_sampling", "ppo", "cispo")),
     "clip_low_threshold": HyperParameter("float", 0, 1, default="0.8"),
     "clip_high_threshold": HyperParameter("float", 1, 10, default="1.2"),
-    "temperature": HyperParameter("float", 0, 2, default="1"),
-    "sampling_top_p": HyperParameter("float", 0, 1, default="1"),
-    "sampling_max_tokens": HyperParameter("int", 512, 8192, default="4096"),
+    "temperature": replace(_TEMPERATURE, default=_fmt(TEMPERATURE.default)),
+    "sampling_top_p": replace(_TOP_P, default=_fmt(TOP_P.default)),
+    "sampling_max_tokens": HyperParameter(
+        "int", 512, _MAX_TOKENS_CAP, default=_fmt(MAX_TOKENS.default)
+    ),
     "pass_k_values": HyperParameter("list", default="[1, 2, 4, 8, 16, 32]"),
     "success_threshold": HyperParameter("float", default="1"),
     "max_epochs": HyperParameter("int", 1, 30, default="1"),
@@ -144,12 +155,12 @@ TRAINING_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
 #: AgentRFTEvaluation hyperparameters (sent as strings, as the SDK does).
 EVAL_HYPERPARAMETERS: Final[Mapping[str, HyperParameter]] = {
     "eval_group_size": HyperParameter("int", 1, 32),
-    "temperature": HyperParameter("float", 0, 2),
-    "sampling_top_p": HyperParameter("float", 0, 1),
-    "sampling_max_tokens": HyperParameter("int", 1, 8192),
-    "sampling_temperature": HyperParameter("float", 0, 2),
-    "top_p": HyperParameter("float", 0, 1),
-    "max_tokens": HyperParameter("int", 1, 8192),
+    "temperature": _TEMPERATURE,
+    "sampling_top_p": _TOP_P,
+    "sampling_max_tokens": HyperParameter("int", MAX_TOKENS.low, _MAX_TOKENS_CAP),
+    "sampling_temperature": _TEMPERATURE,
+    "top_p": _TOP_P,
+    "max_tokens": HyperParameter("int", MAX_TOKENS.low, _MAX_TOKENS_CAP),
     "pass_k_values": HyperParameter("list"),
     "success_threshold": HyperParameter("float"),
 }

@@ -51,6 +51,7 @@ from agent_kit.replay.cassette import open_recording
 from agent_kit.replay.inprocess import play_recorded
 from agent_kit.replay.recording import Recording
 from agent_kit.reporting.pricing import Pricing, default_pricing
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import Rollout, RunStore
 
 __all__ = ["PLAY_TIMEOUT", "PROBES", "audit_judges", "judged_names"]
@@ -360,10 +361,12 @@ def audit_judges(
     k: int = 3,
     limit: int = 8,
     pricing: Pricing | None = None,
+    settings: Settings = DEFAULTS,
 ) -> list[Finding]:
     """The judge findings (module docstring) for the run's judged terms; ``records`` are the
     run's scored rollouts; ``limit`` episodes are re-judged ``k`` times and probed; the calls
-    are priced at ``pricing``'s auxiliary prices (default: the built-in ones)."""
+    are priced at ``pricing``'s auxiliary prices (default: the built-in ones); ``settings`` are
+    the ``AGENT_KIT_*`` ones the judge's policy is built with."""
     from agent_kit.driver.inprocess import load_app
 
     names = judged_names([r.reward_breakdown for r in records])
@@ -376,7 +379,7 @@ def audit_judges(
     if not episodes:
         return findings
     app = load_app(entrypoint)
-    judge = load_policy(aux_policy, seed=0, base_dir=Path.cwd())
+    judge = load_policy(aux_policy, seed=0, base_dir=Path.cwd(), settings=settings)
 
     async def run(bench: _Bench) -> _Tally:
         try:

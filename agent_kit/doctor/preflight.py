@@ -19,15 +19,17 @@ from agent_kit.driver.config import JobConfig, RunConfig, recorded_agent_env
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.reporting.summary_schema import flat_config
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import RunStore
 from agent_kit.train.preflight import run_preflight
 
 __all__ = ["policy_preflight", "probe_run"]
 
 
-def probe_run(run_dir: Path) -> RunConfig:
-    """The recorded run's entrypoint, dataset and job settings as the probe's :class:`RunConfig`;
-    a UsageError when the run does not name them."""
+def probe_run(run_dir: Path, settings: Settings = DEFAULTS) -> RunConfig:
+    """The recorded run's entrypoint, dataset and job settings as the probe's :class:`RunConfig`
+    (under ``settings``, the ``AGENT_KIT_*`` ones the CLI read); a UsageError when the run does
+    not name them."""
     store = RunStore.open(run_dir, readonly=True)
     try:
         config = store.list_jobs()[-1].config
@@ -46,13 +48,15 @@ def probe_run(run_dir: Path) -> RunConfig:
         out=run_dir,
         workers=config.get("workers"),
         extra_env=recorded_agent_env(config) or None,
+        settings=settings,
     )
 
 
-def policy_preflight(run_dir: Path, spec: str) -> Finding:
-    """Play the preflight probe of the run with policy ``spec``; its verdict as a finding."""
-    run = probe_run(run_dir)
-    backend = load_policy(spec, base_dir=Path.cwd())
+def policy_preflight(run_dir: Path, spec: str, settings: Settings = DEFAULTS) -> Finding:
+    """Play the preflight probe of the run with policy ``spec`` (built with ``settings``); its
+    verdict as a finding."""
+    run = probe_run(run_dir, settings)
+    backend = load_policy(spec, base_dir=Path.cwd(), settings=settings)
 
     async def probe() -> Any:
         try:

@@ -40,6 +40,7 @@ from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary import resolve_job, summarize
 from agent_kit.reporting.summary_schema import Summary, flat_config
 from agent_kit.reporting.words import plural
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import Rollout, RunStore, load_rollouts, resolve_path
 from agent_kit.store.events import ROLLOUT_DONE_EVENT
 from agent_kit.store.records import INTERRUPTED_STATE
@@ -147,6 +148,7 @@ def audit_reward(
     pricing: Pricing | None = None,
     aux_policy: str | None = None,
     judge_runs: int = 3,
+    settings: Settings = DEFAULTS,
 ) -> RewardAudit:
     """Audit the latest job of ``run_dir`` (see the module docstring).
 
@@ -154,8 +156,9 @@ def audit_reward(
     its ``REWARD_ORDERINGS`` are checked; without it the orderings come from the entrypoint the
     run recorded (when that file still exists) and the recorded rewards are used. ``steps`` is
     the planned job's length (default: the summary's projection, 100 steps). Judged reward
-    terms are audited on ``aux_policy`` (default: the run's ``--aux-policy``), each audited
-    episode judged ``judge_runs`` times.
+    terms are audited on ``aux_policy`` (default: the run's ``--aux-policy``; built with
+    ``settings``, the ``AGENT_KIT_*`` ones the CLI read), each audited episode judged
+    ``judge_runs`` times.
     """
     folder = Path(run_dir)
     if not resolve_path(folder).is_file():
@@ -187,7 +190,7 @@ def audit_reward(
     findings.extend(dominance(views))
     findings.extend(recovered_calls(views))
     findings.extend(projection(summary, budget))
-    findings.extend(_judge_findings(folder, data, path, aux_policy, judge_runs, pricing))
+    findings.extend(_judge_findings(folder, data, path, aux_policy, judge_runs, pricing, settings))
     order = {"error": 0, "warn": 1, "info": 2}
     findings.sort(key=lambda f: order[f.severity])
     return RewardAudit(
@@ -210,6 +213,7 @@ def _judge_findings(
     aux_policy: str | None,
     runs: int,
     pricing: Pricing | None = None,
+    settings: Settings = DEFAULTS,
 ) -> list[Finding]:
     """The judge audit, when the run's rewards have judged terms."""
     from agent_kit.doctor.judge_audit import audit_judges, judged_names
@@ -228,7 +232,7 @@ def _judge_findings(
                 "pass --entrypoint and --aux-policy (the judge's model) to audit it",
             )
         ]
-    return audit_judges(folder, path, spec, data.chosen, k=runs, pricing=pricing)
+    return audit_judges(folder, path, spec, data.chosen, k=runs, pricing=pricing, settings=settings)
 
 
 def _finished(store: RunStore, records: Sequence[Rollout]) -> tuple[list[Rollout], int]:

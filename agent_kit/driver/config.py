@@ -19,17 +19,25 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
+from agent_kit.contract import MAX_TOKENS, TEMPERATURE, TOP_P, Bounds, InferenceParams
 from agent_kit.driver.trainer_side import CONTRACTS
 from agent_kit.emulator.chaos import parse_chaos
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "AGENT_ENV_KEY",
+    "CONCURRENCY",
     "DEFAULT_MAX_FLOOR_RATE",
     "DEFAULT_STOP_GRACE_S",
+    "GROUP_SIZE",
     "MAX_BATCH_SIZE",
     "MAX_CONCURRENCY",
+    "MAX_RETRIES",
     "MAX_STEPS",
+    "REPORT_GRACE",
+    "ROLLOUT_TIMEOUT",
+    "STEPS",
     "JobConfig",
     "RunConfig",
     "default_job_name",
@@ -48,6 +56,15 @@ DEFAULT_STOP_GRACE_S: Final = 5.0
 #: The largest share of finished rollouts that may get the agent's floor reward before the
 #: job's status is ``rollouts_failed`` (``agent-kit run --max-floor-rate``).
 DEFAULT_MAX_FLOOR_RATE: Final = 0.5
+#: The job's numeric settings, each declared once (default and range): :class:`JobConfig`'s
+#: defaults, :meth:`JobConfig.validated` and the CLI's options read them; the inference ones
+#: are the contract's (``agent_kit.contract.TEMPERATURE``, ``TOP_P``, ``MAX_TOKENS``).
+GROUP_SIZE: Final = Bounds(8, 2, 32)
+STEPS: Final = Bounds(1, 1, MAX_STEPS)
+CONCURRENCY: Final = Bounds(32, 1, MAX_CONCURRENCY)
+ROLLOUT_TIMEOUT: Final = Bounds(600.0, 0.0, 86_400.0, low_open=True)
+MAX_RETRIES: Final = Bounds(3, 0, 10)
+REPORT_GRACE: Final = Bounds(30.0, 0.0, 3600.0)
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _SCRIPTED: Final = "scripted:"
 
@@ -104,19 +121,19 @@ class JobConfig:
 
     name: str | None = None
     policy: str = "random"
-    group_size: int = 8
+    group_size: int = GROUP_SIZE.default
     batch_size: int | None = None
-    steps: int = 1
-    concurrency: int = 32
-    rollout_timeout: float = 600.0
-    max_retries: int = 3
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 4096
+    steps: int = STEPS.default
+    concurrency: int = CONCURRENCY.default
+    rollout_timeout: float = ROLLOUT_TIMEOUT.default
+    max_retries: int = MAX_RETRIES.default
+    temperature: float = TEMPERATURE.default
+    top_p: float = TOP_P.default
+    max_tokens: int = MAX_TOKENS.default
     success_threshold: float = 1.0
     fail_fast: bool = True
     seed: int = 0
-    report_grace: float = 30.0
+    report_grace: float = REPORT_GRACE.default
     region: str = "us-west-2"
     #: ``--chaos SPEC``: faults the emulator injects (agent_kit.emulator.chaos); None for none.
     chaos: str | None = None
@@ -130,25 +147,19 @@ class JobConfig:
     def validated(self, n_prompts: int) -> JobConfig:
         """A copy with ``batch_size`` resolved; UsageError naming the first bad setting by its
         ``agent-kit run`` flag."""
+        timeout = f"> 0 and ≤ {ROLLOUT_TIMEOUT.high:g}"  # ROLLOUT_TIMEOUT's words, in seconds
         checks: list[tuple[bool, str]] = [
-            (2 <= self.group_size <= 32, f"--group-size must be 2..32, got {self.group_size}"),
-            (1 <= self.steps <= MAX_STEPS, f"--steps must be 1..{MAX_STEPS}, got {self.steps}"),
-            (
-                1 <= self.concurrency <= MAX_CONCURRENCY,
-                f"--concurrency must be 1..{MAX_CONCURRENCY}, got {self.concurrency}",
+            _within(GROUP_SIZE, "--group-size", self.group_size),
+            _within(STEPS, "--steps", self.steps),
+            _within(CONCURRENCY, "--concurrency", self.concurrency),
+            _within(
+                ROLLOUT_TIMEOUT, "--rollout-timeout", self.rollout_timeout, timeout, " seconds"
             ),
-            (
-                0 < self.rollout_timeout <= 86_400,
-                f"--rollout-timeout must be > 0 and ≤ 86400 seconds, got {self.rollout_timeout}",
-            ),
-            (0 <= self.max_retries <= 10, f"--max-retries must be 0..10, got {self.max_retries}"),
-            (0 <= self.temperature <= 2, f"--temperature must be 0..2, got {self.temperature}"),
-            (0 < self.top_p <= 1, f"--top-p must be in (0, 1], got {self.top_p}"),
-            (self.max_tokens >= 1, f"--max-tokens must be ≥ 1, got {self.max_tokens}"),
-            (
-                0 <= self.report_grace <= 3600,
-                f"--report-grace must be 0..3600 seconds, got {self.report_grace}",
-            ),
+            _within(MAX_RETRIES, "--max-retries", self.max_retries),
+            _within(TEMPERATURE, "--temperature", self.temperature),
+            _within(TOP_P, "--top-p", self.top_p),
+            _within(MAX_TOKENS, "--max-tokens", self.max_tokens),
+            _within(REPORT_GRACE, "--report-grace", self.report_grace, unit=" seconds"),
             (n_prompts >= 1, "the dataset has no prompts"),
             (
                 self.contract in CONTRACTS,
@@ -173,9 +184,13 @@ class JobConfig:
         aux = None if self.aux_policy is None else resolve_spec(self.aux_policy)
         return replace(self, batch_size=batch, policy=resolve_spec(self.policy), aux_policy=aux)
 
-    def inference_params(self) -> dict[str, Any]:
-        """``payload.inferenceParams`` (docs/contract.md §2 names)."""
-        return {"temperature": self.temperature, "topP": self.top_p, "maxTokens": self.max_tokens}
+    @property
+    def inference(self) -> InferenceParams:
+        """The job's sampling settings as every payload carries them (``inferenceParams``): one
+        typed value from here to the policy call, made JSON only on the wire."""
+        return InferenceParams(
+            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (stored in the job row)."""
@@ -214,6 +229,15 @@ def recorded_agent_env(config: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): v for k, v in found.items() if isinstance(v, str)}
 
 
+def _within(
+    bounds: Bounds[Any], flag: str, value: float, words: str | None = None, unit: str = ""
+) -> tuple[bool, str]:
+    """A check of :meth:`JobConfig.validated`: ``value`` in ``bounds``, else the message
+    naming ``flag`` and the range."""
+    shown = words if words is not None else bounds.words()
+    return bounds.holds(value), f"{flag} must be {shown}{unit}, got {value}"
+
+
 def default_job_name(entrypoint: str) -> str:
     """``<entrypoint stem>-<UTC timestamp>``, reduced to the characters a job name allows.
 
@@ -243,7 +267,9 @@ class RunConfig:
     driver's default, :data:`DEFAULT_MAX_FLOOR_RATE`). Constructing one
     with a negative ``grace`` or a ``max_floor_rate`` outside 0..1 raises
     :class:`~agent_kit.errors.UsageError`. ``lenient_auth`` stops the emulator from verifying
-    the signatures of the agents the run starts (only their shape is checked).
+    the signatures of the agents the run starts (only their shape is checked). ``settings``
+    are the ``AGENT_KIT_*`` settings the CLI read at its door (the policies', the invokers'
+    caps, the token counter; default: every default); never recorded with the run.
     """
 
     entrypoint: str | None = None
@@ -266,6 +292,7 @@ class RunConfig:
     #: --grid env.NAME=…``). Recorded with the run (its job config's ``agent_env``), so a
     #: resume and a replay give them again; a resume's own ``extra_env`` is laid over them.
     extra_env: Mapping[str, str] | None = None
+    settings: Settings = DEFAULTS
 
     def __post_init__(self) -> None:
         if self.agent_memory is not None and self.agent_memory <= 0:

@@ -21,7 +21,7 @@ from strands.models import Model
 from strands.models.openai import OpenAIModel
 
 from agent_kit.app import RolloutApp
-from agent_kit.contract import RolloutPayload
+from agent_kit.contract import TEMPERATURE, TOP_P, RolloutPayload
 from agent_kit.emulator.loader import load_entrypoint, module_name_for
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, coerce_reply
 from agent_kit.episode_loop import ModelFactory, ModelHandle
@@ -62,8 +62,8 @@ class ScriptedModel(Model):
         self,
         policy: ScriptedPolicy,
         *,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
+        temperature: float = TEMPERATURE.default,
+        top_p: float = TOP_P.default,
         max_tokens: int | None = None,
         seed: int = 0,
         trajectory_id: str = "local",
@@ -194,8 +194,10 @@ def scripted_model_factory(
         return _Handle(
             ScriptedModel(
                 policy,
-                temperature=float(params.temperature) if params.temperature is not None else 1.0,
-                top_p=float(params.top_p) if params.top_p is not None else 1.0,
+                temperature=float(
+                    TEMPERATURE.default if params.temperature is None else params.temperature
+                ),
+                top_p=float(TOP_P.default if params.top_p is None else params.top_p),
                 max_tokens=params.max_tokens,
                 seed=seed,
                 trajectory_id=trajectory_id
@@ -223,7 +225,7 @@ def run_episode(
     task: dict[str, Any] | str,
     *,
     policy: ScriptedPolicy,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE.default,
     seed: int = 0,
     trajectory_id: str = "local",
 ) -> dict[str, Any]:

@@ -256,7 +256,7 @@ class _Job:
                 "--contract rl-toolkit keeps its S3 on loopback: --advertise-url cannot "
                 "be combined with it"
             )
-        s3 = await asyncio.to_thread(LocalS3().start)
+        s3 = await asyncio.to_thread(LocalS3(self.config.settings.max_result_bytes).start)
         stack.callback(s3.stop)
         return secrets.token_urlsafe(24), s3
 

@@ -102,7 +102,7 @@ class RolloutLoop:
         self.draining = False
         self.sem = asyncio.Semaphore(config.concurrency)
         self.last: Attempt | None = None
-        self.params = InferenceParams.model_validate(config.inference_params())
+        self.params: InferenceParams = config.inference
         self.attempts = Attempts(
             emu=emu,
             store=store,

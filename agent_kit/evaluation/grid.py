@@ -33,8 +33,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from agent_kit.contract import MAX_TOKENS, TEMPERATURE, TOP_P, Bounds
 from agent_kit.emulator.policies.registry import policy_schemes
 from agent_kit.errors import UsageError
 
@@ -59,24 +60,25 @@ _JOB_NAME_LIMIT: Final = 63
 _LABEL_LIMIT: Final = 24
 
 
+_V = TypeVar("_V", int, float)
+
+
 def _temperature(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 2:
-        raise ValueError("temperature must be 0..2")
-    return value
+    return _checked(TEMPERATURE, "temperature", float(text))
 
 
 def _top_p(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise ValueError("top_p must be in (0, 1]")
-    return value
+    return _checked(TOP_P, "top_p", float(text))
 
 
 def _max_tokens(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("max_tokens must be ≥ 1")
+    return _checked(MAX_TOKENS, "max_tokens", int(text))
+
+
+def _checked(bounds: Bounds[Any], name: str, value: _V) -> _V:
+    """``value`` when ``bounds`` (the contract's, declared once) hold it, else ValueError."""
+    if not bounds.holds(value):
+        raise ValueError(f"{name} must be {bounds.words()}")
     return value
 
 

@@ -36,6 +36,7 @@ from typing import Any, Final
 from agent_kit.errors import PolicyError
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.seam import cut_caches, merge_caches, plain_cache, zero_padding
+from agent_kit.settings import DEFAULTS
 
 __all__ = [
     "DEFAULT_CACHE_MB",
@@ -48,9 +49,9 @@ __all__ = [
 ]
 
 #: How many turns sample together by default (``AGENT_KIT_HF_BATCH``).
-DEFAULT_MAX_BATCH: Final = 32
+DEFAULT_MAX_BATCH: Final = DEFAULTS.hf_batch
 #: The key/value cache the running batch may hold by default, in MiB (``AGENT_KIT_HF_CACHE_MB``).
-DEFAULT_CACHE_MB: Final = 512
+DEFAULT_CACHE_MB: Final = DEFAULTS.hf_cache_mb
 #: The most padded prompt tokens one prefill pass holds (bounds its attention memory); a prompt
 #: longer than this is prefilled alone.
 PREFILL_TOKENS: Final = 4096

@@ -67,6 +67,7 @@ from agent_kit.replay.verdicts import (
     ReplayReport,
     judge,
 )
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import Rollout
 from agent_kit.store.events import DIVERGENCE_EVENT
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
@@ -187,7 +188,11 @@ def _check_settings(fork_at: int | None, policy: str | None, workers: int | None
 def _replay_backend(plan: _Plan) -> ReplayBackend:
     """The ``replay:`` backend serving the recording (and the live policy of a fork)."""
     seed = plan.job.seed
-    live = load_policy(plan.policy, seed=seed, base_dir=Path.cwd()) if plan.policy else None
+    live = (
+        load_policy(plan.policy, seed=seed, base_dir=Path.cwd(), settings=plan.config.settings)
+        if plan.policy
+        else None
+    )
     return ReplayBackend(
         plan.recording,
         normalization=plan.normalization,
@@ -259,6 +264,7 @@ async def replay_run(
     workers: int | None = None,
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    settings: Settings = DEFAULTS,
 ) -> ReplayReport:
     """Replay recorded episodes through an entrypoint and compare them (module docstring).
 
@@ -272,7 +278,8 @@ async def replay_run(
     come from it; ``seed`` (the emulator's and a fork's live policy's) is the recorded one
     unless given (``job.seed`` is not read); ``workers`` are the agent processes
     of a ``.py`` entrypoint (None: as ``agent-kit run``, one per usable core, at most
-    ``concurrency``). The JSON report is also written to ``RUN_DIR/replay_report.json``.
+    ``concurrency``); ``settings`` the ``AGENT_KIT_*`` ones the CLI read (a fork's live policy,
+    the agents' caps). The JSON report is also written to ``RUN_DIR/replay_report.json``.
     Raises UsageError for bad settings and InvokerError when the agent cannot be started;
     changed episodes are data, see :meth:`ReplayReport.raise_for_mismatch`.
     """
@@ -295,7 +302,7 @@ async def replay_run(
         fork_at=fork_at,
         policy=policy,
         job=replace(job or JobConfig(), seed=_seed(recording, seed)).validated(1),
-        config=RunConfig(workers=workers, extra_env=recording.agent_env or None),
+        config=RunConfig(workers=workers, extra_env=recording.agent_env or None, settings=settings),
     )
     return await _replay(plan, progress, started)
 

@@ -35,12 +35,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_kit.contract import TEMPERATURE
 from agent_kit.replay.cassette import load_recording, write_cassette
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.inprocess import replay_in_process
 from agent_kit.replay.policy import Normalization
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import ReplayReport
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = ["assert_replays", "record", "recorded_run"]
 
@@ -70,16 +72,18 @@ def record(
     out_dir: str | Path,
     name: str = "recording",
     group_size: int = 2,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE.default,
     seed: int = 0,
     concurrency: int = 8,
     cassette: str | Path | None = None,
+    settings: Settings = DEFAULTS,
 ) -> Path:
     """Record a run of ``entrypoint`` (a local job, as ``agent-kit run``); return its run dir.
 
     ``prompts`` is a dataset file or a list of prompts (dicts are JSON-packed, as the service
     expects); every prompt is played ``group_size`` times with ``policy`` (a policy spec such as
-    ``scripted:policies.py:Solver``). With ``cassette`` the episodes are also exported there.
+    ``scripted:policies.py:Solver``, built with ``settings``: the ``AGENT_KIT_*`` settings,
+    every default unless given). With ``cassette`` the episodes are also exported there.
     Raises :class:`~agent_kit.errors.JobFailed` when the job fails.
     """
     from agent_kit.driver.config import JobConfig, RunConfig
@@ -97,7 +101,9 @@ def record(
         rollout_timeout=120.0,
         max_retries=1,
     )
-    run = RunConfig(entrypoint=str(entrypoint), dataset=data, job=config, out=out)
+    run = RunConfig(
+        entrypoint=str(entrypoint), dataset=data, job=config, out=out, settings=settings
+    )
     result = asyncio.run(run_local(run))
     result.raise_for_status()
     if cassette is not None:
@@ -161,7 +167,7 @@ def recorded_run(
     *,
     policy: str,
     group_size: int = 2,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE.default,
     seed: int = 0,
     scope: Literal["session", "package", "module", "class", "function"] = "module",
 ) -> Callable[..., Path]:

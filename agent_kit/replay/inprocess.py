@@ -106,6 +106,7 @@ async def play_recorded(
         model_factory=scripted_model_factory(
             policy if policy is not None else RecordedAnswers(episode)
         ),
+        agent_settings=app.agent_settings,
     )
     return RecordedPlay(outcome, built[-1] if built else None)
 

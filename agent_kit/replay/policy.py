@@ -34,6 +34,7 @@ from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import ReplayDivergenceError, UsageError
 from agent_kit.replay.cassette import load_recording
 from agent_kit.replay.recording import Recording
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import Rollout
 
 __all__ = [
@@ -445,8 +446,11 @@ class AuxReplay:
         """Nothing to release (the replay backend is closed by its owner)."""
 
 
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> PolicyBackend:
-    """The ``replay:`` scheme: ``rest`` is ``SOURCE[#id,…]`` (run dir or cassette)."""
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> PolicyBackend:
+    """The ``replay:`` scheme: ``rest`` is ``SOURCE[#id,…]`` (run dir or cassette); it answers
+    with the recorded turns, so no ``settings`` bear on it."""
     path, _, ids = rest.partition("#")
     if not path.strip():
         raise UsageError("replay policy needs a source: replay:RUN_DIR[#trajectory,…]")

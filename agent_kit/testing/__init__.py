@@ -39,6 +39,7 @@ from agent_kit.driver.inprocess import (
     run_episode,
     scripted_model_factory,
 )
+from agent_kit.settings import DEFAULTS, Settings
 
 if TYPE_CHECKING:
     from agent_kit.emulator.core import Emulator
@@ -138,11 +139,13 @@ def run_emulator(
     run_dir: str | Path | None = None,
     job_name: str = "test-job",
     seed: int = 0,
+    settings: Settings = DEFAULTS,
     **emulator_options: Any,
 ) -> Iterator[LocalEmulator]:
     """Run the emulator (Job Runtime API + OpenAI-compatible policy route) on 127.0.0.1.
 
-    ``policy`` is a spec (``"random"``, ``"scripted:policies.py:Solver"``, …) or a backend
+    ``policy`` is a spec (``"random"``, ``"scripted:policies.py:Solver"``, …, built with
+    ``settings``: the ``AGENT_KIT_*`` settings, every default unless given) or a backend
     object; the store lives in ``run_dir`` (a temporary folder, removed afterwards, if None).
     ``emulator_options`` go to :class:`~agent_kit.emulator.core.Emulator`. The service
     (:func:`~agent_kit.emulator.local_service.local_service`) runs on an event loop of its own
@@ -156,7 +159,9 @@ def run_emulator(
     with ExitStack() as stack:
         if run_dir is None:
             run_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="agent-kit-"))
-        backend = load_policy(policy, seed=seed) if isinstance(policy, str) else policy
+        backend = (
+            load_policy(policy, seed=seed, settings=settings) if isinstance(policy, str) else policy
+        )
         store = RunStore.open(run_dir)
         stack.callback(store.close)
         service = local_service(store, backend, seed=seed, own_policy=False, **emulator_options)

@@ -5,9 +5,8 @@ how it holds and keeps its run directory.
   is not a JSON object of settings of the right types is a
   :class:`~agent_kit.errors.RunStoreError` naming it (exit 14), never a traceback.
 - :func:`check_inputs` loads the dataset and the holdout (``--eval``), so a file that cannot be
-  read is refused (UsageError) before anything is written; it checks the ``hf`` policy's
-  settings from the environment (``AGENT_KIT_HF_BATCH``, ``AGENT_KIT_HF_CACHE_MB``) and the
-  warm start's inputs
+  read is refused (UsageError) before anything is written (the ``AGENT_KIT_*`` settings were
+  checked at the CLI's door, before any of this); it checks the warm start's inputs
   (:func:`check_warm_start`: each ``--warm-start`` a run directory whose store holds a job, a
   finite ``--warm-start-min-reward``) before the model loads (40–60 s), and hands on a line
   when a warm-start run was recorded with another entrypoint than the one trained.
@@ -131,9 +130,8 @@ def _wrong_setting(data: dict[str, Any]) -> str | None:
 
 def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None) -> Dataset:
     """The training dataset, loaded, with the holdout (``--eval``) read too: UsageError naming
-    the file that cannot be read, or a ``--batch-size`` larger than the dataset; then the
-    environment's ``hf`` settings and the warm start's inputs (:func:`check_warm_start`, its
-    lines to ``echo``)."""
+    the file that cannot be read, or a ``--batch-size`` larger than the dataset; then the warm
+    start's inputs (:func:`check_warm_start`, its lines to ``echo``)."""
     dataset = config.run.dataset
     if dataset is None:
         raise UsageError("an entrypoint and --dataset are required (or --resume RUN_DIR)")
@@ -146,30 +144,10 @@ def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None)
             load_dataset(config.eval)
         except UsageError as exc:
             raise UsageError(f"--eval: {exc.message}") from None
-    _check_environment()
     for line in check_warm_start(config):
         if echo is not None:
             echo(line)
     return data
-
-
-#: The ``hf`` policy's settings the environment gives (read when its backend is built, after
-#: the model loaded): checked first.
-_HF_SETTINGS: Final = ("AGENT_KIT_HF_BATCH", "AGENT_KIT_HF_CACHE_MB")
-
-
-def _check_environment() -> None:
-    """UsageError naming an ``hf`` setting of the environment that is not a positive integer."""
-    for name in _HF_SETTINGS:
-        raw = os.environ.get(name, "").strip()
-        if not raw:
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise UsageError(f"{name} must be an integer, not {raw!r}") from None
-        if value < 1:
-            raise UsageError(f"{name} must be at least 1, not {value}")
 
 
 def check_warm_start(config: TrainConfig) -> list[str]:

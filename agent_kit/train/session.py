@@ -103,7 +103,11 @@ def _settle(config: TrainConfig, echo: Echo) -> tuple[TrainConfig, Path]:
     resume = config.run.resume
     if resume is not None:
         settled = recorded_config(
-            resume, device=config.device, resume=resume, workers=config.run.workers
+            resume,
+            device=config.device,
+            resume=resume,
+            workers=config.run.workers,
+            settings=config.run.settings,
         )
         if holds_job(resume):
             return settled, resume
@@ -231,6 +235,7 @@ async def _train_locked(
     """The training run, its inputs checked and its run directory locked (``lock``)."""
     job = config.job
     spec = parse_model_spec(config.model)
+    settings = config.run.settings  # AGENT_KIT_*, read at the CLI's door
     if config.run.resume is None:  # first: a run stopped from here on is resumable
         text = json.dumps(config.to_dict(), indent=2)
         RunLayout(run_dir).train_config.write_text(text + "\n", encoding="utf-8")
@@ -252,7 +257,13 @@ async def _train_locked(
         after_step=phases,
     )
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
-    backend = HFPolicyBackend(trained, name=f"hf:{spec.name}", max_tokens=job.max_tokens)
+    backend = HFPolicyBackend(
+        trained,
+        name=f"hf:{spec.name}",
+        max_tokens=job.max_tokens,
+        max_batch=settings.hf_batch,
+        cache_mb=settings.hf_cache_mb,
+    )
     evals: dict[str, Any] = {}
     try:
         if config.run.resume is None:

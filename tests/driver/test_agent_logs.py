@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.invokers.agent_log import MAX_LOG_ENV, CappedLog, max_log_bytes_from_env
+from agent_kit.driver.invokers.agent_log import MAX_LOG_ENV, CappedLog
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
+from agent_kit.settings import Settings
 from agent_kit.store import RunStore
 
 AGENTS = Path(__file__).parents[1] / "agents"
@@ -31,30 +32,29 @@ def test_capped_log_cuts_once_with_a_marker_and_counts_the_rest(tmp_path: Path) 
     assert "c" not in text.replace("cut", "").replace("dropped", "")
 
 
-def test_cap_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cap_from_environment() -> None:
     """$AGENT_KIT_MAX_LOG_BYTES sets the cap, 0 means none, and garbage is a usage error."""
-    monkeypatch.setenv(MAX_LOG_ENV, "2048")
-    assert max_log_bytes_from_env() == 2048
-    monkeypatch.setenv(MAX_LOG_ENV, "0")
-    assert max_log_bytes_from_env() is None
-    monkeypatch.setenv(MAX_LOG_ENV, "lots")
+    assert Settings().max_log_bytes == 50 << 20
+    assert Settings.from_environ({MAX_LOG_ENV: "2048"}).max_log_bytes == 2048
+    assert Settings.from_environ({MAX_LOG_ENV: "0"}).max_log_bytes is None
     with pytest.raises(UsageError, match=MAX_LOG_ENV):
-        max_log_bytes_from_env()
+        Settings.from_environ({MAX_LOG_ENV: "lots"})
 
 
 @pytest.mark.e2e
-async def test_agent_printing_10_mb_per_rollout_keeps_a_bounded_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_agent_printing_10_mb_per_rollout_keeps_a_bounded_log(tmp_path: Path) -> None:
     """Four rollouts of 10 MB output each leave a log under the cap, and every one is rewarded."""
-    monkeypatch.setenv(MAX_LOG_ENV, str(CAP))
     data = tmp_path / "d.jsonl"
     rows = [json.dumps({"prompt": json.dumps({"reward": 1.0, "i": i})}) for i in range(2)]
     data.write_text("".join(r + "\n" for r in rows))
     config = JobConfig(name="chatty", group_size=2, concurrency=2, rollout_timeout=60)
     result = await run_local(
         RunConfig(
-            entrypoint=str(AGENTS / "chatty_agent.py"), dataset=data, job=config, out=tmp_path
+            entrypoint=str(AGENTS / "chatty_agent.py"),
+            dataset=data,
+            job=config,
+            out=tmp_path,
+            settings=Settings(max_log_bytes=CAP),
         )
     )
     assert result.status == "completed", result.failure

@@ -483,7 +483,7 @@ async def test_agents_stop_beside_the_writes_and_are_gone_when_the_job_returns(
 def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
     """The driver's payload (the one builder, RolloutPayload.for_rollout) is the §2 body with
     camelCase names in the documented order."""
-    from agent_kit.contract import InferenceParams, RolloutPayload
+    from agent_kit.contract import RolloutPayload
 
     arn = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/p"
     config = JobConfig(name="p", temperature=0.5, top_p=1, max_tokens=9, region="eu-west-1")
@@ -503,7 +503,7 @@ def test_the_rollout_payload_is_the_contract_body_byte_for_byte() -> None:
         trajectory_id="p-s0-p0-g0-a0",
         endpoint="http://127.0.0.1:9/tok",
         region=config.region,
-        inference_params=InferenceParams.model_validate(config.inference_params()),
+        inference_params=config.inference,
     ).wire()
     assert json.dumps(payload) == json.dumps(expected)
 

@@ -18,6 +18,7 @@ from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import run_local
 from agent_kit.emulator.core import Emulator
 from agent_kit.reporting.terminal import render_terminal
+from agent_kit.settings import Settings
 from agent_kit.store import INVOCATION_EVENT, RunStore
 from agent_kit.store.events import (
     MEMORY_LIMIT_EVENT,
@@ -123,13 +124,10 @@ async def test_an_agent_that_refuses_its_row_fails_at_once(
     assert f"--dataset {data} --row 0" in text
 
 
-async def test_an_answer_over_the_size_cap_is_cut_off_and_final(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_answer_over_the_size_cap_is_cut_off_and_final(tmp_path: Path) -> None:
     """Answers of 3 MB under a 1 MB cap (JSON or streamed) are not read past the cap nor
     stored: a rollout the agent left open ends at once as a ``limit`` (not retried), one it
     rewarded keeps its reward, and summary.json names the limit."""
-    monkeypatch.setenv(MAX_ANSWER_ENV, str(2**20))
     tasks = [
         {"big": 3, "report": False},
         {"big": 3, "report": False, "stream": True},
@@ -144,6 +142,7 @@ async def test_an_answer_over_the_size_cap_is_cut_off_and_final(
                 dataset=data,
                 job=config,
                 out=tmp_path,
+                settings=Settings(max_answer_bytes=2**20),
             )
         ),
         DEADLINE_S,

@@ -24,6 +24,7 @@ from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.local import run_local
 from agent_kit.driver.trainer_side import MODEL_ID, LocalS3
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import INVOCATION_EVENT, RunStore
 
 pytestmark = pytest.mark.e2e
@@ -162,8 +163,10 @@ def test_a_hand_written_rl_toolkit_agent_runs_unchanged(tmp_path: Path) -> None:
             assert reward.total == 1.0
 
 
-def _edge_run(tmp_path: Path, write: str, retries: int = 0, **row: object) -> Any:
-    """One prompt × 2 rollouts of the result agent writing ``write``."""
+def _edge_run(
+    tmp_path: Path, write: str, retries: int = 0, settings: Settings = DEFAULTS, **row: object
+) -> Any:
+    """One prompt × 2 rollouts of the result agent writing ``write`` (under ``settings``)."""
     dataset = tmp_path / "rows.jsonl"
     task = json.dumps({"prompt": "play", "write": write, **row})
     dataset.write_text(json.dumps({"prompt": task}) + "\n")
@@ -174,6 +177,7 @@ def _edge_run(tmp_path: Path, write: str, retries: int = 0, **row: object) -> An
                 dataset=dataset,
                 job=_config("edge-rl", "random", max_retries=retries, rollout_timeout=60),
                 out=tmp_path / "runs",
+                settings=settings,
             )
         )
     )
@@ -220,13 +224,11 @@ def test_a_result_key_shared_by_two_rollouts_fails_the_job(tmp_path: Path) -> No
         assert any("result_key" in (row.reason or "") for row in rows)
 
 
-def test_a_result_object_over_the_cap_is_a_final_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_result_object_over_the_cap_is_a_final_limit(tmp_path: Path) -> None:
     """A result object larger than $AGENT_KIT_MAX_RESULT_BYTES is not read: each rollout ends
     with a limit: reason naming the cap (final, not retried), and nothing of it is stored."""
-    monkeypatch.setenv("AGENT_KIT_MAX_RESULT_BYTES", "2048")
-    result = _edge_run(tmp_path, "large", retries=2, size=8192)
+    capped = Settings.from_environ({"AGENT_KIT_MAX_RESULT_BYTES": "2048"})
+    result = _edge_run(tmp_path, "large", retries=2, settings=capped, size=8192)
     reasons = _reasons(result)
     assert len(reasons) == 2  # no retry
     assert all(r.startswith("limit:") and "AGENT_KIT_MAX_RESULT_BYTES" in r for r in reasons)

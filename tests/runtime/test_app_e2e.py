@@ -175,13 +175,9 @@ def test_reporting_failure_is_visible_in_the_body(client_for) -> None:
         assert "bad rewards" in body["report_error"]
 
 
-def test_no_endpoint_configured_for_plain_payload_is_a_policy_failure(
-    client_for, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_endpoint_configured_for_plain_payload_is_a_policy_failure(client_for) -> None:
     """A payload without metadata and no policy URL configured gets a clear floor, not a 500."""
-    for name in ("AGENT_KIT_POLICY_URL", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    client = client_for(PolicyConfig.from_env())
+    client = client_for(PolicyConfig())
     response = client.post("/invocations", json={"prompt": json.dumps({"target": 1})})
     assert response.status_code == 200
     body = response.json()

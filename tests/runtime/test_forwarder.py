@@ -48,7 +48,7 @@ def invoke(payload):
     return good_rollout(payload)
 
 
-enable_forwarder_routes(app)
+enable_forwarder_routes(app, os.environ.get("AGENT_KIT_FORWARDER_SECRET"))
 
 if __name__ == "__main__":
     app.run(port=int(os.environ["AGENT_PORT"]))
@@ -228,26 +228,27 @@ def test_hanging_agent_times_out_below_rollout_timeout(lambda_env: pytest.Monkey
     }
 
 
-def _local_app() -> BedrockAgentCoreApp:
+def _local_app(secret: str | None) -> BedrockAgentCoreApp:
     app = BedrockAgentCoreApp()
 
     @app.entrypoint
     def invoke(payload: dict[str, Any]) -> dict[str, Any]:
         return {"echo": payload.get("prompt")}
 
-    enable_forwarder_routes(app)
-    enable_forwarder_routes(app)  # idempotent
+    enable_forwarder_routes(app, secret)
+    enable_forwarder_routes(app, secret)  # idempotent
     return app
 
 
-def test_routes_require_the_configured_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_routes_require_the_configured_secret() -> None:
     """/rollout: 500 without a configured secret, 401 on a wrong one, the entrypoint on a match."""
-    app = _local_app()
+    unset = TestClient(_local_app(None))
+    refused = unset.post("/rollout", json={"prompt": "hi"})
+    assert refused.status_code == 500
+    assert "AGENT_KIT_FORWARDER_SECRET" in refused.json()["errorMessage"]
+    app = _local_app(SECRET)
     assert [getattr(r, "path", "") for r in app.router.routes].count("/rollout") == 1
     client = TestClient(app)
-    monkeypatch.delenv("AGENT_KIT_FORWARDER_SECRET", raising=False)
-    assert client.post("/rollout", json={"prompt": "hi"}).status_code == 500
-    monkeypatch.setenv("AGENT_KIT_FORWARDER_SECRET", SECRET)
     denied = client.post("/rollout", json={"prompt": "hi"}, headers={"Authorization": "Bearer x"})
     assert denied.status_code == 401
     assert denied.json()["errorType"] == "AccessDenied"
@@ -258,10 +259,9 @@ def test_routes_require_the_configured_secret(monkeypatch: pytest.MonkeyPatch) -
     assert ok.json() == {"echo": "hi"}
 
 
-def test_health_mirrors_ping_without_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_health_mirrors_ping_without_secret() -> None:
     """/health answers like /ping and needs no secret."""
-    monkeypatch.delenv("AGENT_KIT_FORWARDER_SECRET", raising=False)
-    client = TestClient(_local_app())
+    client = TestClient(_local_app(None))
     health = client.get("/health")
     assert health.status_code == 200
     assert health.json()["status"] == client.get("/ping").json()["status"] == "Healthy"

@@ -35,6 +35,7 @@ from agent_kit.policy_client import (
     default_token_provider,
     find_policy_error,
 )
+from agent_kit.settings import Settings
 from agent_kit.transport import EventStreamDecoder, SSEDecoder, parse_chunk, parse_completion
 
 CHAT = "/v1/chat/completions"
@@ -508,8 +509,9 @@ def test_plain_mode_without_a_server_says_how_to_configure_one() -> None:
         build_model(payload(None), PolicyConfig())
 
 
-def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """from_env reads AGENT_KIT_POLICY_* with OPENAI_* fallbacks; overrides win; bad values fail."""
+def test_config_from_settings() -> None:
+    """from_settings takes the AGENT_KIT_POLICY_* settings (OPENAI_* their fallbacks); overrides
+    win; a bad value is refused where the settings are read, naming the variable."""
     env = {
         "AGENT_KIT_POLICY_TRANSPORT": "Sample",
         "AGENT_KIT_POLICY_STREAM": "true",
@@ -519,7 +521,7 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "OPENAI_API_KEY": "sk-x",
         "AGENT_KIT_POLICY_MODEL": "m",
     }
-    config = PolicyConfig.from_env(env, max_retries=1)
+    config = PolicyConfig.from_settings(Settings.from_environ(env), max_retries=1)
     assert (config.transport, config.stream, config.timeout_s, config.max_retries) == (
         "sample",
         True,
@@ -532,15 +534,19 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "m",
     )
     env["AGENT_KIT_POLICY_URL"] = "http://127.0.0.1:8/v1"
-    assert PolicyConfig.from_env(env).base_url == "http://127.0.0.1:8/v1"
-    monkeypatch.setenv("AGENT_KIT_POLICY_TRANSPORT", "openai")
-    assert PolicyConfig.from_env().transport == "openai"
+    assert (
+        PolicyConfig.from_settings(Settings.from_environ(env)).base_url
+        == env["AGENT_KIT_POLICY_URL"]
+    )
+    assert PolicyConfig.from_settings() == PolicyConfig()  # the defaults
     with pytest.raises(UsageError, match="AGENT_KIT_POLICY_STREAM"):
-        PolicyConfig.from_env({"AGENT_KIT_POLICY_STREAM": "maybe"})
+        Settings.from_environ({"AGENT_KIT_POLICY_STREAM": "maybe"})
     with pytest.raises(UsageError, match="AGENT_KIT_POLICY_TIMEOUT"):
-        PolicyConfig.from_env({"AGENT_KIT_POLICY_TIMEOUT": "soon"})
+        Settings.from_environ({"AGENT_KIT_POLICY_TIMEOUT": "soon"})
+    with pytest.raises(UsageError, match="AGENT_KIT_POLICY_TRANSPORT"):
+        Settings.from_environ({"AGENT_KIT_POLICY_TRANSPORT": "carrier-pigeon"})
     with pytest.raises(UsageError, match="transport"):
-        PolicyConfig.from_env({"AGENT_KIT_POLICY_TRANSPORT": "carrier-pigeon"})
+        PolicyConfig(transport="carrier-pigeon")  # type: ignore[arg-type]
 
 
 # -- sample transport --------------------------------------------------------------------------

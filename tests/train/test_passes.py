@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_kit.cli.process import MALLOC_SETTING, bound_malloc, release_free_memory
+from agent_kit.cli.process import bound_malloc, release_free_memory
 from agent_kit.model import seam
+from agent_kit.settings import Settings
 from agent_kit.train.passes import (
     CHECKPOINT_FROM,
     CHECKPOINT_KWARGS,
@@ -118,16 +119,15 @@ def test_the_heap_bounds_apply_on_glibc_and_step_aside_when_asked(
     calls report success); ``AGENT_KIT_MALLOC=glibc`` leaves the C library's defaults, and a
     user's own ``MALLOC_ARENA_MAX`` stands."""
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    monkeypatch.delenv(MALLOC_SETTING, raising=False)
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert bound_malloc() is glibc
     release_free_memory()  # True only when pages were free to hand back
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert bound_malloc() is False
-    monkeypatch.setenv(MALLOC_SETTING, "glibc")
     monkeypatch.delenv("MALLOC_ARENA_MAX")
-    assert bound_malloc() is False
-    assert release_free_memory() is False
+    glibc_defaults = Settings.from_environ({"AGENT_KIT_MALLOC": "glibc"}).malloc
+    assert bound_malloc(glibc_defaults) is False
+    assert release_free_memory(glibc_defaults) is False
 
 
 def test_a_long_pass_recomputes_reentrantly_even_when_checkpointing_was_left_on(

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from agent_kit.driver.invokers.agent_log import max_log_bytes_from_env
+from agent_kit.driver.invokers.agent_log import DEFAULT_MAX_LOG_BYTES
 from agent_kit.driver.invokers.aws import (
     AGENTCORE_ARN_PATTERN,
     DEFAULT_RATE_LIMIT,
@@ -42,11 +42,11 @@ from agent_kit.driver.invokers.aws import (
     RateLimiter,
 )
 from agent_kit.driver.invokers.base import (
+    DEFAULT_MAX_ANSWER_BYTES,
     EventHook,
     Invoker,
     InvokeResult,
     agent_env,
-    max_answer_bytes_from_env,
     parse_response_body,
 )
 from agent_kit.driver.invokers.local import HttpInvoker, SubprocessInvoker
@@ -88,11 +88,15 @@ def make_invoker(
     on_event: EventHook | None = None,
     stop_sessions: bool = True,
     agent_memory: int | None = None,
+    max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
+    max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
 ) -> Invoker:
     """The invoker for ``target`` (entrypoint ``.py``, URL, AgentCore or Lambda ARN).
 
     ``rate`` caps invocations per second (AgentCore defaults to 25/s, others unlimited); every
-    invoker reads at most ``$AGENT_KIT_MAX_ANSWER_BYTES`` of an answer (default 1 MiB);
+    invoker reads at most ``max_answer_bytes`` of an answer (``AGENT_KIT_MAX_ANSWER_BYTES``,
+    default 1 MiB; None: no cap), and a local agent process logs at most ``max_log_bytes``
+    (``AGENT_KIT_MAX_LOG_BYTES``);
     ``endpoint_url`` overrides the AWS endpoint (local fakes); ``stop_sessions=False`` leaves an
     AgentCore session running after its answer (the caller stops it: the agentcore-rl-toolkit
     contract's background rollouts); ``agent_memory`` caps each local agent process's memory
@@ -100,7 +104,7 @@ def make_invoker(
     """
     if rate is not None and not 0 < rate <= MAX_RATE:
         raise UsageError(f"--rate must be > 0 and ≤ {MAX_RATE:g} invocations/s, got {rate:g}")
-    max_answer = max_answer_bytes_from_env()
+    max_answer = max_answer_bytes
     if agent_memory is not None and not target.endswith(".py"):
         raise UsageError("--agent-memory applies to a .py entrypoint (local agent processes)")
     if target.startswith(("http://", "https://")):
@@ -135,7 +139,7 @@ def make_invoker(
             concurrency=concurrency,
             startup_timeout=startup_timeout,
             on_event=on_event,
-            max_log_bytes=max_log_bytes_from_env(),
+            max_log_bytes=max_log_bytes,
             max_answer_bytes=max_answer,
             max_memory=agent_memory,
         )

@@ -1,39 +1,24 @@
 """An agent worker's log file, capped: what a local agent process prints goes to
-``logs/agent-<worker>.log`` in the run directory, up to ``$AGENT_KIT_MAX_LOG_BYTES`` over the
-whole run (all its restarts).
+``logs/agent-<worker>.log`` in the run directory, up to ``AGENT_KIT_MAX_LOG_BYTES`` over the
+whole run (all its restarts; the setting is read at the CLI's door and handed down).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from pathlib import Path
 from typing import Final
 
-from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, env_name
 
-__all__ = ["DEFAULT_MAX_LOG_BYTES", "MAX_LOG_ENV", "CappedLog", "max_log_bytes_from_env"]
+__all__ = ["DEFAULT_MAX_LOG_BYTES", "MAX_LOG_ENV", "CappedLog"]
 
 #: Default cap of one agent worker's log file over the whole run (all its restarts).
-DEFAULT_MAX_LOG_BYTES: Final = 50 * 2**20
-#: Environment variable that overrides :data:`DEFAULT_MAX_LOG_BYTES` (bytes; 0 = no cap).
-MAX_LOG_ENV: Final = "AGENT_KIT_MAX_LOG_BYTES"
+DEFAULT_MAX_LOG_BYTES: Final = DEFAULTS.max_log_bytes
+#: The variable that sets the cap (bytes; 0 = no cap), named where a log is cut.
+MAX_LOG_ENV: Final = env_name("max_log_bytes")
 _CHUNK: Final = 1 << 16
-
-
-def max_log_bytes_from_env() -> int | None:
-    """The log cap from ``$AGENT_KIT_MAX_LOG_BYTES`` (None = no cap); UsageError if malformed."""
-    raw = os.environ.get(MAX_LOG_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_LOG_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{MAX_LOG_ENV} must be a number of bytes, not {raw!r}") from None
-    if value < 0:
-        raise UsageError(f"{MAX_LOG_ENV} must be ≥ 0, got {value}")
-    return value or None
 
 
 class CappedLog:

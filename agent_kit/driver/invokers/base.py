@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 import httpx
 
 from agent_kit.contract import ENDPOINT_ENV, HEADER_SESSION_ID
-from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, env_name
 from agent_kit.store.events import LIMIT_REASON
 from agent_kit.transport import DONE, decode_sse
 
@@ -26,16 +26,15 @@ __all__ = [
     "answer_too_large",
     "error_text",
     "http_client",
-    "max_answer_bytes_from_env",
     "parse_response_body",
     "post_invocation",
 ]
 
 _ACCEPT: Final = "application/json, text/event-stream"
 #: Default cap of one agent answer (the body of an invocation's response), read and stored.
-DEFAULT_MAX_ANSWER_BYTES: Final = 1 << 20
-#: Environment variable that overrides :data:`DEFAULT_MAX_ANSWER_BYTES` (bytes; 0 = no cap).
-MAX_ANSWER_ENV: Final = "AGENT_KIT_MAX_ANSWER_BYTES"
+DEFAULT_MAX_ANSWER_BYTES: Final = DEFAULTS.max_answer_bytes
+#: The variable that sets the cap (bytes; 0 = no cap), named where an answer is cut.
+MAX_ANSWER_ENV: Final = env_name("max_answer_bytes")
 
 #: ``on_event(kind, detail)``: invokers report process starts/exits/restarts through it.
 EventHook = Callable[[str, dict[str, Any]], None]
@@ -139,21 +138,6 @@ def error_text(body: Any, fallback: str) -> str:
     if isinstance(body, str) and body:
         return body[:500]
     return fallback
-
-
-def max_answer_bytes_from_env() -> int | None:
-    """The answer cap from ``$AGENT_KIT_MAX_ANSWER_BYTES`` (None = no cap); UsageError if
-    malformed."""
-    raw = os.environ.get(MAX_ANSWER_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_ANSWER_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{MAX_ANSWER_ENV} must be a number of bytes, not {raw!r}") from None
-    if value < 0:
-        raise UsageError(f"{MAX_ANSWER_ENV} must be ≥ 0, got {value}")
-    return value or None
 
 
 def answer_too_large(cap: int, http_status: int | None) -> InvokeResult:

@@ -29,6 +29,7 @@ from agent_kit.driver.invokers.process_tree import (
     wait_exit,
 )
 from agent_kit.errors import InvokerError, UsageError
+from agent_kit.settings import env_name
 from agent_kit.store.events import (
     AGENT_BROKEN_EVENT,
     AGENT_EXIT_EVENT,
@@ -173,7 +174,7 @@ class _Worker:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env={**owner.env, "AGENT_KIT_PORT": str(self.port)},
+            env={**owner.env, env_name("port"): str(self.port)},
             cwd=str(owner.entrypoint.parent),
             pass_fds=(self.sock.fileno(),),
             start_new_session=True,

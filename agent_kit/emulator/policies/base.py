@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.emulator.sse import chunks_from_completion
 from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_prompt_tokens
+from agent_kit.settings import DEFAULTS
 
 __all__ = [
     "PolicyBackend",
@@ -183,13 +184,16 @@ def reply_to_completion(
     )
 
 
-def result_for_reply(request: PolicyRequest, reply: PolicyReply) -> PolicyResult:
-    """Wrap an in-process reply: deterministic id, the request's model, estimated usage."""
+def result_for_reply(
+    request: PolicyRequest, reply: PolicyReply, *, tokenizer: str = DEFAULTS.tokenizer
+) -> PolicyResult:
+    """Wrap an in-process reply: deterministic id, the request's model, usage estimated with
+    the ``tokenizer`` counter (:mod:`agent_kit.emulator.tokens`)."""
     completion_id = completion_id_for(request)
     message = _assistant_message(reply, completion_id)
     usage = Usage(
-        estimate_prompt_tokens(request.messages, request.tools),
-        estimate_completion_tokens(message),
+        estimate_prompt_tokens(request.messages, request.tools, tokenizer),
+        estimate_completion_tokens(message, tokenizer),
         estimated=True,
     )
     model = request.raw.get("model")

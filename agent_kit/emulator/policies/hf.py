@@ -16,17 +16,16 @@ usage. Each turn is handed to ``recorder`` (if set) as a
 :class:`~agent_kit.model.turns.TurnTokens`: prompt ids, completion ids, and the sampled tokens'
 log-probabilities under the sampling temperature.
 
-Settings (environment): ``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256),
-``AGENT_KIT_HF_BATCH`` (most turns sampled together, default 32; 1 samples one at a time),
-``AGENT_KIT_HF_CACHE_MB`` (most key/value cache those turns hold together, in MiB, default 512),
-``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops
-at the next token.
+Settings (environment, read at the CLI's door and handed to :func:`from_spec`):
+``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256), ``AGENT_KIT_HF_BATCH`` (most
+turns sampled together, default 32; 1 samples one at a time), ``AGENT_KIT_HF_CACHE_MB`` (most
+key/value cache those turns hold together, in MiB, default 512), ``AGENT_KIT_HF_DEVICE``
+(``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops at the next token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,7 +34,6 @@ from typing import Final
 from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.errors import UsageError
 from agent_kit.model.batch import DEFAULT_CACHE_MB, DEFAULT_MAX_BATCH, SampleJob
 from agent_kit.model.chat import ChatFormat, Syntax
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
@@ -43,6 +41,7 @@ from agent_kit.model.sampler import ChatSampler
 from agent_kit.model.tool_calls import ParsedCall
 from agent_kit.model.tool_calls import parse_tool_calls as parse_model_calls
 from agent_kit.model.turns import TurnTokens
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -51,7 +50,7 @@ __all__ = [
     "parse_tool_calls",
 ]
 
-DEFAULT_MAX_TOKENS: Final = 256
+DEFAULT_MAX_TOKENS: Final = DEFAULTS.hf_max_tokens
 
 
 class HFPolicyBackend:
@@ -59,7 +58,8 @@ class HFPolicyBackend:
 
     ``loaded`` is the model, tokenizer and device (the trainer passes its PEFT-wrapped model);
     ``max_tokens`` caps every generation; ``max_batch`` caps how many turns sample together
-    (default: ``AGENT_KIT_HF_BATCH``, else 32);
+    and ``cache_mb`` the key/value cache they hold (``AGENT_KIT_HF_BATCH``,
+    ``AGENT_KIT_HF_CACHE_MB``: default 32 and 512);
     ``recorder`` receives every turn's :class:`TurnTokens`.
     """
 
@@ -69,7 +69,8 @@ class HFPolicyBackend:
         *,
         name: str,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_batch: int | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        cache_mb: int = DEFAULT_CACHE_MB,
         recorder: Callable[[TurnTokens], None] | None = None,
     ) -> None:
         self.loaded = loaded
@@ -77,9 +78,7 @@ class HFPolicyBackend:
         self.max_tokens = max_tokens
         self.recorder = recorder
         #: The model room's sampler this policy plays through.
-        self.sampler = ChatSampler(
-            loaded, max_batch=max_batch or _max_batch(), cache_mb=_cache_mb()
-        )
+        self.sampler = ChatSampler(loaded, max_batch=max_batch, cache_mb=cache_mb)
         # prompts are prepared and chains kept in one thread (the tokenizer's work, off the loop)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-kit-hf")
 
@@ -167,37 +166,18 @@ def _tool_calls(calls: Sequence[ParsedCall]) -> tuple[ToolCall, ...]:
     return tuple(ToolCall(name=c.name, arguments=c.arguments) for c in calls)
 
 
-def _positive_setting(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{name} must be an integer, not {raw!r}") from None
-    if value < 1:
-        raise UsageError(f"{name} must be at least 1, not {value}")
-    return value
-
-
-def _max_tokens() -> int:
-    return _positive_setting("AGENT_KIT_HF_MAX_TOKENS", DEFAULT_MAX_TOKENS)
-
-
-def _max_batch() -> int:
-    """``AGENT_KIT_HF_BATCH``: the most turns sampled together (default 32)."""
-    return _positive_setting("AGENT_KIT_HF_BATCH", DEFAULT_MAX_BATCH)
-
-
-def _cache_mb() -> int:
-    """``AGENT_KIT_HF_CACHE_MB``: the most key/value cache the batch holds (default 512 MiB)."""
-    return _positive_setting("AGENT_KIT_HF_CACHE_MB", DEFAULT_CACHE_MB)
-
-
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> HFPolicyBackend:
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> HFPolicyBackend:
     """The ``hf[:MODEL[+ADAPTER]]`` scheme (see the module docstring); the model loads now."""
     del seed  # sampling is seeded per turn by the request's RNG
     spec = parse_model_spec(rest, base_dir)
-    loaded = load_model(spec, os.environ.get("AGENT_KIT_HF_DEVICE"))
+    loaded = load_model(spec, settings.hf_device)
     name = f"hf:{spec.name}" + (f"+{spec.adapter.name}" if spec.adapter is not None else "")
-    return HFPolicyBackend(loaded, name=name, max_tokens=_max_tokens())
+    return HFPolicyBackend(
+        loaded,
+        name=name,
+        max_tokens=settings.hf_max_tokens,
+        max_batch=settings.hf_batch,
+        cache_mb=settings.hf_cache_mb,
+    )

@@ -24,10 +24,11 @@ small model left running can talk until its context is full. One generation runs
 one-thread executor), so a run with a fixed seed samples the same way whatever the concurrency;
 a cancelled turn stops its generation at the next token.
 
-Settings (environment): ``AGENT_KIT_LOCAL_MAX_TOKENS`` (cap, default 256),
-``AGENT_KIT_LOCAL_CTX`` (context tokens, default 4096), ``AGENT_KIT_LOCAL_THREADS`` (CPU
-threads, default: the usable cores). A prompt longer than the context is a 400
-ValidationException for that turn; any other engine failure a 500 InternalServiceError.
+Settings (environment, read at the CLI's door, handed to :func:`from_spec`):
+``AGENT_KIT_LOCAL_MAX_TOKENS`` (cap, default 256), ``AGENT_KIT_LOCAL_CTX`` (context tokens,
+default 4096), ``AGENT_KIT_LOCAL_THREADS`` (CPU threads, default: the usable cores). A prompt
+longer than the context is a 400 ValidationException for that turn; any other engine failure a
+500 InternalServiceError.
 
 llama.cpp's engine also serves its HTTP API on an ephemeral 127.0.0.1 port, guarded by a random
 API key this backend alone holds; :meth:`LocalLLMBackend.count_prompt_tokens` uses it to render
@@ -59,12 +60,13 @@ from agent_kit.emulator.tokens import estimate_completion_tokens, estimate_promp
 from agent_kit.errors import InternalServiceError, PolicyError, UsageError, ValidationError
 from agent_kit.model.chat import CHATML_TOOLS_TEMPLATE
 from agent_kit.model.gguf import DEFAULT_MODEL, default_model_path, gguf_metadata
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = ["LocalLLMBackend", "from_spec"]
 
 RUNTIME_HINT: Final = "pip install 'agent_kit[local-llm]'"
-DEFAULT_MAX_TOKENS: Final = 256
-DEFAULT_CTX: Final = 4096
+DEFAULT_MAX_TOKENS: Final = DEFAULTS.local_max_tokens
+DEFAULT_CTX: Final = DEFAULTS.local_ctx
 _NO_SEED: Final = 0xFFFFFFFF  # llama.cpp's "pick a random seed"
 #: Request fields passed to the engine as sent (the rest is built from the PolicyRequest).
 _PASSED: Final = (
@@ -96,19 +98,6 @@ def _runtime() -> Any:
             f"the local policy needs the llama.cpp runtime: {RUNTIME_HINT} ({exc})"
         ) from None
     return xllamacpp
-
-
-def _env_int(name: str, default: int, *, low: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"{name} must be an integer, not {raw!r}") from None
-    if value < low:
-        raise UsageError(f"{name} must be at least {low}, not {value}")
-    return value
 
 
 def _usable_cores() -> int:
@@ -145,6 +134,7 @@ class LocalLLMBackend:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         n_ctx: int = DEFAULT_CTX,
         threads: int | None = None,
+        tokenizer: str = DEFAULTS.tokenizer,
     ) -> None:
         self.model_path = model_path
         self.model_name = model_name
@@ -153,6 +143,7 @@ class LocalLLMBackend:
         self.max_tokens = max_tokens
         self.n_ctx = n_ctx
         self.threads = threads or _usable_cores()
+        self.tokenizer = tokenizer
         self._xlc = _runtime()
         self._server: Any = None
         self._load_lock = threading.Lock()
@@ -276,8 +267,8 @@ class LocalLLMBackend:
         else:
             message = completion["choices"][0]["message"]
             usage = Usage(
-                estimate_prompt_tokens(request.messages, request.tools),
-                estimate_completion_tokens(message),
+                estimate_prompt_tokens(request.messages, request.tools, self.tokenizer),
+                estimate_completion_tokens(message, self.tokenizer),
                 estimated=True,
             )
         completion["usage"] = usage.to_openai()
@@ -334,7 +325,9 @@ def _engine_error(error: Any) -> Exception:
     return InternalServiceError(message)
 
 
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> LocalLLMBackend:
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> LocalLLMBackend:
     """The ``local[:MODEL]`` scheme: MODEL is ``smollm2-135m`` (default) or a ``.gguf`` path."""
     spec = rest.strip()
     if spec in ("", DEFAULT_MODEL):
@@ -354,7 +347,8 @@ def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> LocalLLM
         path,
         model_name=name,
         chat_template=_chat_template(meta.get("tokenizer.chat_template")),
-        max_tokens=_env_int("AGENT_KIT_LOCAL_MAX_TOKENS", DEFAULT_MAX_TOKENS, low=1),
-        n_ctx=_env_int("AGENT_KIT_LOCAL_CTX", DEFAULT_CTX, low=256),
-        threads=_env_int("AGENT_KIT_LOCAL_THREADS", 0, low=0) or None,
+        max_tokens=settings.local_max_tokens,
+        n_ctx=settings.local_ctx,
+        threads=settings.local_threads,
+        tokenizer=settings.tokenizer,
     )

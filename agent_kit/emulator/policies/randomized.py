@@ -43,6 +43,7 @@ from agent_kit.emulator.policies.base import PolicyResult, result_for_reply
 from agent_kit.emulator.policies.schema_sampler import SchemaSampler
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = ["RandomBackend", "from_spec"]
 
@@ -54,11 +55,20 @@ def _assistant_turns(request: PolicyRequest) -> int:
 class RandomBackend:
     """The ``random[:SEED]`` policy (see the module docstring for its behaviour)."""
 
-    def __init__(self, *, seed: int = 0, max_tool_turns: int = 8, stop_base: float = 0.2) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        max_tool_turns: int = 8,
+        stop_base: float = 0.2,
+        tokenizer: str = DEFAULTS.tokenizer,
+    ) -> None:
         self.seed = seed
         self.name = f"random:{seed}"
         self.max_tool_turns = max_tool_turns
         self.stop_base = stop_base
+        #: The token counter of its usage (``AGENT_KIT_TOKENIZER``).
+        self.tokenizer = tokenizer
 
     def reply(self, request: PolicyRequest) -> PolicyReply:
         """This turn's reply (pure function of the request, its rng state and the seed)."""
@@ -105,13 +115,15 @@ class RandomBackend:
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """The reply as a chat.completion with estimated usage."""
-        return result_for_reply(request, self.reply(request))
+        return result_for_reply(request, self.reply(request), tokenizer=self.tokenizer)
 
     async def aclose(self) -> None:
         """Nothing to release."""
 
 
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> RandomBackend:
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> RandomBackend:
     """The ``random[:SEED]`` scheme: the spec's seed, else the run seed."""
     if rest:
         try:
@@ -120,4 +132,4 @@ def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> RandomBa
             raise UsageError(
                 f"bad random policy seed {rest!r}: expected random[:INTEGER]"
             ) from None
-    return RandomBackend(seed=seed)
+    return RandomBackend(seed=seed, tokenizer=settings.tokenizer)

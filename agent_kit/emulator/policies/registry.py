@@ -2,8 +2,9 @@
 
 The built-in schemes are named by module path and imported only when a spec asks for them, so
 this registry never imports its members (and a plain run never loads what replay needs). Each
-built-in module offers ``from_spec(rest, *, seed, base_dir)``. Users add or replace schemes
-with :func:`register_policy_scheme`.
+built-in module offers ``from_spec(rest, *, seed, base_dir, settings)`` (``settings``: the
+:class:`~agent_kit.settings.Settings` the CLI read at its door, e.g. the ``hf`` policy's batch
+and the token counter). Users add or replace schemes with :func:`register_policy_scheme`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Final
 
 from agent_kit.emulator.policies.base import PolicyBackend, PolicyFactory
 from agent_kit.errors import UsageError
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = [
     "BUILTIN_SCHEMES",
@@ -32,7 +34,7 @@ POLICY_HELP: Final = (
     "replay:RUN_DIR"
 )
 
-#: Built-in scheme → module offering ``from_spec(rest, *, seed, base_dir)``.
+#: Built-in scheme → module offering ``from_spec(rest, *, seed, base_dir, settings)``.
 BUILTIN_SCHEMES: Final = {
     "hf": "agent_kit.emulator.policies.hf",
     "local": "agent_kit.emulator.policies.local_llm",
@@ -63,11 +65,19 @@ def policy_schemes() -> list[str]:
     return sorted({*BUILTIN_SCHEMES, *_REGISTERED})
 
 
-def load_policy(spec: str, *, seed: int = 0, base_dir: Path | None = None) -> PolicyBackend:
+def load_policy(
+    spec: str,
+    *,
+    seed: int = 0,
+    base_dir: Path | None = None,
+    settings: Settings = DEFAULTS,
+) -> PolicyBackend:
     """Build the backend a spec names; UsageError (listing the known schemes) if it can't.
 
     ``seed`` is the run seed (``random`` uses it unless the spec gives one); ``base_dir``
-    resolves relative paths of the built-in schemes (default: the current directory).
+    resolves relative paths of the built-in schemes (default: the current directory);
+    ``settings`` are the ``AGENT_KIT_*`` settings the built-in schemes read (default: every
+    default). A registered factory is called ``factory(rest, seed)``.
     """
     scheme, _, rest = spec.strip().partition(":")
     scheme = scheme.strip().lower()
@@ -79,6 +89,6 @@ def load_policy(spec: str, *, seed: int = 0, base_dir: Path | None = None) -> Po
         known = ", ".join(f"{s}:" for s in policy_schemes())
         raise UsageError(f"unknown policy spec {spec!r}; known schemes: {known}")
     backend: PolicyBackend = importlib.import_module(module_name).from_spec(
-        rest, seed=seed, base_dir=base_dir
+        rest, seed=seed, base_dir=base_dir, settings=settings
     )
     return backend

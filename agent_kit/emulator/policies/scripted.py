@@ -21,6 +21,7 @@ from agent_kit.emulator.loader import load_module, module_name_for
 from agent_kit.emulator.policies.base import PolicyResult, result_for_reply
 from agent_kit.emulator.schemas import PolicyRequest, coerce_reply
 from agent_kit.errors import JobRuntimeError, PolicyError, ScriptedPolicyError, UsageError
+from agent_kit.settings import DEFAULTS, Settings
 
 __all__ = ["ScriptedBackend", "from_spec", "load_scripted"]
 
@@ -41,10 +42,19 @@ class ScriptedBackend:
     A policy doing slow work should be ``async def`` (or offload it itself).
     """
 
-    def __init__(self, target: Callable[[PolicyRequest], Any], *, name: str, path: Path) -> None:
+    def __init__(
+        self,
+        target: Callable[[PolicyRequest], Any],
+        *,
+        name: str,
+        path: Path,
+        tokenizer: str = DEFAULTS.tokenizer,
+    ) -> None:
         self.name = name
         self._target = target
         self._path = path
+        #: The token counter of its usage (``AGENT_KIT_TOKENIZER``).
+        self.tokenizer = tokenizer
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """Call the target and coerce its value; user failures become ScriptedPolicyError."""
@@ -65,7 +75,7 @@ class ScriptedBackend:
             raise ScriptedPolicyError(
                 f"scripted policy {self.name} returned an unusable value: {exc}"
             ) from exc
-        return result_for_reply(request, reply)
+        return result_for_reply(request, reply, tokenizer=self.tokenizer)
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -75,7 +85,9 @@ def _module_name(path: Path) -> str:
     return module_name_for(path, prefix="agent_kit_scripted")
 
 
-def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend:
+def load_scripted(
+    rest: str, *, base_dir: Path | None = None, tokenizer: str = DEFAULTS.tokenizer
+) -> ScriptedBackend:
     """Load ``path/file.py:NAME`` (relative to ``base_dir`` or the CWD); UsageError if unusable.
 
     The file is imported under a unique module name (registered in ``sys.modules``); its
@@ -128,9 +140,13 @@ def load_scripted(rest: str, *, base_dir: Path | None = None) -> ScriptedBackend
         ) from exc
     except ValueError:  # builtins without a signature: trust them
         pass
-    return ScriptedBackend(target, name=f"scripted:{file_part}:{attr}", path=path)
+    return ScriptedBackend(
+        target, name=f"scripted:{file_part}:{attr}", path=path, tokenizer=tokenizer
+    )
 
 
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> ScriptedBackend:
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> ScriptedBackend:
     """The ``scripted:`` scheme (see :mod:`agent_kit.emulator.policies.registry`)."""
-    return load_scripted(rest, base_dir=base_dir)
+    return load_scripted(rest, base_dir=base_dir, tokenizer=settings.tokenizer)

@@ -5,7 +5,8 @@ OpenAI itself. ``URL`` is the API base (``http://127.0.0.1:8000/v1``; ``/chat/co
 appended unless already there); ``#MODEL`` replaces the request's ``model`` (agents under MTRL
 send ``"default"``, which real servers reject, so give it). The bearer key comes from
 ``AGENT_KIT_UPSTREAM_API_KEY``, else ``OPENAI_API_KEY`` (none: no Authorization header); the
-timeout (seconds, default 120) from ``AGENT_KIT_UPSTREAM_TIMEOUT``.
+timeout (seconds, default 120) from ``AGENT_KIT_UPSTREAM_TIMEOUT`` (both read at the CLI's door
+and handed to :func:`from_spec` as :class:`~agent_kit.settings.Settings`).
 
 The agent's request body is forwarded as sent, except: ``model`` (above); assistant messages
 without ``content`` get ``"content": ""`` (llama.cpp rejects the missing key); streaming requests
@@ -33,7 +34,6 @@ unparseable or error-carrying answer
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,12 @@ from agent_kit.errors import (
     UsageError,
     ValidationError,
 )
+from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.transport import DONE, aiter_sse
 
 __all__ = ["OpenAIProxyBackend", "from_spec", "upstream_error"]
 
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = DEFAULTS.upstream_timeout
 #: The longest :meth:`OpenAIProxyBackend.preflight` waits for the upstream's first answer.
 _PROBE_TIMEOUT_S = 10.0
 
@@ -115,6 +116,7 @@ class OpenAIProxyBackend:
         api_key: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        tokenizer: str = DEFAULTS.tokenizer,
     ) -> None:
         base = url.strip()
         try:
@@ -133,25 +135,26 @@ class OpenAIProxyBackend:
         self.timeout = timeout
         self._api_key = api_key
         self._transport = transport
+        #: The token counter of a turn the upstream reports no usage for.
+        self.tokenizer = tokenizer
         shown = parsed.copy_with(username=None, password=None, query=None)
         self.name = f"openai:{shown}" + (f"#{model}" if model else "")
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
-    def from_spec(cls, rest: str) -> OpenAIProxyBackend:
-        """Build from the text after ``openai:`` (``URL[#MODEL]``) and the environment."""
+    def from_spec(cls, rest: str, settings: Settings = DEFAULTS) -> OpenAIProxyBackend:
+        """Build from the text after ``openai:`` (``URL[#MODEL]``) and the settings' upstream
+        key, timeout and token counter."""
         url, _, model = rest.partition("#")
         if not url.strip():
             raise UsageError("openai policy needs a URL: openai:http://127.0.0.1:8000/v1#MODEL")
-        key = os.environ.get("AGENT_KIT_UPSTREAM_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        raw_timeout = os.environ.get("AGENT_KIT_UPSTREAM_TIMEOUT", "")
-        try:
-            timeout = float(raw_timeout) if raw_timeout.strip() else DEFAULT_TIMEOUT_S
-        except ValueError:
-            raise UsageError(
-                f"AGENT_KIT_UPSTREAM_TIMEOUT must be a number of seconds, not {raw_timeout!r}"
-            ) from None
-        return cls(url, model=model.strip() or None, api_key=key, timeout=timeout)
+        return cls(
+            url,
+            model=model.strip() or None,
+            api_key=settings.upstream_api_key,
+            timeout=settings.upstream_timeout,
+            tokenizer=settings.tokenizer,
+        )
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -287,8 +290,10 @@ class OpenAIProxyBackend:
         else:
             message = choices[0].get("message")
             usage = Usage(
-                estimate_prompt_tokens(request.messages, request.tools),
-                estimate_completion_tokens(message if isinstance(message, dict) else {}),
+                estimate_prompt_tokens(request.messages, request.tools, self.tokenizer),
+                estimate_completion_tokens(
+                    message if isinstance(message, dict) else {}, self.tokenizer
+                ),
                 estimated=True,
             )
             completion["usage"] = usage.to_openai()
@@ -301,6 +306,8 @@ class OpenAIProxyBackend:
             await client.aclose()
 
 
-def from_spec(rest: str, *, seed: int, base_dir: Path | None = None) -> OpenAIProxyBackend:
+def from_spec(
+    rest: str, *, seed: int, base_dir: Path | None = None, settings: Settings = DEFAULTS
+) -> OpenAIProxyBackend:
     """The ``openai:URL[#MODEL]`` scheme."""
-    return OpenAIProxyBackend.from_spec(rest)
+    return OpenAIProxyBackend.from_spec(rest, settings)
