@@ -38,7 +38,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -58,6 +58,8 @@ from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
 from agent_kit.train.checks import (
+    Inputs,
+    RecordedRun,
     check_adapter,
     check_inputs,
     claim,
@@ -190,10 +192,10 @@ async def train(
     anything is written and before the model loads; the run directory's lock is taken first and
     held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it)."""
     config, run_dir = _settle(config, echo)
-    data = check_inputs(config, echo)
+    inputs = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
-        return await _train_locked(config, run_dir, len(data), lock, stop, echo)
+        return await _train_locked(config, run_dir, inputs, lock, stop, echo)
     except WarmStartStopped as exc:  # resumable: its directory and settings are kept
         exc.run_dir = run_dir
         raise
@@ -210,13 +212,13 @@ async def train(
 async def _train_locked(
     config: TrainConfig,
     run_dir: Path,
-    n_prompts: int,
+    inputs: Inputs,
     lock: RunLock,
     stop: asyncio.Event | None,
     echo: Echo,
 ) -> TrainResult:
-    """The training run, its inputs checked and its run directory locked (``lock``)."""
-    job = config.job
+    """The training run, its ``inputs`` checked and its run directory locked (``lock``)."""
+    job, n_prompts = config.job, len(inputs.data)
     spec = parse_model_spec(config.model)
     bound_malloc()  # before the threads that load, sample and train (passes.py)
     if config.run.resume is None:  # first: a run stopped from here on is resumable
@@ -227,7 +229,7 @@ async def _train_locked(
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
-    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop)
+    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop, inputs.warm_start)
     release_free_memory()
     session = GRPOSession(
         config,
@@ -273,10 +275,12 @@ async def _warm_start(
     run_dir: Path,
     echo: Echo,
     stop: asyncio.Event | None,
+    recorded: Sequence[RecordedRun],
 ) -> tuple[Path | None, dict[str, Any]]:
-    """The warm start in a worker thread, stopped at its next step by ``stop`` (the first
-    signal). A second signal cancels this coroutine: it still waits for the thread to end (at
-    its next step, ``stop`` being set), so that no caller removes the run directory under it."""
+    """The warm start (of the ``recorded`` runs, checked) in a worker thread, stopped at its
+    next step by ``stop`` (the first signal). A second signal cancels this coroutine: it still
+    waits for the thread to end (at its next step, ``stop`` being set), so that no caller
+    removes the run directory under it."""
     future = asyncio.get_running_loop().run_in_executor(
         None,
         functools.partial(
@@ -286,6 +290,7 @@ async def _warm_start(
             run_dir,
             echo,
             stop.is_set if stop is not None else None,
+            recorded,
         ),
     )
     try:
