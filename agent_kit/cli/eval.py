@@ -295,7 +295,7 @@ def eval_cmd(
         return
     run = RunConfig(workers=workers, agent_memory=_memory(agent_memory), lenient_auth=lenient_auth)
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
-        from agent_kit.export.mlflow import require_mlflow
+        from agent_kit.export.tracking import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))
