@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_kit.app import RolloutApp
-    from agent_kit.environment import Environment, TextToolCall, tool
+    from agent_kit.environment import Environment, SimulatedUser, TextToolCall, tool
     from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
     from agent_kit.errors import AgentKitError
-    from agent_kit.judge import Judge
     from agent_kit.policy_client import PolicyConfig, TokenProvider
-    from agent_kit.reward import Component, Reward
-    from agent_kit.simulated_user import SimulatedUser
+    from agent_kit.reward import Component, Judge, Reward
 
 __all__ = [
     "AgentKitError",
@@ -53,11 +51,11 @@ _HOME = {
     "Environment": "agent_kit.environment",
     "Episode": "agent_kit.episode",
     "Failure": "agent_kit.episode",
-    "Judge": "agent_kit.judge",
+    "Judge": "agent_kit.reward",
     "PolicyConfig": "agent_kit.policy_client",
     "Reward": "agent_kit.reward",
     "RolloutApp": "agent_kit.app",
-    "SimulatedUser": "agent_kit.simulated_user",
+    "SimulatedUser": "agent_kit.environment",
     "TextToolCall": "agent_kit.environment",
     "TokenProvider": "agent_kit.policy_client",
     "ToolCallRecord": "agent_kit.episode",
