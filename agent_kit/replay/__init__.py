@@ -17,21 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_kit.replay.cassette import load_recording, read_cassette, write_cassette
+    from agent_kit.replay.divergence import Divergence, Normalization
     from agent_kit.replay.engine import replay_run
     from agent_kit.replay.inprocess import replay_in_process
-    from agent_kit.replay.policy import (
-        Divergence,
-        Normalization,
-        ReplayBackend,
-    )
+    from agent_kit.replay.policy import ReplayBackend
     from agent_kit.replay.recording import Recording
     from agent_kit.replay.verdicts import EpisodeReport, ReplayReport
 
 #: Public name → the module that defines it.
 _HOMES = {
-    "Divergence": "policy",
+    "Divergence": "divergence",
     "EpisodeReport": "verdicts",
-    "Normalization": "policy",
+    "Normalization": "divergence",
     "Recording": "recording",
     "ReplayBackend": "policy",
     "ReplayReport": "verdicts",

@@ -55,11 +55,8 @@ from agent_kit.contract import InferenceParams, TrajectoryState
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import open_recording
-from agent_kit.replay.policy import (
-    Divergence,
-    Normalization,
-    ReplayBackend,
-)
+from agent_kit.replay.divergence import Divergence, Normalization
+from agent_kit.replay.policy import ReplayBackend
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import (
     EpisodeReport,
