@@ -236,21 +236,31 @@ def _own(target: ast.expr) -> bool:
     return isinstance(target, ast.Name) and target.id in ("self", "cls")
 
 
+def _defined_names(tree: ast.Module) -> Iterator[str]:
+    """What a module defines: its and its classes' ``def``/``class`` and assigned names, and
+    the attributes its classes set on ``self``/``cls`` (never a function's local)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _own(node.value):
+            yield node.attr
+    scopes = [tree.body, *(c.body for c in ast.walk(tree) if isinstance(c, ast.ClassDef))]
+    for body in scopes:
+        for node in _top_level(body):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield node.name
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    yield from _assigned(target)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                yield from _assigned(node.target)
+
+
 @functools.cache
 def _private_definitions() -> dict[str, frozenset[str]]:
-    """Private name → the agent_kit modules defining it: a top-level or nested ``def``/``class``,
-    a name assigned anywhere, or an attribute a class sets on ``self``/``cls``."""
+    """Private name → the agent_kit modules defining it (:func:`_defined_names`)."""
     found: dict[str, set[str]] = {}
     for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names: list[str] = []
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names = [node.name]
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names = [node.id]
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                names = [node.attr] if _own(node.value) else []
-            for name in filter(_private, names):
+        for name in _defined_names(ast.parse(path.read_text(encoding="utf-8"))):
+            if _private(name):
                 found.setdefault(name, set()).add(module)
     return {name: frozenset(modules) for name, modules in found.items()}
 
