@@ -15,17 +15,17 @@ bedrock-agentcore or boto3 until a command needs them.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_kit.app import RolloutApp
-    from agent_kit.environment import Environment, TextToolCall, tool
+    from agent_kit.environment import Environment, SimulatedUser, TextToolCall, tool
     from agent_kit.episode import Episode, Failure, ToolCallRecord, TurnRecord
     from agent_kit.errors import AgentKitError
-    from agent_kit.judge import Judge
     from agent_kit.policy_client import PolicyConfig, TokenProvider
-    from agent_kit.reward import Component, Reward
-    from agent_kit.simulated_user import SimulatedUser
+    from agent_kit.reward import Component, Judge, Reward
 
 __all__ = [
     "AgentKitError",
@@ -53,11 +53,11 @@ _HOME = {
     "Environment": "agent_kit.environment",
     "Episode": "agent_kit.episode",
     "Failure": "agent_kit.episode",
-    "Judge": "agent_kit.judge",
+    "Judge": "agent_kit.reward",
     "PolicyConfig": "agent_kit.policy_client",
     "Reward": "agent_kit.reward",
     "RolloutApp": "agent_kit.app",
-    "SimulatedUser": "agent_kit.simulated_user",
+    "SimulatedUser": "agent_kit.environment",
     "TextToolCall": "agent_kit.environment",
     "TokenProvider": "agent_kit.policy_client",
     "ToolCallRecord": "agent_kit.episode",
@@ -66,13 +66,26 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_kit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_face(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of a package face whose names load on first use (PEP 562):
+    ``homes`` maps each public name to the module defining it (a full name, or one relative to
+    ``package``); the value is kept in the face once loaded, and an unknown name is an
+    AttributeError. Every lazy face of agent_kit (this one, ``emulator``, ``model``,
+    ``replay``) is one."""
+
+    def load(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = home if home.startswith(f"{__name__}.") else f"{package}.{home}"
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return load
+
+
+__getattr__ = lazy_face(__name__, _HOME)
 
 
 def __dir__() -> list[str]:

@@ -69,10 +69,16 @@ def _room(module: str) -> str:
     return parts[1]
 
 
+#: The runtime half's size (docs/internals.md): modules directly in agent_kit/, __init__ aside.
+MAX_TOP_LEVEL_MODULES = 16
+
+
 def test_runtime_half_is_the_top_level_files() -> None:
-    """The runtime set is exactly the package folder's own modules, and holds the named ones."""
+    """The runtime set is exactly the package folder's own modules (at most 16 beside
+    ``__init__``), and holds the named ones."""
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert runtime_modules() == top
+    assert len(top) - 1 <= MAX_TOP_LEVEL_MODULES, top
     assert PACKAGE.resolve() == PACKAGE_DIR
     named = {"app", "contract", "errors", "policy_client", "runtime_client"}
     assert named | {"episode_loop", "transport"} <= set(runtime_modules())

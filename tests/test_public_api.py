@@ -214,3 +214,97 @@ def test_every_face_name_is_importable_and_lazy_ones_name_their_home() -> None:
             if name in homes:
                 home = homes[name] if homes[name] in MODULES else f"{face}.{homes[name]}"
                 assert _faces(home, name), f"{face}.{name} -> {home}"
+
+
+# --- No private attribute read across modules: ``x._name`` stays in the module defining it.
+
+#: Private attributes a module may reach on another module's objects, with the reason.
+PRIVATE_ATTRIBUTES_ALLOWED: dict[tuple[str, str], str] = {
+    ("agent_kit.episode_loop", "_attach"): (
+        "the episode loop's hook into the Environment base class, private so that an author's "
+        "subclass never meets it in its own API"
+    ),
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own(target: ast.expr) -> bool:
+    """Whether ``target`` is ``self``/``cls`` (an attribute the class sets on itself)."""
+    return isinstance(target, ast.Name) and target.id in ("self", "cls")
+
+
+def _defined_names(tree: ast.Module) -> Iterator[str]:
+    """What a module defines: its and its classes' ``def``/``class`` and assigned names, and
+    the attributes its classes set on ``self``/``cls`` (never a function's local)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _own(node.value):
+            yield node.attr
+    scopes = [tree.body, *(c.body for c in ast.walk(tree) if isinstance(c, ast.ClassDef))]
+    for body in scopes:
+        for node in _top_level(body):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                yield node.name
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    yield from _assigned(target)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                yield from _assigned(node.target)
+
+
+@functools.cache
+def _private_definitions() -> dict[str, frozenset[str]]:
+    """Private name → the agent_kit modules defining it (:func:`_defined_names`)."""
+    found: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        for name in _defined_names(ast.parse(path.read_text(encoding="utf-8"))):
+            if _private(name):
+                found.setdefault(name, set()).add(module)
+    return {name: frozenset(modules) for name, modules in found.items()}
+
+
+def _private_reaches(tree: ast.Module) -> Iterator[tuple[int, ast.expr, str]]:
+    """(line, object, name) of every ``obj._name`` and ``getattr(obj, "_name")`` (set-,
+    has-, delattr too) in ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            yield node.lineno, node.value, node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
+            yield node.lineno, node.args[0], node.args[1].value
+
+
+def test_no_private_attribute_is_read_across_modules() -> None:
+    """No agent_kit module reaches ``obj._name`` (or ``getattr(obj, "_name")``) where ``_name``
+    is defined by another agent_kit module and not by itself, unless ``obj`` is ``self``,
+    ``cls``, ``super()`` or a class of its own (dunders, and other libraries' privates, are out of
+    this rule; the allowed cases are listed above with a reason each)."""
+    definitions = _private_definitions()
+    offenders = []
+    allowed: set[tuple[str, str]] = set()
+    for module, path in sorted(MODULES.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for line, target, name in _private_reaches(tree):
+            if _own(target) or (isinstance(target, ast.Name) and target.id in classes):
+                continue
+            if isinstance(target, ast.Call) and ast.unparse(target.func) == "super":
+                continue
+            defined_in = definitions.get(name, frozenset())
+            if module in defined_in or not defined_in:
+                continue
+            if (module, name) in PRIVATE_ATTRIBUTES_ALLOWED:
+                allowed.add((module, name))
+            else:
+                offenders.append(f"{module}:{line}: {ast.unparse(target)}.{name}")
+    assert offenders == []
+    assert allowed == set(PRIVATE_ATTRIBUTES_ALLOWED), "an allowed case that no longer occurs"

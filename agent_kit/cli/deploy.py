@@ -1,8 +1,6 @@
 """``agent-kit package`` and ``agent-kit deploy`` (the ``job`` group: :mod:`agent_kit.cli.job`).
 
-Every command that talks to AWS accepts ``--plan``: it prints each request it would send (as
-JSON) and sends nothing. AWS endpoints follow the usual boto3 configuration, including
-``AWS_ENDPOINT_URL_<SERVICE>`` overrides.
+``--plan`` and ``--json`` work as for every AWS-facing command (:mod:`agent_kit.cli.aws_io`).
 """
 
 from __future__ import annotations
@@ -11,17 +9,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 import typer
-from rich.console import Console
 
-from agent_kit.cli.aws_io import aws_region, print_calls, print_json
+from agent_kit.cli.aws_io import ERR, OUT, aws_region, print_calls, print_json
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy.package import PackageResult, Target, package, package_document
 from agent_kit.errors import UsageError
 
 __all__ = ["register"]
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _log(message: str) -> None:
-    _err.print(f"[dim]…[/] {message}")
+    ERR.print(f"[dim]…[/] {message}")
 
 
 def _env_pairs(items: list[str] | None) -> dict[str, str]:
@@ -105,15 +99,15 @@ def package_cmd(
 
 
 def _print_package(result: PackageResult) -> None:
-    _out.print(f"packaged [bold]{result.name}[/] ({result.target}) in {result.out_dir}")
+    OUT.print(f"packaged [bold]{result.name}[/] ({result.target}) in {result.out_dir}")
     if result.artifact is not None:
         size = f", {result.zip_bytes / 2**20:.1f} MB" if result.zip_bytes else ""
-        _out.print(f"artifact: {result.artifact}{size}")
-    _out.print(f"{len(result.files)} source file(s); {len(result.requirements)} requirement(s)")
+        OUT.print(f"artifact: {result.artifact}{size}")
+    OUT.print(f"{len(result.files)} source file(s); {len(result.requirements)} requirement(s)")
     for note in result.notes:
-        _out.print(f"note: {note}")
+        OUT.print(f"note: {note}")
     if result.target in ("zip", "container"):
-        _out.print(
+        OUT.print(
             f"the starter toolkit's `agentcore deploy` also works from {result.out_dir}; "
             "the npm AgentCore CLI can `agentcore import --source .bedrock_agentcore.yaml` it"
         )
@@ -223,15 +217,15 @@ def _print_deployed(
         )
         return
     verb = "created" if result.created else "updated"
-    _out.print(f"{verb} runtime {name} (version {result.version}): {result.status}")
-    _out.print(f"runtime ARN: [bold]{result.arn}[/]")
+    OUT.print(f"{verb} runtime {name} (version {result.version}): {result.status}")
+    OUT.print(f"runtime ARN: [bold]{result.arn}[/]")
     _print_policies(policies)
 
 
 def _print_policies(policies: dict[str, Any]) -> None:
-    _out.print("\nthe execution role needs:")
-    _out.print(f"  managed policy: {', '.join(policies['managed_policies'])}")
-    _out.print("  trust policy:")
+    OUT.print("\nthe execution role needs:")
+    OUT.print(f"  managed policy: {', '.join(policies['managed_policies'])}")
+    OUT.print("  trust policy:")
     print_json(policies["trust_policy"])
-    _out.print("  inline policy:")
+    OUT.print("  inline policy:")
     print_json(policies["inline_policy"])

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import socket
+import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,11 +21,8 @@ from agent_kit.errors import UsageError
 from agent_kit.settings import env_name
 
 if TYPE_CHECKING:
-    import uvicorn
-    from starlette.applications import Starlette
-
-    from agent_kit.emulator.core import Emulator
-    from agent_kit.emulator.run_keys import RunKeys
+    from agent_kit.emulator.local_service import LocalService
+    from agent_kit.emulator.policies import PolicyBackend
     from agent_kit.store import RunStore
 
 __all__ = ["SECRET_ENV", "register"]
@@ -89,33 +87,47 @@ def emulate(
     if not match:
         raise UsageError(f"not a SageMaker job ARN: {job_arn!r}")
 
-    from agent_kit.emulator.core import Emulator
     from agent_kit.emulator.policies import load_policy
 
     run = store or Path("runs") / time.strftime("emulate-%Y%m%d-%H%M%S")
     tune_process(policies=[policy])
     backend = load_policy(policy, settings=settings)
     run_store = _open_store(run)
-    emu = Emulator(
-        run_store,
-        backend,
-        account_id=match["account"],
-        region=match["region"] or "us-west-2",
-        max_body_bytes=max_body_bytes,
-        max_turns_per_trajectory=max_turns,
+    served = _Served(
+        job_arn=job_arn,
+        job_name=match["name"],
+        policy=policy,
         lenient=lenient,
+        options={
+            "host": host,
+            "port": port,
+            "secret": secret,
+            "verify_auth": not lenient_auth,
+            "account_id": match["account"],
+            "region": match["region"] or "us-west-2",
+            "max_body_bytes": max_body_bytes,
+            "max_turns_per_trajectory": max_turns,
+            "lenient": lenient,
+        },
     )
-    emu.create_job(match["name"], {"policy": policy, "lenient": lenient}, arn=job_arn)
-
-    sock = _bind(host, port, run_store)
-    bound = sock.getsockname()[1]
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{bound}"
-    app, keys = _app(emu, url, secret, lenient_auth)
-
-    _print_banner(emu, keys, job_arn, url, policy, run_store.path)
-    _serve(app, sock, emu, run_store)
+    try:
+        asyncio.run(_serve(run_store, backend, served))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # Ctrl-C (or SIGTERM): the service has stopped gracefully on its way out
+    finally:
+        run_store.close()
     typer.echo(f"emulator stopped; run store at {run_store.path}")
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What ``emulate`` serves: its one job and the bring-up's options."""
+
+    job_arn: str
+    job_name: str
+    policy: str
+    lenient: bool
+    options: dict[str, Any]
 
 
 def _open_store(run: Path) -> RunStore:
@@ -132,73 +144,27 @@ def _open_store(run: Path) -> RunStore:
         ) from None
 
 
-def _bind(host: str, port: int, run_store: RunStore) -> socket.socket:
-    """A socket bound on ``host:port``; a port that cannot be bound closes the store and is a
-    usage error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        run_store.close()
-        raise UsageError(f"cannot bind {host}:{port}: {exc}") from None
-    return sock
+async def _serve(run_store: RunStore, backend: PolicyBackend, served: _Served) -> None:
+    """Serve through the one bring-up (:func:`~agent_kit.emulator.local_service.local_service`)
+    until SIGINT (Ctrl-C) or SIGTERM cancels this task; the service stops gracefully on the way
+    out. A port that cannot be bound is a usage error."""
+    from agent_kit.emulator.local_service import local_service
+
+    task = asyncio.current_task()
+    if task is not None:  # always, under asyncio.run
+        for stop in (signal.SIGINT, signal.SIGTERM):  # even where a shell ignored SIGINT
+            asyncio.get_running_loop().add_signal_handler(stop, task.cancel)
+    async with local_service(run_store, backend, **served.options) as svc:
+        record = {"policy": served.policy, "lenient": served.lenient}
+        svc.emulator.create_job(served.job_name, record, arn=served.job_arn)
+        _print_banner(svc, served.job_arn, served.policy, run_store.path)
+        await svc.serve_forever()
 
 
-def _serve(app: Starlette, sock: socket.socket, emu: Emulator, run_store: RunStore) -> None:
-    """Serve ``app`` on ``sock`` with uvicorn until Ctrl-C, then close the socket, the emulator
-    and the store."""
-    server = _server(app)
-    try:
-        asyncio.run(server.serve(sockets=[sock]))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
-        try:
-            asyncio.run(emu.aclose())
-        finally:
-            run_store.close()
-
-
-def _server(app: Starlette) -> uvicorn.Server:
-    """The uvicorn server ``emulate`` runs, with uvicorn's own signal handling and the guarded
-    config every emulator server uses (:func:`~agent_kit.emulator.serving.uvicorn_config`: a
-    connection that sends no complete request within the read timeout is dropped, before any
-    authentication; malformed framing is a quiet 400)."""
-    import uvicorn
-
-    from agent_kit.emulator.serving import uvicorn_config
-
-    return uvicorn.Server(uvicorn_config(app, timeout_graceful_shutdown=5))
-
-
-def _app(
-    emu: Emulator, url: str, secret: str | None, lenient_auth: bool
-) -> tuple[Starlette, RunKeys]:
-    """The emulator's app with fresh per-run keys (verified unless ``lenient_auth``); with a
-    shared secret the agents' access key id is the secret (the remote-bind rule)."""
-    from agent_kit.emulator.run_keys import RunKeys
-    from agent_kit.emulator.server import create_app
-
-    keys = RunKeys.generate(access_key_id=secret)
-    app = create_app(
-        emu,
-        auth="sigv4-or-bearer" if lenient_auth else "verify",
-        keys=keys,
-        secret=secret,
-        endpoint=url,
-    )
-    return app, keys
-
-
-def _print_banner(
-    emu: Emulator, keys: RunKeys, job_arn: str, url: str, policy: str, store_path: str
-) -> None:
+def _print_banner(svc: LocalService, job_arn: str, policy: str, store_path: str) -> None:
     """What the emulator serves, an example payload (with its rollout token), and how to point
     an agent at it (the AWS keys it must sign with)."""
+    emu, keys, url = svc.emulator, svc.keys, svc.url
     trajectory = emu.open_trajectory(job_arn, '{"prompt": "hello"}')
     token = keys.mint(job_arn, trajectory.id)
     example = emu.rollout_payload(trajectory, url, api_key=token)

@@ -304,7 +304,7 @@ def eval_cmd(
     run = _local_run(options, door_settings(ctx))
     tune_process(policies=policy)
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
-        from agent_kit.export.mlflow import require_mlflow
+        from agent_kit.export.tracking import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))

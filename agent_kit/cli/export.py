@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.program import program
-from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, ExportResult, export_run, require_mlflow
+from agent_kit.export.mlflow import ExportResult, export_run
+from agent_kit.export.tracking import DEFAULT_EXPERIMENT, require_mlflow
 from agent_kit.store.layout import RUN_FILE
 
 if TYPE_CHECKING:

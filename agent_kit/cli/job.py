@@ -1,8 +1,6 @@
 """``agent-kit job submit|eval|status|plan``: SageMaker MTRL jobs.
 
-Every command that talks to AWS accepts ``--plan``: it prints each request it would send (as
-JSON) and sends nothing. AWS endpoints follow the usual boto3 configuration, including
-``AWS_ENDPOINT_URL_<SERVICE>`` overrides.
+``--plan`` and ``--json`` work as for every AWS-facing command (:mod:`agent_kit.cli.aws_io`).
 """
 
 from __future__ import annotations
@@ -13,9 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from agent_kit.cli.aws_io import aws_region, print_calls, print_json
+from agent_kit.cli.aws_io import ERR, OUT, aws_region, print_calls, print_json
 from agent_kit.cli.job_plan import plan_cmd
 from agent_kit.cli.program import program
 from agent_kit.deploy import agentcore as deploy_mod
@@ -24,8 +21,6 @@ from agent_kit.errors import DeployError, UsageError
 
 __all__ = ["register"]
 
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 job_app = typer.Typer(
     name="job", help="Submit and inspect SageMaker MTRL jobs.", no_args_is_help=True
@@ -79,14 +74,14 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
     model_arn, lookups = _resolve_model(spec.model, clients)
     request, unknown = jobs.build_create_job(spec, model_arn=model_arn)
     for key in unknown:
-        _err.print(f"[yellow]warning:[/] hyperparameter {key} is not validated locally")
+        ERR.print(f"[yellow]warning:[/] hyperparameter {key} is not validated locally")
     if clients is None:  # --plan: print the requests, send nothing
         calls = [*lookups, deploy_mod.Call("sagemaker", "CreateJob", request)]
         if as_json:
             print_json({"plan": [c.to_dict() for c in calls]})
             return
         print_calls(calls)
-        _out.print("JobConfigDocument:")
+        OUT.print("JobConfigDocument:")
         print_json(json.loads(request["JobConfigDocument"]))
         return
     from botocore.exceptions import BotoCoreError, ClientError
@@ -98,8 +93,8 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
     if as_json:
         print_json({"JobArn": answer["JobArn"], "JobName": spec.name})
         return
-    _out.print(f"submitted {spec.category} job [bold]{spec.name}[/]: {answer['JobArn']}")
-    _out.print(f"follow it with: {program()} job status {spec.name} --region {spec.region}")
+    OUT.print(f"submitted {spec.category} job [bold]{spec.name}[/]: {answer['JobArn']}")
+    OUT.print(f"follow it with: {program()} job status {spec.name} --region {spec.region}")
 
 
 HyperOpt = Annotated[
@@ -241,28 +236,28 @@ def job_status_cmd(
     if as_json:
         print_json(status)
         return
-    _out.print(
+    OUT.print(
         f"[bold]{status['name']}[/] ({status['category']}): {status['status']} / "
         f"{status['secondary_status']}"
     )
     if status["failure_reason"]:
-        _out.print(f"[red]failure:[/] {status['failure_reason']}")
+        OUT.print(f"[red]failure:[/] {status['failure_reason']}")
     progress = status.get("progress") or {}
     if progress.get("MaxSteps"):
-        _out.print(f"progress: step {progress.get('CurrentStep', 0)} / {progress['MaxSteps']}")
+        OUT.print(f"progress: step {progress.get('CurrentStep', 0)} / {progress['MaxSteps']}")
     elif progress.get("MaxEpoch"):
-        _out.print(
+        OUT.print(
             f"progress: epoch {progress.get('CurrentEpoch', 0)} / {progress['MaxEpoch']}, "
             f"step {progress.get('CurrentStep', 0)} / {progress.get('StepsPerEpoch')}"
         )
     if usage:
-        _out.print(
+        OUT.print(
             "billable tokens: prefill {:,} · sample {:,} · train {:,}".format(
                 int(usage.get("PrefillTokenCount") or 0),
                 int(usage.get("SampleTokenCount") or 0),
                 int(usage.get("TrainTokenCount") or 0),
             )
         )
-        _out.print(f"estimated cost: {cost.total:,.2f} {cost.currency} ({cost.label})")
+        OUT.print(f"estimated cost: {cost.total:,.2f} {cost.currency} ({cost.label})")
     if status.get("output_model_package_arn"):
-        _out.print(f"model package: {status['output_model_package_arn']}")
+        OUT.print(f"model package: {status['output_model_package_arn']}")

@@ -30,9 +30,9 @@ from agent_kit.cli.run_options import WorkersOption, door_settings
 from agent_kit.driver.config import JobConfig
 from agent_kit.errors import RunStoreError
 from agent_kit.replay.cassette import load_recording, write_cassette
+from agent_kit.replay.divergence import DEFAULT_IGNORED_FIELDS, Normalization
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.inprocess import replay_in_process
-from agent_kit.replay.policy import DEFAULT_IGNORED_FIELDS, Normalization
 from agent_kit.replay.verdicts import ReplayReport, describe
 from agent_kit.reporting.words import plural
 from agent_kit.store.layout import REPLAY_REPORT_FILE, RUN_FILE

@@ -4,7 +4,7 @@
   with the entrypoint's reward) and returns :class:`~agent_kit.doctor.findings.Finding` s:
   declared reward orderings, zero-variance groups, hacking signals, the cost projection.
 - :func:`~agent_kit.doctor.endpoint.probe_endpoint` probes an OpenAI-compatible server the way
-  MTRL's policy is called and returns one :class:`~agent_kit.doctor.endpoint_probes.Probe` per
+  MTRL's policy is called and returns one :class:`~agent_kit.doctor.probing.Probe` per
   check.
 
 The declaration API for orderings is plain data in the entrypoint module (so a deployed agent
@@ -15,9 +15,9 @@ user's guide.
 from __future__ import annotations
 
 from agent_kit.doctor.endpoint import EndpointReport, probe_endpoint
-from agent_kit.doctor.endpoint_probes import Probe
 from agent_kit.doctor.findings import EXIT_FINDINGS, Finding, Severity
 from agent_kit.doctor.invariants import EpisodeView, Ordering, check_orderings, load_orderings
+from agent_kit.doctor.probing import Probe
 from agent_kit.doctor.reward import RewardAudit, audit_reward
 
 __all__ = [

@@ -19,7 +19,10 @@ returns one :class:`Probe` per check, each ``pass``, ``warn`` or ``fail`` with i
 ==================  ==============================================================================
 
 A check that cannot run (the server failed an earlier request) is a ``fail`` with the reason.
-The probes themselves are in :mod:`agent_kit.doctor.endpoint_probes`; this module runs them.
+Three modules, one layer each: :mod:`agent_kit.doctor.probing` is what a probe is and how it
+asks (:class:`~agent_kit.doctor.probing.Probe`, the client, reading an answer),
+:mod:`agent_kit.doctor.endpoint_probes` the probes, and this module runs them against one URL
+and reports (:class:`EndpointReport`).
 """
 
 from __future__ import annotations
@@ -31,13 +34,8 @@ from typing import Any
 
 import httpx
 
-from agent_kit.doctor.endpoint_probes import (
-    CHECKS,
-    Probe,
-    ProbeClient,
-    probe_latency,
-    probe_models,
-)
+from agent_kit.doctor.endpoint_probes import CHECKS, probe_latency, probe_models
+from agent_kit.doctor.probing import Probe, ProbeClient
 from agent_kit.errors import UsageError
 
 __all__ = ["EndpointReport", "probe_endpoint"]

@@ -1,9 +1,9 @@
 """The probes of ``agent-kit doctor endpoint`` (the table is in :mod:`agent_kit.doctor.endpoint`).
 
-Each probe sends its small request through a :class:`ProbeClient` and returns one
-:class:`Probe`: ``pass``, ``warn`` or ``fail`` with a one-line detail, its evidence and a fix
-hint. :data:`CHECKS` lists the uniform ones in the order they run; :func:`probe_models` (which
-also picks the model) runs first and :func:`probe_latency` (a burst) last.
+Each probe sends its small request through a :class:`~agent_kit.doctor.probing.ProbeClient` and
+returns one :class:`~agent_kit.doctor.probing.Probe`. :data:`CHECKS` lists the uniform ones in
+the order they run; :func:`probe_models` (which also picks the model) runs first and
+:func:`probe_latency` (a burst) last.
 """
 
 from __future__ import annotations
@@ -12,16 +12,14 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 
 import httpx
 
-__all__ = ["CHECKS", "Probe", "ProbeClient", "ProbeStatus", "probe_latency", "probe_models"]
+from agent_kit.doctor.probing import Probe, ProbeClient, error_text, refused, reply, short
 
-#: The verdict of one probe.
-ProbeStatus = Literal["pass", "warn", "fail"]
+__all__ = ["CHECKS", "probe_latency", "probe_models"]
 
 _WEATHER: Final = {
     "type": "function",
@@ -47,73 +45,8 @@ _TIME: Final = {
         },
     },
 }
-_SYSTEM: Final = {"role": "system", "content": "You are a helpful assistant. Use the tools."}
 _MAX_TOKENS: Final = 8
 _TEXT_CALL_MARKERS: Final = ("<tool_call>", '"arguments"', '"name"', "get_weather(", "[TOOL_CALLS]")
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One check: its verdict, a one-line detail, the evidence and a fix hint."""
-
-    name: str
-    status: ProbeStatus
-    detail: str
-    hint: str = ""
-    evidence: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "name": self.name,
-            "status": self.status,
-            "detail": self.detail,
-            "hint": self.hint,
-            "evidence": dict(self.evidence),
-        }
-
-
-class ProbeClient:
-    """The probes' requests: ``http`` (with the run's headers and timeout), the chat
-    completions URL and the model probed."""
-
-    def __init__(self, http: httpx.AsyncClient, chat_url: str, model: str) -> None:
-        self.http = http
-        self.chat_url = chat_url
-        self.model = model
-
-    def body(self, user: str, **extra: Any) -> dict[str, Any]:
-        """A chat body: the system message, ``user``'s message and ``extra`` fields."""
-        return {
-            "model": self.model,
-            "messages": [_SYSTEM, {"role": "user", "content": user}],
-            **extra,
-        }
-
-    async def post(self, body: dict[str, Any]) -> httpx.Response:
-        """POST ``body`` to the chat completions URL."""
-        return await self.http.post(self.chat_url, json=body)
-
-
-def _message(response: httpx.Response) -> dict[str, Any]:
-    data = response.json()
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("the answer has no choices[0]")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise ValueError("choices[0] has no message")
-    return message
-
-
-def _error_text(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
-    return f"HTTP {response.status_code}: {text[:200]}"
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def probe_models(
@@ -127,7 +60,7 @@ async def probe_models(
         response = None
         error = f"{type(exc).__name__}: {exc}"
     if response is None or response.status_code != 200:
-        detail = error if response is None else _error_text(response)
+        detail = error if response is None else error_text(response)
         model = given or "default"
         return (
             Probe(
@@ -183,15 +116,14 @@ async def _tool_calls(client: ProbeClient) -> Probe:
     )
     response = await client.post(body)
     if response.status_code != 200:
-        return Probe(
+        return refused(
             "tool_calls",
-            "fail",
-            f"a request with tools failed: {_error_text(response)}",
+            "a request with tools",
+            response,
             "enable tool calling on the server (vLLM: --enable-auto-tool-choice "
             "--tool-call-parser …)",
-            {"status": response.status_code},
         )
-    message = _message(response)
+    message = reply(response)
     calls = message.get("tool_calls") or []
     content = message.get("content")
     if calls:
@@ -209,7 +141,7 @@ async def _tool_calls(client: ProbeClient) -> Probe:
             return Probe(
                 "tool_calls",
                 "fail",
-                f"tool_calls arguments are not a JSON object: {_short(bad[0])}",
+                f"tool_calls arguments are not a JSON object: {short(bad[0])}",
                 "fix the server's tool-call parser so arguments are a JSON object string",
                 evidence,
             )
@@ -220,7 +152,7 @@ async def _tool_calls(client: ProbeClient) -> Probe:
         return Probe(
             "tool_calls",
             "fail",
-            f"the tool call came back as text in content: {_short(content)}",
+            f"the tool call came back as text in content: {short(content)}",
             "configure the server's tool-call parser for this model (vLLM --tool-call-parser, "
             "llama.cpp --jinja); text calls are only recovered if the environment parses them",
             evidence,
@@ -228,7 +160,7 @@ async def _tool_calls(client: ProbeClient) -> Probe:
     return Probe(
         "tool_calls",
         "warn",
-        f"no tool call, text answer: {_short(content)}",
+        f"no tool call, text answer: {short(content)}",
         "check the model's chat template supports tools",
         evidence,
     )
@@ -243,14 +175,8 @@ async def _parallel(client: ProbeClient) -> Probe:
     )
     response = await client.post(body)
     if response.status_code != 200:
-        return Probe(
-            "parallel_calls",
-            "fail",
-            f"a request with two tools failed: {_error_text(response)}",
-            "",
-            {"status": response.status_code},
-        )
-    calls = _message(response).get("tool_calls") or []
+        return refused("parallel_calls", "a request with two tools", response)
+    calls = reply(response).get("tool_calls") or []
     evidence = {
         "tool_calls": len(calls),
         "names": [c.get("function", {}).get("name") for c in calls],
@@ -281,13 +207,7 @@ async def _stream_usage(client: ProbeClient) -> Probe:
     async with client.http.stream("POST", client.chat_url, json=body) as response:
         if response.status_code != 200:
             await response.aread()
-            return Probe(
-                "stream_usage",
-                "fail",
-                f"a streamed request failed: {_error_text(response)}",
-                "",
-                {"status": response.status_code},
-            )
+            return refused("stream_usage", "a streamed request", response)
         kind = response.headers.get("content-type", "")
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
@@ -338,7 +258,7 @@ async def _reasoning(client: ProbeClient) -> Probe:
     response = await client.post(body)
     evidence: dict[str, Any] = {"status": response.status_code}
     if response.status_code == 200:
-        message = _message(response)
+        message = reply(response)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         evidence["reasoning_returned"] = bool(reasoning)
         return Probe("reasoning", "pass", "reasoning_effort accepted", "", evidence)
@@ -346,7 +266,7 @@ async def _reasoning(client: ProbeClient) -> Probe:
     return Probe(
         "reasoning",
         "fail" if 400 <= response.status_code < 500 else "warn",
-        f"reasoning_effort rejected: {_error_text(response)}",
+        f"reasoning_effort rejected: {error_text(response)}",
         "MTRL sends reasoning_effort: make the server accept or ignore it (or drop it in a proxy)",
         evidence,
     )
@@ -360,17 +280,11 @@ async def _max_tokens(client: ProbeClient) -> Probe:
     )
     response = await client.post(body)
     if response.status_code != 200:
-        return Probe(
-            "max_tokens",
-            "fail",
-            f"a request with max_tokens failed: {_error_text(response)}",
-            "",
-            {"status": response.status_code},
-        )
+        return refused("max_tokens", "a request with max_tokens", response)
     data = response.json()
     usage = data.get("usage") if isinstance(data, dict) else None
     finish = (data.get("choices") or [{}])[0].get("finish_reason")
-    content = _message(response).get("content") or ""
+    content = reply(response).get("content") or ""
     completion = usage.get("completion_tokens") if isinstance(usage, dict) else None
     evidence = {
         "max_tokens": _MAX_TOKENS,
@@ -411,14 +325,8 @@ async def _temperature(client: ProbeClient) -> Probe:
     for _ in range(2):
         response = await client.post(body)
         if response.status_code != 200:
-            return Probe(
-                "temperature",
-                "fail",
-                f"a temperature-0 request failed: {_error_text(response)}",
-                "",
-                {"status": response.status_code},
-            )
-        message = _message(response)
+            return refused("temperature", "a temperature-0 request", response)
+        message = reply(response)
         answers.append([message.get("content"), message.get("tool_calls")])
     evidence = {"answers": answers}
     if answers[0] == answers[1]:
@@ -426,7 +334,7 @@ async def _temperature(client: ProbeClient) -> Probe:
     return Probe(
         "temperature",
         "warn",
-        f"temperature 0 gave two answers: {_short(answers[0][0])} / {_short(answers[1][0])}",
+        f"temperature 0 gave two answers: {short(answers[0][0])} / {short(answers[1][0])}",
         "evaluation at temperature 0 will not be reproducible (batching or sampling noise)",
         evidence,
     )

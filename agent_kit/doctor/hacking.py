@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from agent_kit.doctor.findings import Finding
 from agent_kit.doctor.invariants import EpisodeView
@@ -33,6 +33,16 @@ __all__ = [
 STRONG_CORRELATION: Final = 0.5
 #: Below this |r| a correlation with length says nothing about the reward.
 WEAK_CORRELATION: Final = 0.3
+
+
+def _info(
+    title: str,
+    hint: str = "",
+    evidence: Mapping[str, Any] | None = None,
+    trajectory_ids: Sequence[str] = (),
+) -> Finding:
+    """An ``info`` finding of the hacking check (the common case: a figure, not a problem)."""
+    return Finding("hacking", "info", title, hint, evidence or {}, trajectory_ids)
 
 
 def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
@@ -66,9 +76,7 @@ def length_signals(views: Sequence[EpisodeView]) -> list[Finding]:
         evidence = {"measure": measure, "episodes": len(eps), "r_reward": r, "r_outcome": r_outcome}
         if r is None:
             findings.append(
-                Finding(
-                    "hacking",
-                    "info",
+                _info(
                     f"reward vs {measure}: not measurable (fewer than 3 episodes or no spread)",
                     "",
                     evidence,
@@ -92,7 +100,7 @@ def length_signals(views: Sequence[EpisodeView]) -> list[Finding]:
             )
         else:
             title = f"reward vs {measure}: r = {r:+.2f}, {_verdict(measure, r, r_outcome)}"
-            findings.append(Finding("hacking", "info", title, "", evidence))
+            findings.append(_info(title, "", evidence))
     return findings
 
 
@@ -129,9 +137,7 @@ def unearned_rewards(views: Sequence[EpisodeView], threshold: float) -> list[Fin
     with_breakdown = [v for v in scored if v.components]
     if not with_breakdown:
         return [
-            Finding(
-                "hacking",
-                "info",
+            _info(
                 "no reward breakdown recorded: high rewards without an outcome are not detectable",
                 "return a Reward with named components (Reward.weighted(outcome=…, …))",
                 {"episodes": len(scored)},
@@ -150,9 +156,7 @@ def unearned_rewards(views: Sequence[EpisodeView], threshold: float) -> list[Fin
     }
     if not unearned:
         return [
-            Finding(
-                "hacking",
-                "info",
+            _info(
                 f"all {plural(len(high), 'episode')} at or above {threshold:g} carry a "
                 "positive outcome term: only solved episodes reach it, fine",
                 "",
@@ -220,7 +224,7 @@ def dominance(views: Sequence[EpisodeView]) -> list[Finding]:
                     " (the shares add up to 100%; one above 100% means other components pull "
                     "against it)"
                 )
-        findings.append(Finding("hacking", "info", title + " — fine", "", evidence))
+        findings.append(_info(title + " — fine", "", evidence))
     return findings
 
 
@@ -229,24 +233,13 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
     eps = [v for v in views if v.scored and v.recovered_tool_calls is not None]
     if not eps:
         return [
-            Finding(
-                "hacking",
-                "info",
-                "recovered text tool calls: not detectable (the answers do not count them)",
-                "",
-            )
+            _info("recovered text tool calls: not detectable (the answers do not count them)", "")
         ]
     counts = [float(v.recovered_tool_calls or 0) for v in eps]
     with_text = [v for v in eps if v.recovered_tool_calls]
     if not with_text:
         return [
-            Finding(
-                "hacking",
-                "info",
-                "no tool call was recovered from text in this run",
-                "",
-                {"episodes": len(eps)},
-            )
+            _info("no tool call was recovered from text in this run", "", {"episodes": len(eps)})
         ]
     names = sorted({n for v in eps for n in v.components})
     responses = {n: _correlation(counts, [v.components.get(n, 0.0) for v in eps]) for n in names}
@@ -261,9 +254,7 @@ def recovered_calls(views: Sequence[EpisodeView]) -> list[Finding]:
     if penalizing:
         best = min(penalizing, key=lambda n: penalizing[n])
         return [
-            Finding(
-                "hacking",
-                "info",
+            _info(
                 f"{plural(len(with_text), 'episode')} used text tool calls; "
                 f"component {best!r} penalizes "
                 f"them (r = {penalizing[best]:+.2f}): the policy learns to call tools properly, "

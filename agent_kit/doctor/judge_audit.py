@@ -1,6 +1,6 @@
 """The judge audit of ``agent-kit doctor reward``: is an LLM-judged reward term trustworthy?
 
-For a run whose rewards carry judged components (:class:`agent_kit.judge.Judge`), each audited
+For a run whose rewards carry judged components (:class:`agent_kit.reward.Judge`), each audited
 episode is played again in-process from its recording (the policy's recorded answers, the
 simulated user's recorded answers) and only the judge is asked again, on the auxiliary policy
 under audit (``--aux-policy``, default the run's own), through an in-process emulator (httpx's

@@ -210,9 +210,23 @@ class Attempts:
         result = await self.invoker.invoke(payload, session_id_for(tid), self.rollout_timeout)
         # What the agent answered (reward breakdown, failure reason): replay compares it.
         self._record_answer(tid, result.status, result.http_status, result.body, result.error)
+        decided = await self._decided_at_once(tid, result, deadline)
+        if decided is not None:
+            return decided
         if self.trainer is None:
             return await self._classify(tid, result, deadline)
         return await self._classify_trainer(self.trainer, tid, result, deadline)
+
+    async def _decided_at_once(
+        self, tid: str, result: InvokeResult, deadline: float
+    ) -> Attempt | None:
+        """What either contract's attempt is at once, whatever it answered: over a limit, no
+        answer (timeout, unreachable), or final (:meth:`_final_at_once`); None to classify."""
+        if result.limit is not None:
+            return await self._over_limit(tid, result, deadline)
+        if result.status in ("timeout", "unreachable"):
+            return self._no_answer(tid, result)
+        return self._final_at_once(tid, result)
 
     def _record_answer(
         self, tid: str, status: str, http_status: int | None, body: Any, error: str | None
@@ -226,13 +240,6 @@ class Attempts:
 
     async def _classify(self, tid: str, result: InvokeResult, deadline: float) -> Attempt:
         emu = self.emu
-        if result.limit is not None:
-            return await self._over_limit(tid, result, deadline)
-        if result.status in ("timeout", "unreachable"):
-            return self._no_answer(tid, result)
-        final = self._final_at_once(tid, result)
-        if final is not None:
-            return final
         grace = self._grace(deadline) if result.ok or self.grace_after_error else 0.0
         state = await emu.wait_state(tid, TrajectoryState.finished(), grace)
         if state is TrajectoryState.REWARDED:
@@ -261,13 +268,6 @@ class Attempts:
         the result object is polled from S3 until ``deadline``, the session is stopped, and its
         rewards are recorded through the emulator (see agent_kit.driver.trainer_side). A key
         another rollout answered too is a job failure; an object over the cap a limit."""
-        if result.limit is not None:
-            return await self._over_limit(tid, result, deadline)
-        if result.status in ("timeout", "unreachable"):
-            return self._no_answer(tid, result)
-        final = self._final_at_once(tid, result)
-        if final is not None:
-            return final
         key = processing_key(result.body)
         if key is None:
             if not result.ok:

@@ -224,7 +224,6 @@ class _Job:
             await check_policy(svc.emulator.policy)
             stack.push_async_callback(self._agents_closed)  # after the outputs are written
             self.job_arn = self.session.create_job(run.job_name, job_config(run, self.workers))
-            run.store.update_job(self.job_arn, status="running")
             stack.push_async_callback(self._finalize, svc)  # the first exit step, always
             trainer = None
             if s3 is not None and trainer_key is not None:
@@ -332,9 +331,7 @@ class _Job:
                 update = {"status": ROLLOUTS_FAILED, "failure_reason": failure}
                 stats = stats.model_copy(update=update)
         outcome.figures = redact_summary(stats, token)
-        run.store.update_job(
-            job_arn, status=outcome.status, summary={"run": outcome.figures.stored()}
-        )
+        self.session.finish_job(outcome.status, {"run": outcome.figures.stored()})
         outcome.failure = None if failure is None else redact(failure, token)
         if self.hooks.finish is not None:
             outcome.summary = self.hooks.finish(run.store, job_arn, run.run_dir, token)

@@ -7,7 +7,9 @@ play.
 RunLock`), open its store and settle the job's settings into an :class:`OpenedRun`;
 :func:`plan_slots` reads the store to list the slots still to play (so a resumed run plays
 only what is missing, and counts what is done); :func:`expire_stale` seals what a dead driver
-left open. :func:`job_config` is what the job records about itself. Used by
+left open. :func:`job_record` is the one shape of what a job records about itself (every
+runner's record is one; the session writes it, :class:`~agent_kit.driver.session.Session`),
+:func:`job_config` the run's. Used by
 :mod:`agent_kit.driver.job` (which plays the plan) and
 :mod:`agent_kit.driver.job_stats` (which counts it).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -46,6 +49,7 @@ __all__ = [
     "default_workers",
     "expire_stale",
     "job_config",
+    "job_record",
     "open_new",
     "open_resume",
     "open_run",
@@ -310,12 +314,30 @@ def default_workers(concurrency: int) -> int:
     return max(1, min(cores, concurrency))
 
 
+def job_record(
+    settings: Mapping[str, Any],
+    entrypoint: str,
+    *,
+    agent_env: Mapping[str, str] | None = None,
+    **details: Any,
+) -> dict[str, Any]:
+    """What a job records about itself, in the one shape its readers know
+    (:meth:`~agent_kit.driver.config.JobConfig.from_record`, the replay's recording, the
+    summaries): its settings under ``"job"``, the ``entrypoint``, the runner's ``details``
+    (dataset and digest, the source a replay replays, …) and, when there is one, the agent's
+    own environment under :data:`~agent_kit.driver.config.AGENT_ENV_KEY` (a replay needs it).
+    Never the route token."""
+    record: dict[str, Any] = {"job": dict(settings), "entrypoint": entrypoint, **details}
+    if agent_env:
+        record[AGENT_ENV_KEY] = dict(agent_env)
+    return record
+
+
 def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
-    """What the job records about itself (shown in summaries: never the route token)."""
+    """What the run's job records about itself (a :func:`job_record`;
+    shown in summaries: never the route token)."""
     entry = run.entrypoint
-    config: dict[str, Any] = {
-        "job": run.config.to_dict(),
-        "entrypoint": _absolute(entry) if entry.endswith(".py") else entry,
+    details: dict[str, Any] = {
         "dataset": _absolute(run.dataset),
         "dataset_sha256": dataset_digest(run.data),
         "prompt_column": run.data.column,
@@ -323,9 +345,12 @@ def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
         "cwd": str(Path.cwd()),
     }
     if run.advertise_url is not None:
-        config["advertise_url"] = run.advertise_url
+        details["advertise_url"] = run.advertise_url
     if run.emulator_port:
-        config["emulator_port"] = run.emulator_port
-    if run.agent_env:  # the agent's own settings (``--grid env.NAME=…``): a replay needs them
-        config[AGENT_ENV_KEY] = dict(run.agent_env)
-    return config
+        details["emulator_port"] = run.emulator_port
+    return job_record(
+        run.config.to_dict(),
+        _absolute(entry) if entry.endswith(".py") else entry,
+        agent_env=run.agent_env,  # the agent's own settings (``--grid env.NAME=…``)
+        **details,
+    )

@@ -16,6 +16,7 @@ from agent_kit.driver.attempt import Attempt, trajectory_id_for
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import InvokeResult
+from agent_kit.driver.job_setup import job_record
 from agent_kit.driver.rollouts import RolloutLoop
 from agent_kit.driver.session import Session, open_session
 from agent_kit.errors import UsageError
@@ -71,7 +72,7 @@ async def invoke_once(config: RunConfig, prompt: str, *, run_dir: str | Path) ->
     store = RunStore.open(run)
     try:
         session = Session(store, run, entrypoint, job, config)
-        record = {"job": job.to_dict(), "entrypoint": entrypoint}
+        record = job_record(job.to_dict(), entrypoint)
         async with open_session(session, job.policy, "invoke", record):
             svc, invoker = session.svc, session.agents()
             loop = RolloutLoop(
@@ -86,7 +87,7 @@ async def invoke_once(config: RunConfig, prompt: str, *, run_dir: str | Path) ->
                 progress=None,
             )
             await loop.play_slot((0, 0, 0), [])
-        store.update_job(session.job_arn, status="completed")
+        session.finish_job("completed")
         return _outcome(store, session.job_arn, loop.last)
     finally:
         store.close()

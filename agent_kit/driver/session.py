@@ -1,5 +1,5 @@
 """The session around a runner's attempts: serve the emulator, create the job, make and start
-the agents, close them — written once for every runner.
+the agents, close them — written once for every runner; and the one writer of the job's row.
 
 A :class:`Session` is one run store and one agent target under the one settings record
 (:class:`~agent_kit.driver.config.RunConfig` for how the agents are reached,
@@ -8,12 +8,19 @@ A :class:`Session` is one run store and one agent target under the one settings 
 1. :meth:`Session.service` serves the emulator over the store
    (:func:`~agent_kit.emulator.local_service.local_service`, with the job's seed, region and
    auxiliary policy; signatures verified for the agent processes the session starts itself);
-2. :meth:`Session.create_job` creates the job on it;
+2. :meth:`Session.create_job` creates the job on it, recording a
+   :func:`~agent_kit.driver.job_setup.job_record` (the one shape of what a job records about
+   itself);
 3. :meth:`Session.agents` makes the invoker (``make_invoker(agent_env(…), log_dir=…,
    on_event=store.add_event)``: the one place agent_kit creates one) unless the caller gave one;
 4. :meth:`Session.start_agents` starts them (local processes first, the token counter warming
    beside them);
-5. the caller closes the agents (``invoker.aclose()``), then the service stops.
+5. the caller closes the agents (``invoker.aclose()``), then the service stops;
+   :meth:`Session.finish_job` writes how the job ended (its status and summary).
+
+The job's row is written here only: every runner (``agent-kit run``/``train``'s job, ``invoke``'s
+single rollout, ``replay``) builds its record with
+:func:`~agent_kit.driver.job_setup.job_record` and writes the row through its session.
 
 :func:`open_session` is all five around a block (``agent-kit invoke``'s single rollout and
 ``agent-kit replay``); :func:`~agent_kit.driver.job.run_job` (``agent-kit run`` and ``train``)
@@ -117,10 +124,20 @@ class Session:
                 self._svc = None
 
     def create_job(self, name: str, record: Mapping[str, Any]) -> str:
-        """Create the job on the served emulator (``record`` is what it records about itself);
-        returns its ARN (also :attr:`job_arn`)."""
+        """Create the job on the served emulator (``record``, a
+        :func:`~agent_kit.driver.job_setup.job_record`, is what it
+        records about itself; a resumed job keeps its row and is running again); returns its
+        ARN (also :attr:`job_arn`)."""
         self.job_arn = self.svc.emulator.create_job(name, dict(record)).arn
+        self.store.update_job(self.job_arn, status="running")
         return self.job_arn
+
+    def finish_job(self, status: str, summary: Mapping[str, Any] | None = None) -> None:
+        """Write how the job ended: its ``status`` and, when given, its ``summary`` (the
+        driver's figures under ``"run"``, a replay's report under ``"replay"``)."""
+        self.store.update_job(
+            self.job_arn, status=status, summary=None if summary is None else dict(summary)
+        )
 
     def agents(
         self,

@@ -76,7 +76,7 @@ def _admit(
     job_arn = emu.check_job(job_arn)
     if not trajectory_id or len(trajectory_id) > 256:
         raise ValidationError("TrajectoryId must be 1..256 characters")
-    traj = emu._table.get(trajectory_id)
+    traj = emu.table.get(trajectory_id)
     if traj is None or traj.job_arn != job_arn:
         raise NotFoundError(f"Trajectory {trajectory_id} not found in job {job_arn}")
     if traj.state is not TrajectoryState.OPEN:
@@ -85,7 +85,7 @@ def _admit(
             f"{traj.state.value}"
         )
     cap = emu.max_aux_calls_per_trajectory
-    with emu._table.lock:
+    with emu.table.lock:
         if traj.aux_calls is None:
             traj.aux_calls = emu.store.count_aux_turns(trajectory_id)
         if traj.aux_calls >= cap:
@@ -107,16 +107,16 @@ def _caller(kind: str, name: str | None) -> str:
 @contextlib.contextmanager
 def _waiting(emu: ServiceState, trajectory_id: str, idx: int, caller: str) -> Iterator[None]:
     """List the call on its trajectory while the block (the auxiliary policy) runs."""
-    traj = emu._table.get(trajectory_id)
+    traj = emu.table.get(trajectory_id)
     if traj is None:  # admitted a moment ago: only a store deleted under it
         yield
         return
-    with emu._table.lock:
+    with emu.table.lock:
         traj.aux_waiting[idx] = caller
     try:
         yield
     finally:
-        with emu._table.lock:
+        with emu.table.lock:
             traj.aux_waiting.pop(idx, None)
 
 
@@ -124,10 +124,10 @@ def aux_waiting_note(emu: ServiceState, trajectory_id: str) -> str | None:
     """The auxiliary calls of the trajectory waiting for the auxiliary policy now, as a
     timeout's reason adds them (``its auxiliary call (judge 'tone') was still waiting for the
     auxiliary model (--aux-policy SPEC)``); None when none waits."""
-    traj = emu._table.get(trajectory_id)
+    traj = emu.table.get(trajectory_id)
     if traj is None:
         return None
-    with emu._table.lock:
+    with emu.table.lock:
         callers = [traj.aux_waiting[i] for i in sorted(traj.aux_waiting)]
     if not callers:
         return None

@@ -2,8 +2,8 @@
 → :func:`~agent_kit.emulator.server.create_app` →
 :class:`~agent_kit.emulator.serving.EmbeddedServer` on 127.0.0.1 → the endpoint agents are given.
 
-The job driver, ``agent-kit invoke``'s single rollout, the replay runner and the test kit all
-serve the emulator this way::
+The job driver, ``agent-kit invoke``'s single rollout, the replay runner, the test kit and
+``agent-kit emulate`` (on its ``--host``, until Ctrl-C) all serve the emulator this way::
 
     async with local_service(store, "random", seed=0) as svc:
         job_arn = svc.emulator.create_job("demo", {}).arn
@@ -41,8 +41,9 @@ logger = logging.getLogger("agent_kit.emulator")
 class LocalService:
     """The emulator served on loopback inside the running event loop (see :func:`local_service`).
 
-    ``url`` is ``http://127.0.0.1:<port>``; ``endpoint`` is where agents are sent (``url``, plus
-    ``/<path_prefix>`` when the routes are mounted under one); ``gate`` is the app's
+    ``url`` is ``http://127.0.0.1:<port>`` (or the ``host`` it was given); ``endpoint`` is
+    where agents are sent (``url``, plus ``/<path_prefix>`` when the routes are mounted under
+    one); ``gate`` is the app's
     :class:`~agent_kit.emulator.server.RequestGate`, if it has one; ``keys`` are the run's
     :class:`~agent_kit.emulator.run_keys.RunKeys` (give :meth:`RunKeys.agent_env` to the
     agents the run starts).
@@ -70,6 +71,11 @@ class LocalService:
         await self.server.start()
         return self.endpoint
 
+    async def serve_forever(self) -> None:
+        """Serve until the server stops; cancelling the waiter (Ctrl-C under ``asyncio.run``)
+        returns through the block's exit, which stops the server gracefully."""
+        await self.server.wait()
+
     async def stop(self) -> None:
         """Stop serving and release the port (idempotent: a second call only closes the
         already closed socket)."""
@@ -87,6 +93,7 @@ async def local_service(
     path_prefix: str | None = None,
     trainer_key: str | None = None,
     port: int = 0,
+    host: str = "127.0.0.1",
     gate: bool = False,
     start: bool = True,
     own_policy: bool = True,
@@ -103,10 +110,13 @@ async def local_service(
     :class:`Emulator`. ``secret``, ``path_prefix`` and ``trainer_key`` go to ``create_app``;
     ``gate=True`` puts a :class:`~agent_kit.emulator.server.RequestGate` in front of the app
     (:attr:`LocalService.gate`).
-    ``port`` 0 is ephemeral. With ``start=False`` the server is bound but only serves after
-    ``await svc.start()`` (a caller with work between learning the URL and serving). With
-    ``own_policy=False`` the policy is left open for the caller to close. Every service gets
-    fresh :class:`~agent_kit.emulator.run_keys.RunKeys` (:attr:`LocalService.keys`): rollout
+    ``port`` 0 is ephemeral; ``host`` is loopback unless the caller (``agent-kit emulate
+    --allow-remote``, which requires a secret) names another address. With ``start=False``
+    the server is bound but only serves after ``await svc.start()`` (a caller with work
+    between learning the URL and serving). With ``own_policy=False`` the policy is left open
+    for the caller to close. Every service gets
+    fresh :class:`~agent_kit.emulator.run_keys.RunKeys` (:attr:`LocalService.keys`; with a
+    ``secret``, its access key id is the secret, so a signed request carries it): rollout
     tokens are always checked against them; with ``verify_auth=True`` SigV4 signatures and
     ``sagemaker-api-key-…`` bearers must also be made with their AWS keys (else only their
     shape is checked). ``aux_policy`` (a spec or a backend, closed with the service when it is
@@ -127,7 +137,7 @@ async def local_service(
     try:
         emulator = Emulator(store, policy, seed=seed, aux_policy=aux_policy, **emulator_options)
         door = RequestGate() if gate else None
-        keys = RunKeys.generate()
+        keys = RunKeys.generate(access_key_id=secret)
         app = create_app(
             emulator,
             auth="verify" if verify_auth else "sigv4-or-bearer",
@@ -137,7 +147,7 @@ async def local_service(
             gate=door,
             trainer_key=trainer_key,
         )
-        server = EmbeddedServer(app, port=port)
+        server = EmbeddedServer(app, port=port, host=host)
         service = LocalService(emulator, app, server, path_prefix, door, keys)
         try:
             if start:

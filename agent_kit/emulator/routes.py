@@ -9,7 +9,8 @@ them (route middleware, :mod:`agent_kit.emulator.auth`), and what they raise is 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -46,6 +47,8 @@ __all__ = [
 ROUTE_SAMPLE: Final = "/sample"
 ROUTE_STREAM: Final = "/sample-with-response-stream"
 ROUTE_CHAT: Final = "/v1/chat/completions"
+#: The body of a report route.
+_Report = TypeVar("_Report", CompleteRolloutBody, UpdateRewardBody)
 _EMPTY: Final = b"{}"
 #: Default bound of the rollouts ``POST /_emulator/rollouts`` mints (the emulator keeps each).
 MINT_MAX_ROLLOUTS: Final = 10_000
@@ -166,18 +169,24 @@ class Routes:
 
     async def complete_rollout(self, request: Request) -> Response:
         """``POST /complete-rollout``."""
-        body = parse_body(CompleteRolloutBody, (await self._json(request))[1])
-        arn = job_arn_of(request, body.job_arn)
-        check_same_trajectory(request, body.trajectory_id, arn)
-        self.emu.complete_rollout(arn, body)
-        return Response(_EMPTY, media_type="application/json")
+        return await self._report(request, CompleteRolloutBody, self.emu.complete_rollout)
 
     async def update_reward(self, request: Request) -> Response:
         """``POST /update-reward``."""
-        body = parse_body(UpdateRewardBody, (await self._json(request))[1])
+        return await self._report(request, UpdateRewardBody, self.emu.update_reward)
+
+    async def _report(
+        self,
+        request: Request,
+        model: type[_Report],
+        apply: Callable[[str | None, _Report], None],
+    ) -> Response:
+        """One of the two reports: its body read as ``model``, its job and trajectory checked
+        against the request's (header, rollout token), then ``apply``'d; an empty answer."""
+        body = parse_body(model, (await self._json(request))[1])
         arn = job_arn_of(request, body.job_arn)
         check_same_trajectory(request, body.trajectory_id, arn)
-        self.emu.update_reward(arn, body)
+        apply(arn, body)
         return Response(_EMPTY, media_type="application/json")
 
     async def mint_rollout(self, request: Request) -> Response:

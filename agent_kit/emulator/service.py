@@ -98,6 +98,13 @@ class ServiceState:
         #: One lock serialises every state change (the table's, re-entrant).
         self._lock = self._table.lock
 
+    @property
+    def table(self) -> TrajectoryTable:
+        """The live trajectories (the service's working state) and their one lock: what a
+        route beside the service (:mod:`~agent_kit.emulator.aux_route`) reads, and counts
+        under that lock; state changes stay this class's."""
+        return self._table
+
     # -- jobs --------------------------------------------------------------------------------
 
     def job_arn_for(self, name: str, category: str = "AgentRFT") -> str:

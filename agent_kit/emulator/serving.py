@@ -1,4 +1,4 @@
-"""Serve an ASGI app (the emulator) from inside the current event loop, on loopback.
+"""Serve an ASGI app (the emulator) from inside the current event loop, on loopback by default.
 
 Every server here speaks HTTP/1.1 through :class:`GuardedH11Protocol`, uvicorn's h11 protocol
 with two guards the emulator needs once it is reachable from outside (``--allow-remote``, a
@@ -10,10 +10,11 @@ closed quietly by uvicorn's keep-alive timeout instead); and a request with malf
 line, never a traceback (the application's late answer to a request the server has already
 refused is discarded).
 
-The job driver and the replay runner both run the emulator in their own process, as a task of
-their event loop, on ``127.0.0.1`` and a port bound up front — ephemeral by default, or a fixed one
-for a tunnel (``agent-kit run --emulator-port``) — so the URL is known before the server starts
-and no other process can take the port.
+The job driver, the replay runner and ``agent-kit emulate`` all run the emulator in their own
+process, as a task of their event loop, on ``127.0.0.1`` (``emulate`` on its ``--host``) and a
+port bound up front — ephemeral by default, or a fixed one (``agent-kit run --emulator-port``
+for a tunnel, ``emulate --port``) — so the URL is known before the server starts and no other
+process can take the port.
 """
 
 from __future__ import annotations
@@ -182,14 +183,17 @@ class PromptExitServer(uvicorn.Server):
 
 
 class EmbeddedServer:
-    """uvicorn serving ``app`` on 127.0.0.1 (``port``, 0 = ephemeral) as a task of the running loop.
+    """uvicorn serving ``app`` on ``host`` (127.0.0.1 unless told; an IPv6 address works too)
+    and ``port`` (0 = ephemeral) as a task of the running loop.
 
     Use ``await start()`` / ``await stop()`` or ``async with EmbeddedServer(app) as url``.
     The caller keeps SIGINT/SIGTERM: uvicorn's own signal capture is disabled. A fixed ``port``
     that cannot be bound is a :class:`UsageError`.
     """
 
-    def __init__(self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0) -> None:
+    def __init__(
+        self, app: Any, *, keep_alive_s: float = 75.0, port: int = 0, host: str = "127.0.0.1"
+    ) -> None:
         class _Server(PromptExitServer):
             @contextlib.contextmanager
             def capture_signals(self) -> Iterator[None]:
@@ -197,16 +201,18 @@ class EmbeddedServer:
 
         if not 0 <= port <= 65535:
             raise UsageError(f"emulator port must be 0..65535, got {port}")
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
         if port:
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            self._sock.bind(("127.0.0.1", port))
+            self._sock.bind((host, port))
         except OSError as exc:
             self._sock.close()
-            raise UsageError(f"cannot bind the emulator to 127.0.0.1:{port}: {exc}") from None
-        #: ``http://127.0.0.1:<port>``, known before the server starts.
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+            raise UsageError(f"cannot bind the emulator to {host}:{port}: {exc}") from None
+        shown = f"[{host}]" if ":" in host else host
+        #: ``http://<host>:<port>``, known before the server starts.
+        self.url = f"http://{shown}:{self._sock.getsockname()[1]}"
         self._server = _Server(uvicorn_config(app, timeout_keep_alive=int(keep_alive_s)))
         self._task: asyncio.Task[None] | None = None
 
@@ -222,6 +228,12 @@ class EmbeddedServer:
                 raise AgentKitError(f"the emulator server did not start within {timeout_s:g} s")
             await asyncio.sleep(0.005)
         return self.url
+
+    async def wait(self) -> None:
+        """Wait until the server stops (its task ends); a cancelled waiter leaves it serving,
+        for :meth:`stop` to end gracefully."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
 
     async def stop(self) -> None:
         """Ask uvicorn to exit, wait up to 10 s for it, and release the socket."""

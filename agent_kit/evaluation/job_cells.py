@@ -112,7 +112,7 @@ def mlflow_metrics(tracking_uri: str) -> MetricsReader:
 
     def read(describe: Mapping[str, Any]) -> Mapping[str, Any]:
         from agent_kit.deploy.jobs import job_status
-        from agent_kit.export.mlflow import mlflow_quiet, require_mlflow
+        from agent_kit.export.tracking import mlflow_quiet, require_mlflow
 
         details = job_status(describe).get("mlflow") or {}
         run_id = details.get("MlflowRunId") or details.get("RunId")

@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.errors import UsageError
 from agent_kit.evaluation.table import GridTable
-from agent_kit.export.mlflow import DEFAULT_EXPERIMENT, MLFLOW_DB, mlflow_quiet, require_mlflow
+from agent_kit.export.tracking import (
+    DEFAULT_EXPERIMENT,
+    MLFLOW_DB,
+    ensure_experiment,
+    mlflow_error,
+    mlflow_quiet,
+    require_mlflow,
+)
 from agent_kit.store.layout import SUMMARY_FILE
 
 __all__ = ["GridExport", "default_grid_uri", "export_grid"]
@@ -85,18 +91,6 @@ def _child(
     return run_id
 
 
-def _experiment(client: Any, name: str, uri: str) -> str:
-    found = client.get_experiment_by_name(name)
-    if found is not None:
-        if found.lifecycle_stage == "deleted":
-            client.restore_experiment(found.experiment_id)
-        return str(found.experiment_id)
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").as_uri()
-    return str(client.create_experiment(name, artifact_location=location))
-
-
 def export_grid(
     table: GridTable,
     out: Path,
@@ -114,7 +108,7 @@ def export_grid(
     try:
         with mlflow_quiet():
             client = mlflow.MlflowClient(uri)
-            experiment_id = _experiment(client, experiment or DEFAULT_EXPERIMENT, uri)
+            experiment_id = ensure_experiment(client, experiment or DEFAULT_EXPERIMENT, uri)
             old = client.search_runs([experiment_id], filter_string=f"tags.`{_KEY_TAG}` = '{key}'")
             parent = client.create_run(
                 experiment_id, run_name=f"eval {Path(spec.entrypoint).stem}", tags={_KEY_TAG: key}
@@ -145,5 +139,5 @@ def export_grid(
             for run in old:
                 client.delete_run(run.info.run_id)
     except mlflow.exceptions.MlflowException as exc:
-        raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc
+        raise mlflow_error(uri, exc) from exc
     return GridExport(uri, experiment_id, parent_id, children, len(old))

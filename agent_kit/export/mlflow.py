@@ -22,23 +22,18 @@ same ``agent_kit.export_key`` is deleted (MLflow's soft delete: it leaves the ex
 list; ``mlflow gc`` purges it) together with its traces. If the export fails half-way, the new
 run and its traces are deleted and the earlier one is kept.
 
-MLflow is an optional dependency (the ``mlflow`` extra: mlflow-skinny, sqlalchemy, alembic):
-:func:`require_mlflow` imports it, or raises a :class:`UsageError` naming the extra. Two
-warnings MLflow 3.17 raises from its own code are silenced around the calls (so an export
-works under ``-W error``): SQLAlchemy 2.1's deprecation of the ``noload`` loader strategy
-(MLflow's store models use it) and MLflow's "Any type hint is inferred as AnyType" UserWarning
-(raised while MLflow imports its own response schemas).
+MLflow is an optional dependency (the ``mlflow`` extra); the tracking store's plumbing shared
+with the evaluation grid's export (importing MLflow quietly, the URI, the experiment) is
+:mod:`agent_kit.export.tracking`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import math
 import time
-import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -47,6 +42,14 @@ from typing import TYPE_CHECKING, Any, Final
 from agent_kit.errors import UsageError
 from agent_kit.export.spans import RolloutTrace, SpanData, rollout_traces
 from agent_kit.export.steps import StepMetrics, holdout_metrics, step_metrics, with_train_metrics
+from agent_kit.export.tracking import (
+    DEFAULT_EXPERIMENT,
+    ensure_experiment,
+    mlflow_error,
+    mlflow_quiet,
+    require_mlflow,
+    writable_tracking_uri,
+)
 from agent_kit.reporting.breakdown import RunData, load_run_data
 from agent_kit.reporting.report import write_reports
 from agent_kit.reporting.summary import summarize
@@ -59,31 +62,8 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import LiveSpan
 
-__all__ = [
-    "DEFAULT_EXPERIMENT",
-    "MLFLOW_DB",
-    "MLFLOW_EXTRA_HINT",
-    "ExportResult",
-    "default_tracking_uri",
-    "export_key",
-    "export_run",
-    "mlflow_quiet",
-    "require_mlflow",
-]
+__all__ = ["ExportResult", "export_key", "export_run"]
 
-#: The experiment local runs go to when none is named.
-DEFAULT_EXPERIMENT: Final = "agent-kit"
-#: File name of the default SQLite tracking store, in the run directory's parent.
-MLFLOW_DB: Final = "mlflow.db"
-#: What to install when MLflow is missing.
-MLFLOW_EXTRA_HINT: Final = "pip install 'agent_kit[mlflow]'"
-#: Known warnings MLflow's own code raises (see the module docstring), silenced around it.
-_MLFLOW_WARNINGS: Final = (
-    (r"The ``noload`` loader strategy is deprecated", DeprecationWarning),
-    (r"(\x1b\[[0-9;]*m)?Any type hint is inferred as AnyType", UserWarning),
-)
-#: Loggers whose INFO lines (database creation and migration) would clutter the CLI.
-_QUIET_LOGGERS: Final = ("mlflow", "alembic")
 _RUN_STATUS: Final = {
     "completed": "FINISHED",
     "failed": "FAILED",
@@ -124,54 +104,9 @@ class ExportResult:
         return f"mlflow ui --backend-store-uri {self.tracking_uri}"
 
 
-@contextlib.contextmanager
-def mlflow_quiet() -> Iterator[None]:
-    """Silence MLflow's known warnings and its INFO logging for the duration."""
-    levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
-    with warnings.catch_warnings():
-        for message, category in _MLFLOW_WARNINGS:
-            warnings.filterwarnings("ignore", message=message, category=category)
-        for name in _QUIET_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
-        try:
-            yield
-        finally:
-            for name, level in levels.items():
-                logging.getLogger(name).setLevel(level)
-
-
-def require_mlflow() -> ModuleType:
-    """Import and return ``mlflow``, or raise :class:`UsageError` naming the extra to install.
-
-    Needs the SQL store too (sqlalchemy, alembic), which the ``mlflow`` extra brings.
-    """
-    try:
-        with mlflow_quiet():
-            import mlflow
-            import mlflow.store.tracking.sqlalchemy_store  # needs sqlalchemy
-            import mlflow.types.responses  # raises its AnyType warning once, here
-    except ImportError as exc:
-        raise UsageError(
-            f"MLflow export needs the mlflow extra ({exc.name or 'mlflow'} is not installed): "
-            f"{MLFLOW_EXTRA_HINT}"
-        ) from exc
-    return mlflow
-
-
-def default_tracking_uri(run_dir: str | Path) -> str:
-    """``sqlite:///<absolute parent of run_dir>/mlflow.db``: one store for sibling runs."""
-    return f"sqlite:///{Path(run_dir).resolve().parent / MLFLOW_DB}"
-
-
 def export_key(job_arn: str, created_at: float) -> str:
     """The identity of a local job across exports and resumes: ARN and creation time."""
     return f"{job_arn}@{created_at:.6f}"
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///") :])
-    return None
 
 
 def _flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -184,17 +119,6 @@ def _flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
             text = "" if value is None else str(value)
             out[name] = text[:_PARAM_CHARS]
     return out
-
-
-def _experiment(client: MlflowClient, name: str, uri: str) -> str:
-    found = client.get_experiment_by_name(name)
-    if found is not None:
-        if found.lifecycle_stage == "deleted":
-            client.restore_experiment(found.experiment_id)
-        return str(found.experiment_id)
-    db = _sqlite_path(uri)
-    location = (db.parent / "mlartifacts").as_uri() if db is not None else None
-    return str(client.create_experiment(name, artifact_location=location))
 
 
 def _trace_ids(client: MlflowClient, experiment_id: str, **query: Any) -> list[str]:
@@ -321,7 +245,7 @@ def _write_run(
     experiment id, metric points, runs replaced)."""
     with mlflow_quiet():
         client = mlflow.MlflowClient(uri)
-        experiment_id = _experiment(client, name, uri)
+        experiment_id = ensure_experiment(client, name, uri)
         old_runs = [
             r.info.run_id
             for r in client.search_runs(
@@ -380,16 +304,6 @@ def _run_folder(run_dir: str | Path) -> Path:
     return folder
 
 
-def _tracking_uri(tracking_uri: str | None, folder: Path) -> str:
-    """The tracking URI to write to (default: :func:`default_tracking_uri`); a usage error when
-    it names an SQLite file in a folder that does not exist."""
-    uri = tracking_uri or default_tracking_uri(folder)
-    db = _sqlite_path(uri)
-    if db is not None and not db.parent.is_dir():
-        raise UsageError(f"the tracking store's folder does not exist: {db.parent}")
-    return uri
-
-
 def _send_otlp(traces: Sequence[RolloutTrace], endpoint: str, job_arn: str, run_id: str) -> int:
     """The spans of ``traces`` sent to the OTLP collector at ``endpoint`` (how many); a refused
     export is a usage error that says the MLflow run ``run_id`` was written anyway."""
@@ -413,9 +327,10 @@ def export_run(
 ) -> ExportResult:
     """Log the run in ``run_dir`` to MLflow (see the module docstring); return what was written.
 
-    ``tracking_uri`` defaults to :func:`default_tracking_uri`, ``experiment`` to
-    :data:`DEFAULT_EXPERIMENT`, ``job`` (a name or ARN) to the run's latest job. With
-    ``otlp_endpoint`` the same spans also go to that OTLP/HTTP collector
+    ``tracking_uri`` defaults to :func:`~agent_kit.export.tracking.default_tracking_uri`,
+    ``experiment`` to :data:`~agent_kit.export.tracking.DEFAULT_EXPERIMENT`, ``job`` (a name
+    or ARN) to the run's latest job. With ``otlp_endpoint`` the same spans also go to that
+    OTLP/HTTP collector
     (:func:`agent_kit.export.otlp.send_otlp`). Works on interrupted and resumed runs (every
     trajectory the store holds gets its trace). Raises :class:`UsageError` for a missing run
     directory or store, a missing MLflow extra, or a refused OTLP export.
@@ -423,7 +338,7 @@ def export_run(
     folder = _run_folder(run_dir)
     with RunStore.open(folder, readonly=True) as store:  # refuses a damaged store first
         mlflow = require_mlflow()
-        uri = _tracking_uri(tracking_uri, folder)
+        uri = writable_tracking_uri(tracking_uri, folder)
         summary = summarize(store, job)
         data = load_run_data(
             store,
@@ -463,7 +378,7 @@ def export_run(
             traces,
         )
     except mlflow.exceptions.MlflowException as exc:
-        raise UsageError(f"MLflow ({uri}): {' '.join(str(exc.message).split())}") from exc
+        raise mlflow_error(uri, exc) from exc
     otlp_spans = None
     if otlp_endpoint is not None:
         otlp_spans = _send_otlp(traces, otlp_endpoint, data.job.arn, run_id)

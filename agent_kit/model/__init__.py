@@ -14,8 +14,9 @@ extra): no module here imports them at import time, and this face loads its name
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent_kit import lazy_face
 
 if TYPE_CHECKING:
     from agent_kit.model.batch import BatchSampler, SampleJob
@@ -83,10 +84,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"agent_kit.model.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_face(__name__, _HOMES)

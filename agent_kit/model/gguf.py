@@ -83,6 +83,17 @@ def _read_value(f: IO[bytes], kind: int, keep: bool) -> Any:
     raise ValueError(f"unknown metadata type {kind}")
 
 
+def _counts(f: IO[bytes], path: Path) -> tuple[int, int]:
+    """A GGUF header's start, read from ``f``: (tensors, metadata entries); PolicyError when
+    ``path`` has no GGUF magic or a version before 2."""
+    if f.read(4) != b"GGUF":
+        raise PolicyError(f"{path} is not a GGUF model file (no GGUF magic)")
+    version = int(_read(f, "<I"))
+    if version < 2:
+        raise PolicyError(f"{path}: GGUF version {version} is too old (need 2 or later)")
+    return int(_read(f, "<Q")), int(_read(f, "<Q"))
+
+
 def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
     """The scalar and string metadata values named ``keys`` in a GGUF file's header.
 
@@ -94,13 +105,8 @@ def gguf_metadata(path: Path, keys: Iterable[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     try:
         with path.open("rb") as f:
-            if f.read(4) != b"GGUF":
-                raise PolicyError(f"{path} is not a GGUF model file (no GGUF magic)")
-            version = int(_read(f, "<I"))
-            if version < 2:
-                raise PolicyError(f"{path}: GGUF version {version} is too old (need 2 or later)")
-            _read(f, "<Q")  # tensor count
-            for _ in range(int(_read(f, "<Q"))):
+            _, entries = _counts(f, path)
+            for _ in range(entries):
                 key = _read_string(f, True) or ""
                 kind = int(_read(f, "<I"))
                 value = _read_value(f, kind, key in wanted)
@@ -121,12 +127,7 @@ def check_gguf(path: Path) -> None:
     at all, would otherwise fail inside the model loader with a ``struct.error``)."""
     try:
         with path.open("rb") as f:
-            if f.read(4) != b"GGUF":
-                raise PolicyError(f"{path} is not a GGUF model file (no GGUF magic)")
-            version = int(_read(f, "<I"))
-            if version < 2:
-                raise PolicyError(f"{path}: GGUF version {version} is too old (need 2 or later)")
-            tensors, entries = int(_read(f, "<Q")), int(_read(f, "<Q"))
+            tensors, entries = _counts(f, path)
             for _ in range(entries):
                 _read_string(f, False)
                 _read_value(f, int(_read(f, "<I")), False)

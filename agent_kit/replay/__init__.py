@@ -12,26 +12,24 @@ the names load on first use, so importing the package loads none of the emulator
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent_kit import lazy_face
 
 if TYPE_CHECKING:
     from agent_kit.replay.cassette import load_recording, read_cassette, write_cassette
+    from agent_kit.replay.divergence import Divergence, Normalization
     from agent_kit.replay.engine import replay_run
     from agent_kit.replay.inprocess import replay_in_process
-    from agent_kit.replay.policy import (
-        Divergence,
-        Normalization,
-        ReplayBackend,
-    )
+    from agent_kit.replay.policy import ReplayBackend
     from agent_kit.replay.recording import Recording
     from agent_kit.replay.verdicts import EpisodeReport, ReplayReport
 
 #: Public name → the module that defines it.
 _HOMES = {
-    "Divergence": "policy",
+    "Divergence": "divergence",
     "EpisodeReport": "verdicts",
-    "Normalization": "policy",
+    "Normalization": "divergence",
     "Recording": "recording",
     "ReplayBackend": "policy",
     "ReplayReport": "verdicts",
@@ -57,10 +55,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"agent_kit.replay.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_face(__name__, _HOMES)

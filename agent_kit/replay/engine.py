@@ -52,15 +52,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from agent_kit.contract import InferenceParams, TrajectoryState
-from agent_kit.driver.config import AGENT_ENV_KEY
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
 from agent_kit.replay.cassette import open_recording
-from agent_kit.replay.policy import (
-    Divergence,
-    Normalization,
-    ReplayBackend,
-)
+from agent_kit.replay.divergence import Divergence, Normalization
+from agent_kit.replay.policy import ReplayBackend
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import (
     EpisodeReport,
@@ -204,27 +200,27 @@ def _replay_backend(plan: _Plan) -> ReplayBackend:
 
 def _job_config(plan: _Plan, backend_name: str) -> dict[str, Any]:
     """The replay job's config: the recorded settings, the entrypoint, and what it replays."""
+    from agent_kit.driver.job_setup import job_record
+
     recording = plan.recording
     origin = {
         "source": str(recording.source.resolve()),
         "kind": recording.kind,
         "job_arn": recording.job_arn,
     }
-    config: dict[str, Any] = {
-        "job": {**recording.job, "name": plan.job_name, "policy": backend_name},
-        "entrypoint": plan.target,
+    details: dict[str, Any] = {
         "replay_of": origin,
         "replay": {
             "continue_on_divergence": plan.continue_on_divergence,
             "normalization": plan.normalization.to_dict(),
         },
     }
-    if recording.agent_env:
-        config[AGENT_ENV_KEY] = dict(recording.agent_env)
+    policy: str | None = backend_name
     if plan.fork_at is not None:
-        config["forked_from"] = {**origin, "fork_at": plan.fork_at, "policy": plan.policy}
-        config["job"]["policy"] = plan.policy
-    return config
+        details["forked_from"] = {**origin, "fork_at": plan.fork_at, "policy": plan.policy}
+        policy = plan.policy
+    settings = {**recording.job, "name": plan.job_name, "policy": policy}
+    return job_record(settings, plan.target, agent_env=recording.agent_env, **details)
 
 
 def _divergence_recorder(store: Any) -> Callable[[Divergence], None]:
@@ -324,7 +320,6 @@ async def _replay(
         service = {"aux_policy": AuxReplay(backend), "own_policy": False}
         async with open_session(session, backend, plan.job_name, record, **service):
             reports = await _play_episodes(session, plan, progress)
-        job_arn = session.job_arn
         report = ReplayReport(
             source=str(plan.recording.source),
             run_dir=str(plan.run_dir),
@@ -335,7 +330,7 @@ async def _replay(
             policy=plan.policy,
             elapsed_s=time.monotonic() - started,
         )
-        store.update_job(job_arn, status="completed", summary={"replay": report.to_dict()})
+        session.finish_job("completed", {"replay": report.to_dict()})
         RunLayout(plan.run_dir).replay_report.write_text(
             json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )

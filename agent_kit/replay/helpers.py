@@ -37,9 +37,9 @@ from typing import Any, Literal
 
 from agent_kit.contract import TEMPERATURE
 from agent_kit.replay.cassette import load_recording, write_cassette
+from agent_kit.replay.divergence import Normalization
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.inprocess import replay_in_process
-from agent_kit.replay.policy import Normalization
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import ReplayReport
 from agent_kit.settings import DEFAULTS, Settings

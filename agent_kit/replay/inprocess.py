@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest
 from agent_kit.errors import ReplayDivergenceError, UsageError
 from agent_kit.replay.cassette import open_recording
-from agent_kit.replay.policy import (
+from agent_kit.replay.divergence import (
     Divergence,
     Normalization,
     first_difference,
-    reply_from_completion,
     request_diff,
 )
+from agent_kit.replay.policy import reply_from_completion
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import EpisodeReport, ReplayReport, judge
 from agent_kit.store import Rollout

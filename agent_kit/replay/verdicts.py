@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from agent_kit.errors import ReplayMismatch
-from agent_kit.replay.policy import Divergence
+from agent_kit.replay.divergence import Divergence
 from agent_kit.reporting.words import plural
 from agent_kit.store import Rollout
 

@@ -131,13 +131,21 @@ def _row(name: str, a: Any, b: Any, key: str = "") -> str:
     )
 
 
-def _grid(title_a: str, title_b: str, rows: Sequence[str], table_id: str) -> str:
+def _ab_section(
+    key: str, title: str, note: str, a: RunSide, b: RunSide, rows: Sequence[str]
+) -> str:
+    """The section ``key``: ``note`` over a sortable table of ``rows`` (name, A, B, Δ, Δ %)."""
     head = sortable_head(
-        [("name", False), (title_a, True), (title_b, True), ("Δ (B − A)", True), ("Δ %", True)]
+        [
+            ("name", False),
+            (f"A: {a.label}", True),
+            (f"B: {b.label}", True),
+            ("Δ (B − A)", True),
+            ("Δ %", True),
+        ]
     )
-    return wide(
-        f'<table class="sortable" id="{table_id}">{head}<tbody>{"".join(rows)}</tbody></table>'
-    )
+    table = f'<table class="sortable" id="{key}-table">{head}<tbody>{"".join(rows)}</tbody></table>'
+    return section(key, title, note + wide(table))
 
 
 def _settings_of(summary: Summary) -> dict[str, Any]:
@@ -199,13 +207,11 @@ def _failure_counts(side: RunSide) -> dict[str, int]:
 def _failures_section(a: RunSide, b: RunSide) -> str:
     fa, fb = _failure_counts(a), _failure_counts(b)
     rows = [_row(k, fa[k], fb[k], f"failures.{k}") for k in fa]
-    return section(
-        "failures",
-        "Failures",
+    note = (
         '<p class="muted">failed = no reward (job sense); unsolved episodes are in the '
         "per-prompt table. Lower is better.</p>"
-        + _grid(f"A: {a.label}", f"B: {b.label}", rows, "failures-table"),
     )
+    return _ab_section("failures", "Failures", note, a, b, rows)
 
 
 def _metrics_section(a: RunSide, b: RunSide) -> str:
@@ -221,13 +227,11 @@ def _metrics_section(a: RunSide, b: RunSide) -> str:
     rows.append(
         _row("cost.total (estimate)", a.summary.cost.total, b.summary.cost.total, "cost.total")
     )
-    return section(
-        "metrics",
-        "Metrics",
+    note = (
         "<p class=muted>Names as the service spells them "
         "(<code>eval/reward/failed_rollouts</code> = below threshold or lost). Δ = B − A.</p>"
-        + _grid(f"A: {a.label}", f"B: {b.label}", rows, "metrics-table"),
     )
+    return _ab_section("metrics", "Metrics", note, a, b, rows)
 
 
 def _breakdown_section(a: RunSide, b: RunSide) -> str:

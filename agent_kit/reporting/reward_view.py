@@ -161,54 +161,55 @@ def _step_curves(steps: Sequence[StepRow], data: RunData | None) -> list[str]:
     """Curves over the steps: reward (mean, valid mean, min, max), zero_frac, turns and,
     with the store, tokens per rollout."""
     xs = [float(s.step) for s in steps]
-    step_x = "training step (index)"
+
+    def per_step(
+        series: Sequence[tuple[str, Sequence[float | None]]],
+        title: str,
+        y_label: str,
+        ylim: tuple[float, float] | None = None,
+    ) -> str:
+        return plots.lines(
+            xs,
+            series,
+            title=title,
+            x_label="training step (index)",
+            y_label=y_label,
+            ylim=ylim,
+            integer_x=True,
+        )
+
+    rewards = [
+        ("reward mean", [s.reward_mean for s in steps]),
+        ("valid mean", [s.valid_mean for s in steps]),
+        ("min", [s.reward_min for s in steps]),
+        ("max", [s.reward_max for s in steps]),
+    ]
     charts = [
-        plots.lines(
-            xs,
-            [
-                ("reward mean", [s.reward_mean for s in steps]),
-                ("valid mean", [s.valid_mean for s in steps]),
-                ("min", [s.reward_min for s in steps]),
-                ("max", [s.reward_max for s in steps]),
-            ],
-            title="Reward per step",
-            x_label=step_x,
-            y_label="reward (unitless)",
-            integer_x=True,
-        ),
-        plots.lines(
-            xs,
+        per_step(rewards, "Reward per step", "reward (unitless)"),
+        per_step(
             [("zero_frac", [s.zero_frac for s in steps])],
-            title="Zero-variance groups per step (zero_frac)",
-            x_label=step_x,
-            y_label="fraction of groups (0–1)",
+            "Zero-variance groups per step (zero_frac)",
+            "fraction of groups (0–1)",
             ylim=(0.0, 1.0),
-            integer_x=True,
         ),
-        plots.lines(
-            xs,
+        per_step(
             [("turns mean", [s.turns_mean for s in steps])],
-            title="Turns per rollout, mean per step",
-            x_label=step_x,
-            y_label="turns (policy calls per rollout)",
-            integer_x=True,
+            "Turns per rollout, mean per step",
+            "turns (policy calls per rollout)",
         ),
     ]
     if data is not None:
-        per_step: dict[int, list[float]] = {}
+        tokens: dict[int, list[float]] = {}
         for r in data.chosen:
-            per_step.setdefault(r.step, []).append(float(r.tokens))
+            tokens.setdefault(r.step, []).append(float(r.tokens))
         means: list[float | None] = [
-            (sum(v) / len(v)) if (v := per_step.get(int(x))) else None for x in xs
+            (sum(v) / len(v)) if (v := tokens.get(int(x))) else None for x in xs
         ]
         charts.append(
-            plots.lines(
-                xs,
+            per_step(
                 [("tokens mean", means)],
-                title="Tokens per rollout, mean per step",
-                x_label=step_x,
-                y_label="tokens per rollout (prefill + sample)",
-                integer_x=True,
+                "Tokens per rollout, mean per step",
+                "tokens per rollout (prefill + sample)",
             )
         )
     return charts

@@ -91,17 +91,13 @@ class _Frame:
         x_ticks: bool = True,
         integer_x: bool = False,
     ) -> list[str]:
-        mid = (_TOP + _H - _BOTTOM) / 2
         out = [
-            f'<text class="y-label" x="12" y="{mid:.0f}" text-anchor="middle" font-size="11" '
-            f'transform="rotate(-90 12 {mid:.0f})">{_e(y_label)}</text>',
-            f'<text x="{self.width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
-            f'font-weight="600">{_e(title)}</text>',
+            _y_label(y_label, _H),
+            _title(title, self.width),
             f'<line x1="{_LEFT}" y1="{_H - _BOTTOM}" x2="{self.width - _RIGHT}" '
             f'y2="{_H - _BOTTOM}" stroke="#57606a"/>',
             f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_H - _BOTTOM}" stroke="#57606a"/>',
-            f'<text class="x-label" x="{self.width / 2:.0f}" y="{_H - 6}" '
-            f'text-anchor="middle" font-size="11">{_e(x_label)}</text>',
+            _x_label(x_label, self.width / 2, _H),
         ]
         for y in ticks(self.y0, self.y1):
             py = self.py(y)
@@ -192,6 +188,31 @@ def histogram(
         )
     body.extend(_marker(frame, label, x) for label, x in marks)
     return _svg(_W, body, title, "histogram")
+
+
+def _title(title: str, width: float) -> str:
+    """A chart's title, centred on top."""
+    return (
+        f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{_e(title)}</text>'
+    )
+
+
+def _y_label(label: str, height: float) -> str:
+    """A chart's y-axis label, turned up along its left edge, centred on the plot."""
+    mid = (_TOP + height - _BOTTOM) / 2
+    return (
+        f'<text class="y-label" x="12" y="{mid:.0f}" text-anchor="middle" font-size="11" '
+        f'transform="rotate(-90 12 {mid:.0f})">{_e(label)}</text>'
+    )
+
+
+def _x_label(label: str, x: float, height: float) -> str:
+    """A chart's x-axis label at ``x``, along its bottom edge."""
+    return (
+        f'<text class="x-label" x="{x:.0f}" y="{height - 6}" '
+        f'text-anchor="middle" font-size="11">{_e(label)}</text>'
+    )
 
 
 def lines(
@@ -309,14 +330,10 @@ def bars(
     def px(v: float) -> float:
         return left + (v - lo) / span * plot_w
 
-    mid = (_TOP + height - _BOTTOM) / 2
     body = [
-        f'<text x="{_W / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
-        f'font-weight="600">{_e(title)}</text>',
-        f'<text class="y-label" x="12" y="{mid:.0f}" text-anchor="middle" font-size="11" '
-        f'transform="rotate(-90 12 {mid:.0f})">{_e(y_label)}</text>',
-        f'<text class="x-label" x="{left + plot_w / 2:.0f}" y="{height - 6}" '
-        f'text-anchor="middle" font-size="11">{_e(x_label)}</text>',
+        _title(title, _W),
+        _y_label(y_label, height),
+        _x_label(x_label, left + plot_w / 2, height),
         f'<line x1="{left}" y1="{height - _BOTTOM}" x2="{_W - _RIGHT}" y2="{height - _BOTTOM}" '
         'stroke="#57606a"/>',
     ]

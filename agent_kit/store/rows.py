@@ -186,39 +186,31 @@ def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
     )
 
 
+def _exchange(r: Sequence[Any], table: str, what: str) -> dict[str, Any]:
+    """The columns a ``turns`` and an ``aux_turns`` row share (the call and its answer, tokens,
+    latency, time), decoded; ``what`` names the row in a decoding error."""
+    where = f"of trajectory {r[0]}, {what} {r[1]}"
+    return {
+        "trajectory_id": r[0],
+        "idx": int(r[1]),
+        "request": decode_json(r[3], f"{table}.request {where}"),
+        "response": decode_json(r[4], f"{table}.response {where}"),
+        "prompt_tokens": int(r[5]),
+        "completion_tokens": int(r[6]),
+        "usage_estimated": bool(r[7]),
+        "latency_ms": float(r[8]),
+        "created_at": float(r[9]),
+    }
+
+
 def turn_from_row(r: Sequence[Any]) -> TurnRow:
     """A ``turns`` row."""
-    where = f"of trajectory {r[0]}, turn {r[1]}"
-    return TurnRow(
-        trajectory_id=r[0],
-        idx=int(r[1]),
-        route=r[2],
-        request=decode_json(r[3], f"turns.request {where}"),
-        response=decode_json(r[4], f"turns.response {where}"),
-        prompt_tokens=int(r[5]),
-        completion_tokens=int(r[6]),
-        usage_estimated=bool(r[7]),
-        latency_ms=float(r[8]),
-        created_at=float(r[9]),
-        stream=bool(r[10]),
-    )
+    return TurnRow(route=r[2], stream=bool(r[10]), **_exchange(r, "turns", "turn"))
 
 
 def aux_turn_from_row(r: Sequence[Any]) -> AuxTurnRow:
     """An ``aux_turns`` row."""
-    where = f"of trajectory {r[0]}, auxiliary turn {r[1]}"
-    return AuxTurnRow(
-        trajectory_id=r[0],
-        idx=int(r[1]),
-        kind=r[2],
-        request=decode_json(r[3], f"aux_turns.request {where}"),
-        response=decode_json(r[4], f"aux_turns.response {where}"),
-        prompt_tokens=int(r[5]),
-        completion_tokens=int(r[6]),
-        usage_estimated=bool(r[7]),
-        latency_ms=float(r[8]),
-        created_at=float(r[9]),
-    )
+    return AuxTurnRow(kind=r[2], **_exchange(r, "aux_turns", "auxiliary turn"))
 
 
 def reward_from_row(r: Sequence[Any], rewards: list[float] | None = None) -> RewardRow:

@@ -9,7 +9,9 @@ how it holds and keeps its run directory.
   checked at the CLI's door, before any of this); it checks the warm start's inputs
   (:func:`check_warm_start`: each ``--warm-start`` a run directory whose store holds a job, a
   finite ``--warm-start-min-reward``) before the model loads (40–60 s), and hands on a line
-  when a warm-start run was recorded with another entrypoint than the one trained.
+  when a warm-start run was recorded with another entrypoint than the one trained. Each
+  recorded run is checked once (:func:`recorded_run`); the :class:`RecordedRun` is handed on
+  (:class:`Inputs`) to the warm start's examples, which read its job's rollouts.
 - :func:`claim` takes the run directory's lock (:class:`~agent_kit.store.runlock.RunLock`;
   :class:`~agent_kit.errors.RunInUse` while another process plays the run) before the model
   loads and before anything else is written: a new run refuses a directory that holds a run, a
@@ -29,14 +31,14 @@ import math
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import MISSING, asdict, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting.summary_schema import flat_config
-from agent_kit.store import RUN_FILE, RunStore
+from agent_kit.store import RUN_FILE, JobRow, RunStore
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
 from agent_kit.store.store_file import verify
@@ -45,6 +47,8 @@ from agent_kit.train.config import TRAIN_JOB, TrainConfig
 __all__ = [
     "ADAPTER_CONFIG",
     "ADAPTER_WEIGHTS",
+    "Inputs",
+    "RecordedRun",
     "check_adapter",
     "check_inputs",
     "check_warm_start",
@@ -53,6 +57,7 @@ __all__ = [
     "holds_job",
     "read_recorded",
     "recorded_config",
+    "recorded_run",
     "save_adapter",
 ]
 
@@ -128,7 +133,31 @@ def _wrong_setting(data: dict[str, Any]) -> str | None:
     return None
 
 
-def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None) -> Dataset:
+@dataclass(frozen=True)
+class RecordedRun:
+    """A ``--warm-start`` run directory, checked (:func:`recorded_run`): its store holds a job,
+    and ``job`` is its last one (the job the warm start learns from)."""
+
+    path: Path
+    job: JobRow
+
+    @property
+    def entrypoint(self) -> str | None:
+        """The entrypoint the run recorded, if it recorded one."""
+        entrypoint = flat_config(self.job.config).get("entrypoint")
+        return entrypoint if isinstance(entrypoint, str) and entrypoint else None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What :func:`check_inputs` checked, handed on: the training dataset and the warm start's
+    recorded runs (none when there is no warm start, or its adapter is already trained)."""
+
+    data: Dataset
+    warm_start: tuple[RecordedRun, ...] = ()
+
+
+def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None) -> Inputs:
     """The training dataset, loaded, with the holdout (``--eval``) read too: UsageError naming
     the file that cannot be read, or a ``--batch-size`` larger than the dataset; then the warm
     start's inputs (:func:`check_warm_start`, its lines to ``echo``)."""
@@ -144,38 +173,40 @@ def check_inputs(config: TrainConfig, echo: Callable[[str], None] | None = None)
             load_dataset(config.eval)
         except UsageError as exc:
             raise UsageError(f"--eval: {exc.message}") from None
-    for line in check_warm_start(config):
+    recorded, lines = check_warm_start(config)
+    for line in lines:
         if echo is not None:
             echo(line)
-    return data
+    return Inputs(data, recorded)
 
 
-def check_warm_start(config: TrainConfig) -> list[str]:
+def check_warm_start(config: TrainConfig) -> tuple[tuple[RecordedRun, ...], list[str]]:
     """Refuse (UsageError, one line) the warm start's inputs before the model loads: a
     ``--warm-start-min-reward`` that is not a finite number, a ``--warm-start`` that is not a
-    run directory with a store holding a job. Returns a warning line for each run recorded with
-    another entrypoint than the one trained: another file name with other contents (the same
-    file name elsewhere, or a copy, is taken for the same agent, moved or edited). Nothing to
-    check when the run being resumed already holds its warm adapter."""
+    run directory with a store holding a job. Returns the runs, checked, and a warning line for
+    each run recorded with another entrypoint than the one trained: another file name with
+    other contents (the same file name elsewhere, or a copy, is taken for the same agent, moved
+    or edited). Nothing to check when the run being resumed already holds its warm adapter."""
     if not config.warm_start:
-        return []
+        return (), []
     resume = config.run.resume
     if resume is not None and (RunLayout(resume).warm_adapter / ADAPTER_CONFIG).is_file():
-        return []
+        return (), []
     minimum = config.warm_start_min_reward
     if minimum is not None and not math.isfinite(minimum):
         raise UsageError(f"--warm-start-min-reward must be a finite number, got {minimum}")
+    runs = tuple(recorded_run(run) for run in config.warm_start)
     lines = []
-    for run in config.warm_start:
-        recorded = _recorded_entrypoint(run)
-        line = _other_entrypoint(run, recorded, config.run.entrypoint)
+    for run in runs:
+        line = _other_entrypoint(run.path, run.entrypoint, config.run.entrypoint)
         lines += [line] if line else []
-    return lines
+    return runs, lines
 
 
-def _recorded_entrypoint(run: Path) -> str | None:
-    """The entrypoint a warm-start run recorded; UsageError when ``run`` is not a run
-    directory whose store holds a job."""
+def recorded_run(run: Path) -> RecordedRun:
+    """The one check of a recorded run the warm start learns from (before the model loads; the
+    examples take its result): UsageError when ``run`` is not a run directory whose store holds
+    a job."""
     if not run.is_dir():
         raise UsageError(f"--warm-start run directory {run} not found")
     if not RunLayout(run).store.is_file():
@@ -190,8 +221,7 @@ def _recorded_entrypoint(run: Path) -> str | None:
             f"--warm-start {run}: its store holds no job (the run never started); record one "
             "with `agent-kit run ENTRYPOINT --dataset … --policy …`"
         )
-    entrypoint = flat_config(jobs[-1].config).get("entrypoint")
-    return entrypoint if isinstance(entrypoint, str) and entrypoint else None
+    return RecordedRun(run, jobs[-1])
 
 
 def _other_entrypoint(run: Path, recorded: str | None, trained: str | None) -> str | None:

@@ -38,7 +38,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -58,6 +58,8 @@ from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
 from agent_kit.train.checks import (
+    Inputs,
+    RecordedRun,
     check_adapter,
     check_inputs,
     claim,
@@ -206,10 +208,10 @@ async def train(
     those at its door). What it does change: the model it loads, and the global random
     generators of Python, NumPy and torch, which TRL's trainers seed with the job's seed."""
     config, run_dir = _settle(config, echo)
-    data = check_inputs(config, echo)
+    inputs = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
-        return await _train_locked(config, run_dir, len(data), lock, stop, echo, between_phases)
+        return await _train_locked(config, run_dir, inputs, lock, stop, echo, between_phases)
     except WarmStartStopped as exc:  # resumable: its directory and settings are kept
         exc.run_dir = run_dir
         raise
@@ -226,14 +228,14 @@ async def train(
 async def _train_locked(
     config: TrainConfig,
     run_dir: Path,
-    n_prompts: int,
+    inputs: Inputs,
     lock: RunLock,
     stop: asyncio.Event | None,
     echo: Echo,
     phases: Phases,
 ) -> TrainResult:
-    """The training run, its inputs checked and its run directory locked (``lock``)."""
-    job = config.job
+    """The training run, its ``inputs`` checked and its run directory locked (``lock``)."""
+    job, n_prompts = config.job, len(inputs.data)
     spec = parse_model_spec(config.model)
     settings = config.run.settings  # AGENT_KIT_*, read at the CLI's door
     if config.run.resume is None:  # first: a run stopped from here on is resumable
@@ -244,7 +246,7 @@ async def _train_locked(
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
-    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop)
+    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop, inputs.warm_start)
     if phases is not None:
         phases()
     session = GRPOSession(
@@ -301,10 +303,12 @@ async def _warm_start(
     run_dir: Path,
     echo: Echo,
     stop: asyncio.Event | None,
+    recorded: Sequence[RecordedRun],
 ) -> tuple[Path | None, dict[str, Any]]:
-    """The warm start in a worker thread, stopped at its next step by ``stop`` (the first
-    signal). A second signal cancels this coroutine: it still waits for the thread to end (at
-    its next step, ``stop`` being set), so that no caller removes the run directory under it."""
+    """The warm start (of the ``recorded`` runs, checked) in a worker thread, stopped at its
+    next step by ``stop`` (the first signal). A second signal cancels this coroutine: it still
+    waits for the thread to end (at its next step, ``stop`` being set), so that no caller
+    removes the run directory under it."""
     future = asyncio.get_running_loop().run_in_executor(
         None,
         functools.partial(
@@ -314,6 +318,7 @@ async def _warm_start(
             run_dir,
             echo,
             stop.is_set if stop is not None else None,
+            recorded,
         ),
     )
     try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,7 +39,7 @@ from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
 from agent_kit.store.layout import RunLayout
-from agent_kit.train.checks import save_adapter
+from agent_kit.train.checks import RecordedRun, save_adapter
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.passes import CHECKPOINT_KWARGS, PASS_TOKENS, checkpoint_pass
 from agent_kit.train.warm_data import WarmExamples, warm_examples
@@ -223,9 +223,12 @@ def prepare_warm_start(
     run_dir: Path,
     echo: Echo,
     stop: Stop | None = None,
+    recorded: Sequence[RecordedRun] = (),
 ) -> tuple[Path | None, dict[str, Any]]:
     """The warm adapter of a run, fine-tuned now unless the run already has it; ``(None, {})``
-    without ``--warm-start``. Returns the adapter folder and the warm start's figures."""
+    without ``--warm-start``. ``recorded`` are its runs as
+    :func:`~agent_kit.train.checks.check_inputs` checked them (else they are checked here).
+    Returns the adapter folder and the warm start's figures."""
     if not config.warm_start:
         return None, {}
     out = RunLayout(run_dir).warm_adapter
@@ -233,7 +236,7 @@ def prepare_warm_start(
         echo(f"warm start: {out.relative_to(run_dir)} is already trained; GRPO continues from it")
         return out, {"reused": True}
     examples = warm_examples(
-        config.warm_start,
+        recorded or config.warm_start,
         loaded.tokenizer,
         min_reward=config.warm_start_min_reward,
         max_tokens=_max_tokens(loaded, config.max_length),

@@ -35,8 +35,8 @@ from agent_kit.model.chat import ChatFormat, chat_format, completion_text
 from agent_kit.model.continuation import Chain, encode
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
-from agent_kit.store.layout import RunLayout
 from agent_kit.store.rows import TurnRow
+from agent_kit.train.checks import RecordedRun, recorded_run
 
 __all__ = [
     "MAX_TOKENS",
@@ -207,16 +207,11 @@ def cut_example(example: WarmExample, max_tokens: int) -> tuple[WarmExample | No
     )
 
 
-def _good_rollouts(run: Path, min_reward: float | None) -> tuple[list[Any], int, float]:
-    """The rollouts of ``run`` whose reward reaches the minimum, how many were rewarded, and
-    the minimum; a UsageError names a run that is not one or has no such rollout."""
-    if not RunLayout(run).store.is_file():
-        raise UsageError(f"--warm-start {run}: not a run directory (no run.sqlite)")
+def _good_rollouts(recorded: RecordedRun, min_reward: float | None) -> tuple[list[Any], int, float]:
+    """The rollouts of the checked ``recorded`` run's job whose reward reaches the minimum, how
+    many were rewarded, and the minimum; a UsageError names a run with no such rollout."""
+    run, job = recorded.path, recorded.job
     with RunStore.open(run, readonly=True) as store:
-        jobs = store.list_jobs()
-        if not jobs:
-            raise UsageError(f"--warm-start {run}: its store holds no job (the run never started)")
-        job = jobs[-1]
         rollouts = [
             r for r in load_rollouts(store, job.arn, with_turns=True) if r.reward is not None
         ]
@@ -234,7 +229,7 @@ def _good_rollouts(run: Path, min_reward: float | None) -> tuple[list[Any], int,
 
 
 def warm_examples(
-    runs: Sequence[Path],
+    runs: Sequence[Path | RecordedRun],
     tokenizer: Any,
     *,
     min_reward: float | None = None,
@@ -242,11 +237,14 @@ def warm_examples(
     max_tokens: int = MAX_TOKENS,
 ) -> WarmExamples:
     """The examples of the runs' good rollouts (see the module docstring); a UsageError names a
-    run that is not one, or one no rollout of which reaches the minimum."""
+    run that is not one, or one no rollout of which reaches the minimum. A run is checked
+    (:func:`~agent_kit.train.checks.recorded_run`) unless it comes checked."""
     fmt = chat_format(tokenizer)
     out = WarmExamples()
-    for run in runs:
-        good, rewarded, threshold = _good_rollouts(run, min_reward)
+    for given in runs:
+        recorded = given if isinstance(given, RecordedRun) else recorded_run(given)
+        run = recorded.path
+        good, rewarded, threshold = _good_rollouts(recorded, min_reward)
         before, turns = len(out), 0
         for rollout in good:
             builder = _Builder(tokenizer, fmt, f"{run.name}/{rollout.id}", per_episode)

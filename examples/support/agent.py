@@ -2,7 +2,7 @@
 
 The agent helps one customer per episode with three tools: look up an order, issue a refund
 (within the store's policy), escalate to a human. The customer is simulated
-(:class:`~agent_kit.simulated_user.SimulatedUser`: strands-evals' ActorSimulator) from the
+(:class:`~agent_kit.environment.SimulatedUser`: strands-evals' ActorSimulator) from the
 dataset row's persona, goal and opening message; the row's hidden facts (the order, the refund
 policy, other customers' data) stay in the environment. The reward has a rule part and a
 judged part:

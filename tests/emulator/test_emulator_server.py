@@ -635,7 +635,7 @@ def test_cli_port_validation() -> None:
 def test_cli_serves_until_terminated(tmp_path: Path) -> None:
     """A real `agent-kit emulate` process prints endpoint, payload, env lines and the per-run
     AWS keys and rollout token an agent must use: those are accepted, a made-up bearer is 403
-    naming --lenient-auth."""
+    naming --lenient-auth; SIGTERM stops it gracefully (exit 0, the store's path said)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RFT_"))}
     proc = subprocess.Popen(
         [
@@ -708,6 +708,10 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
             aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
         )
         sm.complete_rollout(JobArn=meta["jobArn"], TrajectoryId=meta["rolloutId"])
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0
+        assert "emulator stopped; run store at" in rest
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -121,33 +121,21 @@ def test_idle_kept_alive_connection_is_not_dropped_as_a_slow_client(
     assert not [r for r in caplog.records if "dropped a connection" in r.getMessage()]
 
 
-def test_agent_kit_emulate_serves_with_the_guarded_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server `agent-kit emulate` builds drops a connection that sends nothing (before any
-    authentication) while /health is still answered."""
+async def test_agent_kit_emulate_serves_with_the_guarded_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server `agent-kit emulate` serves on (the one bring-up's, on its ``--host``) drops a
+    connection that sends nothing (before any authentication) while requests are answered."""
     import asyncio
-    import threading
 
-    from agent_kit.cli.emulate import _server
+    from agent_kit.emulator.serving import EmbeddedServer
 
     monkeypatch.setattr(GuardedH11Protocol, "read_timeout_s", 0.5)
     app = Starlette(routes=[Route("/echo", _echo, methods=["POST"])])
-    server = _server(app)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
-    thread.start()
-    try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            assert time.monotonic() < deadline
-            assert thread.is_alive()
-            time.sleep(0.01)  # polling a flag with a deadline
-        with _connect(base) as silent:
-            assert _read_all(silent) == b""  # dropped by the read timeout
-        with httpx.Client(base_url=base) as client:
-            assert client.post("/echo", content=b"ok").json() == {"bytes": 2}
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        sock.close()
+    async with EmbeddedServer(app, host="127.0.0.1") as base:
+        assert base.startswith("http://127.0.0.1:")
+        silent = await asyncio.to_thread(_connect, base)
+        with silent:
+            assert await asyncio.to_thread(_read_all, silent) == b""  # dropped by the timeout
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.post("/echo", content=b"ok")).json() == {"bytes": 2}

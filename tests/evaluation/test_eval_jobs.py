@@ -262,7 +262,7 @@ def _argv(holdout: Path, out: Path, *extra: str, policy: str = TRAINED) -> list[
 
 def _mlflow_runs(uri: str) -> dict[str, str]:
     """One MLflow run per model with its job's metrics; model label → run id."""
-    from agent_kit.export.mlflow import mlflow_quiet, require_mlflow
+    from agent_kit.export.tracking import mlflow_quiet, require_mlflow
 
     client = require_mlflow().MlflowClient(uri)
     runs = {}

@@ -27,7 +27,8 @@ from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.errors import UsageError
-from agent_kit.export.mlflow import default_tracking_uri, export_run
+from agent_kit.export.mlflow import export_run
+from agent_kit.export.tracking import default_tracking_uri
 from agent_kit.store import RunStore
 
 pytestmark = pytest.mark.e2e

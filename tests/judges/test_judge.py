@@ -23,7 +23,7 @@ from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.emulator.server import create_app
 from agent_kit.episode import Episode
 from agent_kit.errors import JudgeError
-from agent_kit.judge import Judge
+from agent_kit.reward import Judge
 from agent_kit.store import RunStore
 
 pytest.importorskip("strands_evals")

@@ -27,13 +27,10 @@ from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import ReplayDivergenceError
 from agent_kit.replay.cassette import load_recording
+from agent_kit.replay.divergence import Normalization, request_diff
 from agent_kit.replay.engine import replay_run
 from agent_kit.replay.helpers import assert_replays, record, recorded_run
-from agent_kit.replay.policy import (
-    Normalization,
-    ReplayBackend,
-    request_diff,
-)
+from agent_kit.replay.policy import ReplayBackend
 from agent_kit.replay.recording import Recording
 from agent_kit.replay.verdicts import ReplayReport, compare_rewards, judge
 from agent_kit.store import RewardRow, Rollout, RunStore, TrajectoryRow, TurnRow

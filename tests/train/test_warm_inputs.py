@@ -23,6 +23,7 @@ from agent_kit.model.loading import load_model, parse_model_spec
 from agent_kit.store import RunStore
 from agent_kit.store.rows import TrajectoryRow, TurnRow
 from agent_kit.train import session
+from agent_kit.train.checks import check_inputs
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.warm import _max_tokens
 from agent_kit.train.warm_data import warm_examples
@@ -122,6 +123,27 @@ def test_a_store_without_a_job_is_a_usage_error_in_warm_examples(tmp_path: Path)
     RunStore.open(tmp_path / "empty").close()
     with pytest.raises(UsageError, match="holds no job"):
         warm_examples([tmp_path / "empty"], tokenizer=None)
+
+
+def test_the_recorded_run_is_checked_once_and_its_job_handed_on(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    """check_inputs hands on each warm-start run checked (its last job, its entrypoint); the
+    examples read that job's rollouts without checking the run again, so a job recorded after
+    the check is not the one learned from (a fresh check would take it, and find nothing)."""
+    recorded = _record(tmp_path / "expert")
+    data = tmp_path / "four.jsonl"
+    data.write_text((json.dumps({"prompt": "{}"}) + "\n") * 4, encoding="utf-8")
+    config = TrainConfig(run=RunConfig(entrypoint=AGENT, dataset=data), warm_start=(recorded,))
+    inputs = check_inputs(config)
+    (checked,) = inputs.warm_start
+    assert (checked.path, checked.job.arn, checked.entrypoint) == (recorded, ARN, AGENT)
+    with RunStore.open(recorded) as store:
+        store.create_job(ARN + "-later", "later", {"entrypoint": AGENT})
+    tokenizer = load_model(parse_model_spec(str(tiny_model)), "cpu").tokenizer
+    assert len(warm_examples(inputs.warm_start, tokenizer).examples) == 1
+    with pytest.raises(UsageError, match="no rewarded rollout"):
+        warm_examples([recorded], tokenizer)
 
 
 @pytest.mark.usefixtures("no_model")

@@ -1,4 +1,8 @@
-"""Invokers for agents on this machine: a running URL, or entrypoint files as subprocesses."""
+"""Invokers for agents on this machine: a running URL, or entrypoint files as subprocesses.
+
+One idea, the agents reached over loopback HTTP: :class:`HttpInvoker` posts to an agent someone
+else started; :class:`SubprocessInvoker` starts, supervises and posts to its own (one
+``_Worker`` per agent process: its socket, log, memory cap and restarts)."""
 
 from __future__ import annotations
 

@@ -181,9 +181,7 @@ class SchemaSampler:
 
     def _array(self, schema: dict[str, Any], depth: int) -> list[Any]:
         rng = self.rng
-        lo = max(0, int(schema.get("minItems") or 0))
-        hi_raw = schema.get("maxItems")
-        hi = int(hi_raw) if isinstance(hi_raw, int) else None
+        lo, hi = _size_range(schema, "Items")
         prefix = schema.get("prefixItems")
         items = schema.get("items")
         if isinstance(items, list):  # draft-4 tuple form
@@ -277,9 +275,7 @@ class SchemaSampler:
 
     def _string(self, schema: dict[str, Any]) -> str:
         rng = self.rng
-        lo = max(0, int(schema.get("minLength") or 0))
-        hi_raw = schema.get("maxLength")
-        hi = int(hi_raw) if isinstance(hi_raw, int) else None
+        lo, hi = _size_range(schema, "Length")
         fmt = schema.get("format")
         pattern = schema.get("pattern")
         text: str
@@ -365,6 +361,13 @@ def _within(
     if lo is not None and (x < lo or (lo_ex and x == lo)):
         return False
     return not (hi is not None and (x > hi or (hi_ex and x == hi)))
+
+
+def _size_range(schema: dict[str, Any], of: str) -> tuple[int, int | None]:
+    """A size's bounds in a schema, ``min<of>`` (at least 0) and ``max<of>`` (None: none):
+    an array's ``Items``, a string's ``Length``."""
+    hi = schema.get(f"max{of}")
+    return max(0, int(schema.get(f"min{of}") or 0)), int(hi) if isinstance(hi, int) else None
 
 
 def _span(lo: float | None, hi: float | None, span: int = _UNBOUNDED_SPAN) -> tuple[float, float]:
