@@ -33,7 +33,7 @@ from agent_kit.errors import AgentKitError, DeployError, UsageError
 from agent_kit.evaluation.figures import CellFigures
 from agent_kit.evaluation.grid import Cell, GridSpec
 from agent_kit.evaluation.job_specs import JobSettings, cell_job_spec, job_figures, job_name
-from agent_kit.evaluation.local_cells import EvalLayout
+from agent_kit.evaluation.local_cells import EvalLayout, write_file
 from agent_kit.reporting.pricing import Pricing
 
 __all__ = [
@@ -81,9 +81,7 @@ class JobState:
     def save(self) -> None:
         """Write the state atomically."""
         doc = {"schema": JOBS_SCHEMA, "token": self.token, "cells": self.cells}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(self.path)
+        write_file(self.path, json.dumps(doc, indent=2) + "\n")
 
     def figures(self, cell: Cell) -> CellFigures | None:
         """The cell's recorded figures (None while it has none)."""
@@ -258,7 +256,7 @@ def run_job_grid(
     ``grid.json`` first."""
     layout = EvalLayout(out)
     layout.check(spec)
-    layout.grid.write_text(json.dumps(spec.document(), indent=2) + "\n", encoding="utf-8")
+    write_file(layout.grid, json.dumps(spec.document(), indent=2, allow_nan=False) + "\n")
     grid = _Grid(
         spec, settings, client, JobState.load(out), k, threshold, prompts, pricing,
         read_metrics, echo,
