@@ -326,7 +326,7 @@ def _checked_grid(
     comparisons(spec, options["compare"])
     prompts = _prompts(dataset)
     if jobs is not None:
-        check_quota(spec, jobs)
+        check_quota(spec, jobs, float(options["success_threshold"]))
     else:
         check_cells(spec, settings)
     return spec, prompts
