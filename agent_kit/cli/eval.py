@@ -75,6 +75,7 @@ from agent_kit.evaluation.local_cells import (
     check_cells,
     read_cell,
     run_grid,
+    survey,
     write_file,
 )
 from agent_kit.evaluation.page import render_page
@@ -199,15 +200,17 @@ def _plan(
     source = plan_from
     if source is not None and not resolve_path(source).exists():
         raise UsageError(f"--plan-from {source}: no run store there")
-    if source is None:
+    if jobs is None:  # what the run would refuse in --out, the plan refuses too
         layout = EvalLayout(options["out"])
+        held = survey(layout, spec)
         done = [
             layout.cell_dir(c)
             for c in spec.cells()
-            if (f := read_cell(layout.cell_dir(c), spec.samples, 1.0)) is not None
+            if held[c.id].job is not None
+            and (f := read_cell(layout.cell_dir(c), spec.samples, 1.0)) is not None
             and f.state == "completed"
         ]
-        source = done[0] if done else None
+        source = source or (done[0] if done else None)
     doc = grid_plan(
         spec,
         prompts,

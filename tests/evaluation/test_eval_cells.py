@@ -83,7 +83,8 @@ def test_a_run_named_like_a_cell_is_not_adopted(
 ) -> None:
     """An --out holding another run under the cell's name (`run --name policy`, another
     holdout, group size 4) and no grid.json: one line naming the folder and what differs,
-    exit 2; the run is left as it was and no grid.json is written."""
+    exit 2, from the run and from --plan; the run is left as it was and no grid.json is
+    written."""
     other = _dataset(tmp_path / "other.jsonl", 3)
     out = tmp_path / "ev"
     run = ["run", str(SAY_AGENT), "--dataset", str(other), "--policy", SAY_POLICY]
@@ -99,6 +100,8 @@ def test_a_run_named_like_a_cell_is_not_adopted(
     assert f"{out / CELL} holds a run that is not the cell {CELL}" in err
     assert "samples" in err
     assert "holdout" in err
+    assert main([*_argv(tmp_path / "d.jsonl", out), "--plan"]) == 2  # nor planned from
+    assert "holds a run that is not the cell" in capsys.readouterr().err
     assert store.stat().st_mtime_ns == before
     assert not (out / "grid.json").exists()
 
