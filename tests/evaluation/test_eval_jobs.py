@@ -319,11 +319,9 @@ def _mlflow_runs(uri: str) -> dict[str, str]:
     return runs
 
 
-def test_submit_prints_the_table_from_the_jobs_metrics(
-    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`agent-kit eval … --submit --json`: four jobs one at a time, the metrics read from the
-    MLflow runs the jobs name, the table with the difference, table.json and eval.html."""
+def _jobs_name_their_runs(fake: FakeAws, tmp_path: Path) -> str:
+    """An MLflow store with a run per model (:func:`_mlflow_runs`) that each finished job
+    names in its MlflowDetails; the store's URI."""
     uri = f"sqlite:///{tmp_path / 'jobs.db'}"
     runs = _mlflow_runs(uri)
 
@@ -332,6 +330,15 @@ def test_submit_prints_the_table_from_the_jobs_metrics(
         document["ServiceOutput"]["MlflowDetails"]["MlflowRunId"] = runs[_label(job)]
 
     fake.on_done = outcome
+    return uri
+
+
+def test_submit_prints_the_table_from_the_jobs_metrics(
+    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agent-kit eval … --submit --json`: four jobs one at a time, the metrics read from the
+    MLflow runs the jobs name, the table with the difference, table.json and eval.html."""
+    uri = _jobs_name_their_runs(fake, tmp_path)
     out = tmp_path / "eval"
     code = main(_argv(holdout, out, "--metrics-uri", uri, "--json"))
     assert code == 0, capsys.readouterr().err
@@ -361,14 +368,7 @@ def test_a_corrected_metrics_uri_is_read_on_the_rerun(
     """A first run with a --metrics-uri that holds no such runs: the jobs complete, their
     cells are errors (exit 9); the re-run with the right --metrics-uri reads them (exit 0),
     submitting no job again."""
-    uri = f"sqlite:///{tmp_path / 'jobs.db'}"
-    runs = _mlflow_runs(uri)
-
-    def outcome(job: dict[str, Any], document: dict[str, Any]) -> None:
-        _usage(job, document)
-        document["ServiceOutput"]["MlflowDetails"]["MlflowRunId"] = runs[_label(job)]
-
-    fake.on_done = outcome
+    uri = _jobs_name_their_runs(fake, tmp_path)
     out = tmp_path / "eval"
     wrong = f"sqlite:///{tmp_path / 'other.db'}"
     assert main(_argv(holdout, out, "--metrics-uri", wrong, "--json")) == 9
