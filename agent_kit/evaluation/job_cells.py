@@ -88,7 +88,7 @@ class JobState:
 
     def figures(self, cell: Cell) -> CellFigures | None:
         """The cell's recorded figures (None while it has none, and for a completed job whose
-        metrics could not be read: a state file of 0.5 recorded that as an ``error``)."""
+        metrics could not be read: an earlier state file recorded that as an ``error``)."""
         entry = self.cells.get(cell.id, {})
         data = entry.get("figures")
         if not data or (entry.get("status") == "Completed" and data.get("state") == "error"):

@@ -125,7 +125,7 @@ class EvalLayout:
                 raise UsageError(f"{self.grid} is not an agent-kit eval grid: use another --out")
             mine = spec.identity()
             theirs = {k: recorded.get(k) for k in mine}
-            if isinstance(theirs["base"], dict):  # a grid.json of 0.5 listed the policies there
+            if isinstance(theirs["base"], dict):  # an earlier grid.json listed the policies there
                 theirs["base"] = {k: v for k, v in theirs["base"].items() if k not in CELL_FIELDS}
             differs = [k for k in mine if mine[k] != theirs[k]]
             if differs:

@@ -139,7 +139,7 @@ def test_a_rerun_may_add_a_policy(tmp_path: Path, dataset: Path) -> None:
 def test_an_older_grid_file_with_the_policies_in_its_base_accepts_a_new_policy(
     tmp_path: Path, dataset: Path
 ) -> None:
-    """A grid.json written before the fix (the policy list among the shared settings) still
+    """A grid.json of an earlier build (the policy list among the shared settings) still
     lets a re-run add a policy."""
     layout = EvalLayout(tmp_path / "ev")
     tmp_path.joinpath("ev").mkdir()

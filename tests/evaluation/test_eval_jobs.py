@@ -255,7 +255,7 @@ def test_a_metrics_read_that_failed_is_read_again(
 def test_an_old_state_with_an_error_for_a_completed_job_is_read_again(
     fake: FakeAws, holdout: Path, tmp_path: Path
 ) -> None:
-    """A jobs.json written before the fix (an `error` figure kept for a Completed job) is read
+    """A jobs.json of an earlier build (an `error` figure kept for a Completed job) is read
     again, not kept."""
     fake.on_done = _usage
     out = tmp_path / "eval"
