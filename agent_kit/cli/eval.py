@@ -7,10 +7,13 @@ NAME=V1,V2 …] [--samples K] [--out DIR] [--compare A B] [--plan [--plan-from R
 is printed (``--json``: its document as the last stdout line) and written to ``DIR/table.json``
 and ``DIR/eval.html``. Progress goes to stderr. Re-running with the same ``--out`` keeps the
 finished cells and resumes an interrupted one. Exit 0 when every cell completed; 9 after the
-table when one did not (the table marks it with its reason); 130/143 after a Ctrl-C/SIGTERM
-(the cell in flight stops gracefully and is resumed by the next run). ``--plan`` prints the
-grid's rollouts, tokens, cost and wall clock and exits without running anything. ``--submit``
-runs every cell as a SageMaker evaluation job instead (:mod:`agent_kit.cli.eval_jobs`).
+table when one did not (the table marks it with its reason); 2 for a bad grid, setting or policy
+(checked before the first cell, and by ``--plan``) or an ``--out`` holding a run that is not
+its cell's; 14 when the eval directory cannot be written (after the table is printed); 130/143
+after a Ctrl-C/SIGTERM (the cell in flight stops gracefully and is resumed by the next run).
+``--plan`` prints the grid's rollouts, tokens, cost and wall clock and exits without running
+anything. ``--submit`` runs every cell as a SageMaker evaluation job instead
+(:mod:`agent_kit.cli.eval_jobs`).
 """
 
 from __future__ import annotations
@@ -69,8 +72,11 @@ from agent_kit.evaluation.local_cells import (
     EvalLayout,
     GridRun,
     base_settings,
+    check_cells,
     read_cell,
     run_grid,
+    survey,
+    write_file,
 )
 from agent_kit.evaluation.page import render_page
 from agent_kit.evaluation.plan import grid_plan, job_plan, recorded_rollouts
@@ -194,15 +200,17 @@ def _plan(
     source = plan_from
     if source is not None and not resolve_path(source).exists():
         raise UsageError(f"--plan-from {source}: no run store there")
-    if source is None:
+    if jobs is None:  # what the run would refuse in --out, the plan refuses too
         layout = EvalLayout(options["out"])
+        held = survey(layout, spec)
         done = [
             layout.cell_dir(c)
             for c in spec.cells()
-            if (f := read_cell(layout.cell_dir(c), spec.samples, 1.0)) is not None
+            if held[c.id].job is not None
+            and (f := read_cell(layout.cell_dir(c), spec.samples, 1.0)) is not None
             and f.state == "completed"
         ]
-        source = done[0] if done else None
+        source = source or (done[0] if done else None)
     doc = grid_plan(
         spec,
         prompts,
@@ -219,9 +227,11 @@ def _plan(
 
 
 def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
+    """``table.json`` and ``eval.html``, each whole or not at all (RunStoreError, exit 14,
+    naming the file that could not be written: a full disk)."""
     layout = EvalLayout(out)
-    layout.table.write_text(json.dumps(table.document(), indent=2) + "\n", encoding="utf-8")
-    layout.page.write_text(render_page(table), encoding="utf-8")
+    write_file(layout.table, json.dumps(table.document(), indent=2, default=str) + "\n")
+    write_file(layout.page, render_page(table))
     return layout.table, layout.page
 
 
@@ -287,27 +297,42 @@ def eval_cmd(
     """Evaluate policies × settings on a holdout: one table, mean ± SE and differences."""
     options = {k: v for k, v in locals().items() if k != "ctx"}
     jobs = job_settings(options)
-    agent = jobs.runtime_arn if jobs is not None else entrypoint
-    if agent is None or dataset is None:
-        raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
-    base = _base(options, list(grid or []))
-    where = jobs.dataset_uri if jobs is not None else str(dataset)
-    check = job_policy if jobs is not None else None
-    spec = grid_spec(agent, where, policy, list(grid or []), samples, base, check)
-    comparisons(spec, compare)  # a bad --compare is refused before anything runs
-    prompts = _prompts(dataset)
-    if jobs is not None:
-        check_quota(spec, jobs)
+    settings = door_settings(ctx)
+    spec, prompts = _checked_grid(options, jobs, settings)
     if plan:
         _plan(spec, prompts, plan_from, options, jobs)
         return
-    run = _local_run(options, door_settings(ctx))
+    run = _local_run(options, settings)
     tune_process(policies=policy)
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.tracking import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))
+
+
+def _checked_grid(
+    options: dict[str, Any], jobs: JobSettings | None, settings: Settings
+) -> tuple[GridSpec, int]:
+    """The grid the options give and the holdout's prompts, everything checked before any
+    cell plays (``--plan`` included): the grid, ``--compare``, the holdout, and every cell's
+    settings and policy (:func:`check_cells`) or job (:func:`check_quota`)."""
+    entrypoint, dataset = options["entrypoint"], options["dataset"]
+    agent = jobs.runtime_arn if jobs is not None else entrypoint
+    if agent is None or dataset is None:
+        raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
+    axes = list(options["grid"] or [])
+    base = _base(options, axes)
+    where = jobs.dataset_uri if jobs is not None else str(dataset)
+    check = job_policy if jobs is not None else None
+    spec = grid_spec(agent, where, options["policy"], axes, options["samples"], base, check)
+    comparisons(spec, options["compare"])
+    prompts = _prompts(dataset)
+    if jobs is not None:
+        check_quota(spec, jobs, float(options["success_threshold"]))
+    else:
+        check_cells(spec, settings)
+    return spec, prompts
 
 
 def _local_run(options: dict[str, Any], settings: Settings) -> RunConfig:
@@ -359,11 +384,12 @@ def _run_and_report(
         threshold=threshold,
         location=str(out),
     )
-    table_file, page_file = _write(table, out)
     if as_json:
         typer.echo(json.dumps(table.document(), default=str))
     else:
         console.print(render_table(table), soft_wrap=False, crop=False)
+    table_file, page_file = _write(table, out)  # after the table: a full disk loses no figure
+    if not as_json:
         console.print(f"table: {table_file}\npage:  {page_file}", markup=False)
     if options["mlflow"] or options["mlflow_uri"] or options["mlflow_experiment"]:
         _export(table, out, (table_file, page_file), options, err)

@@ -16,10 +16,18 @@ from typing import Annotated, Any
 import typer
 
 from agent_kit.deploy.jobs import runtime_region
+from agent_kit.deploy.s3names import check_s3_uri
 from agent_kit.errors import UsageError
 from agent_kit.evaluation.grid import GridSpec
 from agent_kit.evaluation.job_cells import JobGridRun, mlflow_metrics, run_job_grid
-from agent_kit.evaluation.job_specs import JobSettings, check_job_grid, turns
+from agent_kit.evaluation.job_specs import (
+    JobSettings,
+    cell_job_spec,
+    check_job_grid,
+    check_region,
+    job_name,
+    turns,
+)
 from agent_kit.reporting.pricing import default_pricing
 
 __all__ = [
@@ -111,12 +119,16 @@ def job_settings(options: dict[str, Any]) -> JobSettings | None:
     if options["job_timeout"] is not None and options["job_timeout"] <= 0:
         raise UsageError("--job-timeout must be > 0")
     runtime = str(options["runtime_arn"])
+    region = options["region"] or runtime_region(runtime)
+    check_region("--region", region)
+    check_s3_uri("--dataset-uri", str(options["dataset_uri"]))
+    check_s3_uri("--s3-output", str(options["s3_output"]))
     return JobSettings(
         runtime_arn=runtime,
         role_arn=str(options["role_arn"]),
         output=str(options["s3_output"]),
         dataset_uri=str(options["dataset_uri"]),
-        region=options["region"] or runtime_region(runtime),
+        region=region,
         mlflow_arn=options["mlflow_arn"],
         max_concurrent=int(options["max_concurrent_jobs"]),
         max_runtime_s=int(options["max_runtime"]),
@@ -125,10 +137,14 @@ def job_settings(options: dict[str, Any]) -> JobSettings | None:
     )
 
 
-def check_quota(spec: GridSpec, settings: JobSettings) -> None:
-    """Refuse a grid that cannot run as jobs (:func:`check_job_grid`) or cannot finish within
-    ``--job-timeout`` at the quota (rounds of jobs × ``--max-runtime``)."""
+def check_quota(spec: GridSpec, settings: JobSettings, threshold: float) -> None:
+    """Refuse, before any request, a grid that cannot run as jobs (:func:`check_job_grid`; every
+    cell's CreateJob request checked as it would be sent: its role, S3 URIs, hyperparameters) or
+    cannot finish within ``--job-timeout`` at the quota (rounds of jobs × ``--max-runtime``)."""
     check_job_grid(spec)
+    for cell in spec.cells():
+        name = job_name(cell, "0" * 8)  # the token is drawn when the grid runs
+        cell_job_spec(spec, cell, settings, name, k=spec.samples, threshold=threshold)
     cells = len(spec.cells())
     rounds = turns(cells, settings.max_concurrent)
     need = rounds * settings.max_runtime_s

@@ -6,7 +6,8 @@ first and then averaged over the prompts:
 
 - **mean reward** = the mean over prompts of each prompt's mean reward (a rollout that ended
   without a reward, *lost*, counts as 0); with the same number of rollouts per prompt this is
-  the mean over rollouts;
+  the mean over rollouts. A cell none of whose rollouts got a reward has **no mean** (nor SE):
+  its reason says so, and it is not ranked by a 0 it never scored;
 - **SE** = the standard error of that mean: the sample standard deviation of the per-prompt
   means (divide by P − 1) over √P, for P prompts (None with fewer than two);
 - **success rate** = the mean over prompts of the share of its rollouts whose reward reaches
@@ -16,6 +17,9 @@ first and then averaged over the prompts:
   at least k rollouts;
 - the **difference** of cells A and B is ``mean_A − mean_B`` with standard error
   ``√(SE_A² + SE_B²)`` (independent cells); it is *significant* when ``|difference| > 2·SE``.
+  There is no verdict (``significant`` None) without both means and SEs, nor when a cell did
+  not play all its rollouts (a state other than ``completed`` / ``rollouts_failed``: an
+  interrupted cell's figures are partial).
 
 Turns, tokens and cost come with the run (its ``summary.json``): turns and prompt / sample
 tokens are means per rewarded rollout, cost the run's total estimate.
@@ -55,6 +59,10 @@ CELL_STATES: Final[tuple[str, ...]] = (
 )
 
 
+#: The states of a cell that played all its rollouts (the others' figures are partial).
+_WHOLE: Final = ("completed", "rollouts_failed")
+
+
 @dataclass(frozen=True)
 class RewardFigures:
     """The reward figures of a cell's rollouts (see the module docstring)."""
@@ -72,9 +80,12 @@ def reward_figures(
 ) -> RewardFigures:
     """The figures of rewards grouped by prompt (None: a lost rollout, counted as reward 0 and
     a failure); ``ks`` the k of pass@k."""
+    rewarded = any(r is not None for rs in per_prompt.values() for r in rs)
     rewards = {p: [0.0 if r is None else float(r) for r in rs] for p, rs in per_prompt.items()}
     rewards = {p: rs for p, rs in rewards.items() if rs}
     mean, se = mean_and_se([math.fsum(rs) / len(rs) for rs in rewards.values()])
+    if not rewarded:  # no rollout got a reward: there is no mean to report
+        mean, se = None, None
     shares = [sum(r >= threshold for r in rs) / len(rs) for rs in rewards.values()]
     passes: dict[int, float | None] = {}
     for k in sorted(set(ks)):
@@ -124,7 +135,11 @@ class CellFigures:
 
     @classmethod
     def from_rewards(cls, rewards: RewardFigures, **rest: Any) -> CellFigures:
-        """The figures of ``rewards`` with the rest (state, tokens, cost …) given."""
+        """The figures of ``rewards`` with the rest (state, tokens, cost …) given; when rollouts
+        were played and none got a reward, the reason says there is no mean."""
+        if rewards.rollouts and rewards.mean is None:
+            why = f"none of its {rewards.rollouts} rollouts got a reward: no mean"
+            rest["reason"] = f"{rest['reason']}; {why}" if rest.get("reason") else why
         return cls(
             mean=rewards.mean,
             se=rewards.se,
@@ -180,4 +195,5 @@ def difference(a: str, b: str, fa: CellFigures, fb: CellFigures, setting: str = 
     if fa.se is None or fb.se is None:
         return Difference(a, b, setting, diff, None, None)
     se = math.hypot(fa.se, fb.se)
-    return Difference(a, b, setting, diff, se, abs(diff) > 2 * se)
+    whole = fa.state in _WHOLE and fb.state in _WHOLE
+    return Difference(a, b, setting, diff, se, abs(diff) > 2 * se if whole else None)

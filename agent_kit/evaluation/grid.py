@@ -7,7 +7,8 @@ A grid is one agent (``entrypoint``) and one holdout (``dataset``) played by eve
 - ``temperature``, ``top_p``, ``max_tokens``: the inference settings of every policy call
   (``payload.inferenceParams``, :data:`INFERENCE_AXES`);
 - ``env.NAME``: the environment variable ``NAME`` of the agent's processes (the agent's own
-  settings, e.g. ``env.REASONING_EFFORT=low,medium``).
+  settings, e.g. ``env.REASONING_EFFORT=low,medium``), never one the driver sets for the agent
+  (``AWS_*``, ``RFT_RUNTIME_ENDPOINT``, ``AGENT_KIT_PORT``: :data:`DRIVER_ENV`).
 
 The policy is an axis too, listed first: a cell is one policy and one *setting* (one value of
 every other axis). ``base`` holds the run settings every cell shares (the job's settings, named
@@ -20,7 +21,9 @@ finds its cells again. Labels come from the policy specs (:func:`policy_label`) 
 unique; an id that would be too long or collide is shortened with a hash of the cell.
 
 Everything here is pure and checked before anything runs: :func:`parse_axis` and
-:func:`grid_spec` raise :class:`~agent_kit.errors.UsageError` naming the bad axis or value.
+:func:`grid_spec` raise :class:`~agent_kit.errors.UsageError` naming the bad axis or value. A
+grid holds at most :data:`MAX_CELLS` cells (counted before they are listed): every cell is a run
+of its own, and the table and the page list them all.
 """
 
 from __future__ import annotations
@@ -35,14 +38,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from agent_kit.contract import MAX_TOKENS, TEMPERATURE, TOP_P, Bounds
+from agent_kit.contract import ENDPOINT_ENV, MAX_TOKENS, TEMPERATURE, TOP_P, Bounds
 from agent_kit.emulator.policies.registry import policy_schemes
 from agent_kit.errors import UsageError
+from agent_kit.settings import env_name
 
 __all__ = [
+    "DRIVER_ENV",
     "ENV_PREFIX",
     "GRID_SCHEMA",
     "INFERENCE_AXES",
+    "MAX_CELLS",
     "Axis",
     "Cell",
     "GridSpec",
@@ -56,6 +62,13 @@ GRID_SCHEMA: Final = "agent_kit.eval_grid/1"
 #: The prefix of an axis that sets an environment variable of the agent.
 ENV_PREFIX: Final = "env."
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: What the driver sets in every agent process's environment, which an ``env.`` axis may not
+#: set: the AWS SDK's settings (``AWS_*``: the run's keys, region, ``AWS_ENDPOINT_URL_*``), the
+#: emulator's address (``RFT_RUNTIME_ENDPOINT``) and the agent's port (``AGENT_KIT_PORT``). A
+#: name ending in ``*`` is a prefix.
+DRIVER_ENV: Final = ("AWS_*", ENDPOINT_ENV, env_name("port"))
+#: The most cells a grid holds (policies × every axis's values).
+MAX_CELLS: Final = 1000
 _JOB_NAME_LIMIT: Final = 63
 _LABEL_LIMIT: Final = 24
 
@@ -115,6 +128,7 @@ def parse_axis(text: str) -> Axis:
     if name.startswith(ENV_PREFIX):
         if not _ENV_NAME.match(name[len(ENV_PREFIX) :]):
             raise UsageError(f"--grid {name}: not an environment variable name")
+        _check_not_driver_env(name)
         parse: Callable[[str], float | int | str] = str
     elif name in INFERENCE_AXES:
         parse = INFERENCE_AXES[name]
@@ -136,6 +150,17 @@ def parse_axis(text: str) -> Axis:
             raise UsageError(f"--grid {name}: value {part!r} given twice")
         values.append(value)
     return Axis(name, tuple(values))
+
+
+def _check_not_driver_env(axis: str) -> None:
+    """UsageError when an ``env.NAME`` axis names what the driver sets (:data:`DRIVER_ENV`)."""
+    name = axis[len(ENV_PREFIX) :].upper()
+    for taken in DRIVER_ENV:
+        if name == taken or (taken.endswith("*") and name.startswith(taken[:-1])):
+            raise UsageError(
+                f"--grid {axis}: {taken} is what the driver sets for the agent (its emulator "
+                "address, AWS keys and region, its port): an env. axis may not set it"
+            )
 
 
 def policy_label(spec: str) -> str:
@@ -333,4 +358,11 @@ def grid_spec(
     for name in names:
         if names.count(name) > 1:
             raise UsageError(f"--grid {name} is given twice (give its values in one: {name}=A,B)")
+    count = math.prod(len(a.values) for a in parsed) * len(policies)
+    if count > MAX_CELLS:
+        shape = " × ".join([f"{len(policies)} policies", *(f"{len(a.values)}" for a in parsed)])
+        raise UsageError(
+            f"the grid has {count:,} cells ({shape}); one grid holds at most {MAX_CELLS:,} "
+            "(each cell is a run): split it over several --out directories"
+        )
     return GridSpec(entrypoint, dataset, tuple(policies), tuple(parsed), samples, dict(base))

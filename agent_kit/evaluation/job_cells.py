@@ -14,9 +14,12 @@ per cell, its job name, ARN, last status and, once read, its figures; it is writ
 submission and every end, so an interrupted grid resumes: a cell with figures is kept, a cell
 with an ARN is waited for (never submitted again), the others are submitted. A job that ends
 Failed or Stopped marks its cell ``failed`` with the job's reason (kept on re-runs, as a failed
-local cell is); a cell the service refuses (CreateJob fails) marks it ``error`` and the others
-go on (it is not recorded: a re-run submits it). At the deadline the cells still running are
-marked ``interrupted`` (a re-run waits for them) and those not submitted ``pending``.
+local cell is); a completed job whose metrics cannot be read is an ``error`` this time and keeps
+no figures, so the next run reads them again (with the ``--metrics-uri`` it is given: the job
+is paid for and not submitted again); a cell the service refuses (CreateJob fails) marks it
+``error`` and the others go on (it is not recorded: a re-run submits it). At the deadline the
+cells still running are marked ``interrupted`` (a re-run waits for them) and those not
+submitted ``pending``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from agent_kit.errors import AgentKitError, DeployError, UsageError
 from agent_kit.evaluation.figures import CellFigures
 from agent_kit.evaluation.grid import Cell, GridSpec
 from agent_kit.evaluation.job_specs import JobSettings, cell_job_spec, job_figures, job_name
-from agent_kit.evaluation.local_cells import EvalLayout
+from agent_kit.evaluation.local_cells import EvalLayout, write_file
 from agent_kit.reporting.pricing import Pricing
 
 __all__ = [
@@ -81,14 +84,16 @@ class JobState:
     def save(self) -> None:
         """Write the state atomically."""
         doc = {"schema": JOBS_SCHEMA, "token": self.token, "cells": self.cells}
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(self.path)
+        write_file(self.path, json.dumps(doc, indent=2) + "\n")
 
     def figures(self, cell: Cell) -> CellFigures | None:
-        """The cell's recorded figures (None while it has none)."""
-        data = self.cells.get(cell.id, {}).get("figures")
-        return CellFigures.from_document(data) if data else None
+        """The cell's recorded figures (None while it has none, and for a completed job whose
+        metrics could not be read: an earlier state file recorded that as an ``error``)."""
+        entry = self.cells.get(cell.id, {})
+        data = entry.get("figures")
+        if not data or (entry.get("status") == "Completed" and data.get("state") == "error"):
+            return None
+        return CellFigures.from_document(data)
 
     def record(self, cell: Cell, **values: Any) -> None:
         """Update the cell's entry and save."""
@@ -216,8 +221,14 @@ class _Grid:
         if status not in _ENDED:
             self.state.record(cell, status=status)
             return False
-        self.figures[cell.id] = self._ended(describe, status, entry["arn"])
-        self.state.record(cell, status=status, figures=self.figures[cell.id].document())
+        figures = self._ended(describe, status, entry["arn"])
+        self.figures[cell.id] = figures
+        if status == "Completed" and figures.state == "error":  # the metrics were not read
+            entry.pop("figures", None)
+            self.state.record(cell, status=status, metrics_error=figures.reason)
+            self.echo(f"  {cell.id}: {figures.reason} (the next run reads its metrics again)")
+        else:
+            self.state.record(cell, status=status, figures=figures.document())
         return True
 
     def _ended(self, describe: Mapping[str, Any], status: str, arn: str) -> CellFigures:
@@ -258,7 +269,7 @@ def run_job_grid(
     ``grid.json`` first."""
     layout = EvalLayout(out)
     layout.check(spec)
-    layout.grid.write_text(json.dumps(spec.document(), indent=2) + "\n", encoding="utf-8")
+    write_file(layout.grid, json.dumps(spec.document(), indent=2, allow_nan=False) + "\n")
     grid = _Grid(
         spec, settings, client, JobState.load(out), k, threshold, prompts, pricing,
         read_metrics, echo,

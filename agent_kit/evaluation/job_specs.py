@@ -39,6 +39,7 @@ __all__ = [
     "JobSettings",
     "cell_job_spec",
     "check_job_grid",
+    "check_region",
     "job_figures",
     "job_name",
     "job_policy",
@@ -127,6 +128,19 @@ class JobSettings:
         if self.timeout_s is not None:
             return self.timeout_s
         return turns(cells, self.max_concurrent) * self.max_runtime_s + 3600.0
+
+
+#: An AWS Region code (``us-west-2``, ``us-gov-west-1``, ``ap-southeast-7``): the form AWS
+#: lists its Regions under (https://docs.aws.amazon.com/global-infrastructure/latest/regions/
+#: aws-regions.html); botocore refuses anything that is no host label
+#: (``botocore.utils.validate_region_name``), which this form is within.
+_REGION: Final = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+
+
+def check_region(flag: str, region: str) -> None:
+    """UsageError naming ``flag`` when ``region`` is no AWS Region code (:data:`_REGION`)."""
+    if not _REGION.match(region):
+        raise UsageError(f"{flag} {region!r} is not an AWS Region code (such as us-west-2)")
 
 
 def turns(cells: int, quota: int) -> int:

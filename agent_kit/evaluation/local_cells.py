@@ -13,17 +13,24 @@ Cells run one after another: each run starts its own agent processes, since the 
 every run its own emulator port and AWS keys and closes its agents as it ends (sharing them
 between runs would take changes deep in the driver).
 
-Re-running the grid in the same directory (:func:`run_grid`) reads a finished cell (its
-``summary.json`` says completed, rollouts_failed or failed) and does not play it again; an
-interrupted one (a summary that says so, or a store without a summary: a killed run) is
-resumed with ``RunConfig.resume``; a cell that could not start leaves no directory and is tried
-again. A cell that fails as a whole (the agent cannot start, the policy cannot answer, the job
-fails) is marked with its reason and the others still run.
+Before any cell plays, every cell's settings and scripted policies are checked
+(:func:`check_cells`) and every cell's folder is read (:func:`survey`): a folder holding a run
+that is not its cell's (another policy, agent, holdout, samples or setting) is refused, never
+kept nor played over; ``grid.json`` is written once the grid is accepted. Re-running the grid
+in the same directory (:func:`run_grid`) reads a finished cell (its ``summary.json`` says
+completed, rollouts_failed or failed) and does not play it again; an interrupted one (a summary
+that says so, or a store without a summary: a killed run) is resumed with
+``RunConfig.resume``; a cell whose folder holds no run (no store, or a store created with no
+run in it) is played. A cell that fails as a whole (the agent cannot start, the policy cannot
+answer, the job fails) is marked with its reason and the others still run. Every file of the
+eval directory is written whole or not at all (:func:`write_file`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import signal
 from collections import defaultdict
 from collections.abc import Callable
@@ -31,28 +38,37 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.driver.config import JobConfig, RunConfig
-from agent_kit.driver.dataset import load_dataset
+from agent_kit.driver.config import JobConfig, RunConfig, recorded_agent_env
+from agent_kit.driver.dataset import Dataset, load_dataset
 from agent_kit.driver.hooks import Progress
+from agent_kit.driver.job_setup import dataset_digest
 from agent_kit.driver.local import play_local
 from agent_kit.driver.stop import StopHook
-from agent_kit.errors import AgentKitError, UsageError
+from agent_kit.emulator.policies.registry import load_policy
+from agent_kit.errors import AgentKitError, RunStoreError, UsageError
 from agent_kit.evaluation.figures import CellFigures, CellState, reward_figures
 from agent_kit.evaluation.grid import GRID_SCHEMA, Cell, GridSpec
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.summary_schema import Summary, read_summary
-from agent_kit.store import RunStore, load_rollouts, resolve_path
+from agent_kit.settings import DEFAULTS, Settings
+from agent_kit.store import JobRow, RunStore, load_rollouts, resolve_path
 from agent_kit.store.layout import SUMMARY_FILE
 
 __all__ = [
+    "CELL_FIELDS",
     "GRID_FILE",
     "PAGE_FILE",
     "TABLE_FILE",
     "EvalLayout",
     "GridRun",
+    "Held",
+    "base_settings",
     "cell_config",
+    "check_cells",
     "read_cell",
     "run_grid",
+    "survey",
+    "write_file",
 ]
 
 #: The files of an eval directory.
@@ -61,6 +77,8 @@ TABLE_FILE: Final = "table.json"
 PAGE_FILE: Final = "eval.html"
 #: The most prompts a cell plays (one step of the whole holdout).
 _MAX_PROMPTS: Final = 1024
+#: The job settings a cell sets itself (never a shared setting of the grid).
+CELL_FIELDS: Final = frozenset({"name", "policy", "group_size", "batch_size", "steps"})
 _FINISHED: Final[dict[str, CellState]] = {
     "completed": "completed",
     "rollouts_failed": "rollouts_failed",
@@ -107,6 +125,8 @@ class EvalLayout:
                 raise UsageError(f"{self.grid} is not an agent-kit eval grid: use another --out")
             mine = spec.identity()
             theirs = {k: recorded.get(k) for k in mine}
+            if isinstance(theirs["base"], dict):  # an earlier grid.json listed the policies there
+                theirs["base"] = {k: v for k, v in theirs["base"].items() if k not in CELL_FIELDS}
             differs = [k for k in mine if mine[k] != theirs[k]]
             if differs:
                 raise UsageError(
@@ -161,17 +181,21 @@ def read_cell(run_dir: Path, k: int, threshold: float) -> CellFigures | None:
     return _cell_figures(summary, run_dir, k, threshold)
 
 
-def cell_config(spec: GridSpec, cell: Cell, out: Path, run: RunConfig) -> RunConfig:
-    """The run of a cell: ``run``'s settings (workers, memory …) with the grid's agent and
-    holdout, the base job settings, the cell's policy, inference settings and environment."""
-    rows = len(load_dataset(spec.dataset))
-    if rows > _MAX_PROMPTS:
+def _holdout(spec: GridSpec) -> Dataset:
+    """The grid's holdout; UsageError when a cell cannot play it in one step."""
+    data = load_dataset(spec.dataset)
+    if len(data) > _MAX_PROMPTS:
         raise UsageError(
-            f"the holdout has {rows} prompts; a grid cell plays at most {_MAX_PROMPTS}"
+            f"the holdout has {len(data)} prompts; a grid cell plays at most {_MAX_PROMPTS}"
         )
+    return data
+
+
+def _cell_job(spec: GridSpec, cell: Cell, rows: int) -> JobConfig:
+    """The job settings of a cell: the base ones, its policy and shape, its inference ones."""
     known = {f.name for f in fields(JobConfig)}
     base = {k: v for k, v in spec.base.items() if k in known}
-    job = JobConfig(
+    return JobConfig(
         **{
             **base,
             "name": cell.id,
@@ -182,10 +206,131 @@ def cell_config(spec: GridSpec, cell: Cell, out: Path, run: RunConfig) -> RunCon
             **cell.inference,
         }
     )
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a cell's folder holds (:func:`survey`): a run of this cell (``job``, its store's
+    last job), no run (``job`` None: the cell is played; ``empty`` says why when a store is
+    there, created but holding no run), or a store that cannot be read (``damaged``: the cell is
+    an error, its folder left as it is)."""
+
+    job: JobRow | None = None
+    empty: str | None = None
+    damaged: str | None = None
+
+
+def _held(run_dir: Path) -> Held:
+    file = resolve_path(run_dir)
+    if not file.is_file():
+        return Held()
+    if file.stat().st_size == 0:
+        return Held(empty="its run store is empty (0 bytes)")
+    try:
+        with RunStore.open(run_dir, readonly=True) as store:
+            jobs = store.list_jobs()
+    except RunStoreError as exc:
+        if "holds no run" in exc.message:  # a store created, nothing written in it
+            return Held(empty="its run store holds no run")
+        return Held(damaged=exc.message)
+    if not jobs:
+        return Held(empty="its run store holds no job")
+    return Held(job=jobs[-1])
+
+
+#: A difference's words (a JobConfig field or a recorded detail → what the user calls it).
+_WORDS: Final = {"group_size": "samples", "batch_size": "holdout size", "name": "job name"}
+
+
+def _differences(
+    spec: GridSpec, cell: Cell, data: Dataset, run_dir: Path, job: JobRow
+) -> list[str]:
+    """What a run recorded that the cell would not (its job settings, agent, holdout,
+    ``env.`` settings), in words; empty when the run is the cell's."""
+    record = job.config
+    expected = _cell_job(spec, cell, len(data)).validated(len(data)).to_dict()
+    try:
+        recorded = JobConfig.from_record(record, run_dir).to_dict()
+    except UsageError:
+        recorded = {}
+    differ = [_WORDS.get(k, k) for k, v in expected.items() if recorded.get(k) != v]
+    agent = spec.entrypoint
+    if agent.endswith(".py"):
+        agent = str(Path(agent).resolve())
+    if record.get("entrypoint") != agent:
+        differ.append("entrypoint")
+    if record.get("dataset_sha256") != dataset_digest(data):
+        differ.append("holdout")
+    if recorded_agent_env(record) != cell.env:
+        differ.append("env. settings")
+    return differ
+
+
+def survey(layout: EvalLayout, spec: GridSpec) -> dict[str, Held]:
+    """What every cell's folder holds (cell id → :class:`Held`), before any cell plays.
+    A folder holding a run that is not its cell's (another policy, agent, holdout, samples,
+    setting: a run named like the cell) is refused: UsageError naming the folder and what
+    differs (it is neither kept as the cell nor played over)."""
+    data = _holdout(spec)
+    out: dict[str, Held] = {}
+    for cell in spec.cells():
+        run_dir = layout.cell_dir(cell)
+        held = _held(run_dir)
+        if held.job is not None:
+            differ = _differences(spec, cell, data, run_dir, held.job)
+            if differ:
+                raise UsageError(
+                    f"{run_dir} holds a run that is not the cell {cell.id} (its "
+                    f"{', '.join(differ)} differ): move it out of --out {layout.root} or use "
+                    "another --out"
+                )
+        out[cell.id] = held
+    return out
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file renamed over it);
+    RunStoreError naming the file when it cannot be written (a full disk): what was there
+    stays."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise RunStoreError(
+            f"cannot write {path}: {exc.strerror or exc} (the cells' runs are kept; make room "
+            "and run the same command again)"
+        ) from None
+
+
+def cell_config(spec: GridSpec, cell: Cell, out: Path, run: RunConfig) -> RunConfig:
+    """The run of a cell: ``run``'s settings (workers, memory …) with the grid's agent and
+    holdout, the base job settings, the cell's policy, inference settings and environment."""
+    job = _cell_job(spec, cell, len(_holdout(spec)))
     return replace(
         run, entrypoint=spec.entrypoint, dataset=Path(spec.dataset), job=job, out=out,
         resume=None, extra_env=cell.env or None,
     )  # fmt: skip
+
+
+def check_cells(spec: GridSpec, settings: Settings = DEFAULTS) -> int:
+    """Refuse, before any cell plays (and before a plan), what would fail every cell as a
+    whole: a holdout over one step of a cell, a shared or cell setting out of its range (the
+    job's own check, :meth:`JobConfig.validated`, where the ranges are declared), a setting
+    that is no finite number, a scripted policy that does not load. Returns the holdout's
+    prompts; UsageError naming the setting or the policy."""
+    rows = len(_holdout(spec))
+    for cell in spec.cells():
+        _cell_job(spec, cell, rows).validated(rows)
+    for name, value in spec.base.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+    for policy in spec.policies:
+        if policy.strip().partition(":")[0].strip().lower() == "scripted":
+            load_policy(policy, settings=settings)  # a missing NAME is said now, not at its cell
+    return rows
 
 
 @dataclass(frozen=True)
@@ -236,26 +381,38 @@ def run_grid(
 ) -> GridRun:
     """Play every cell of ``spec`` that is not finished in ``out`` (see the module docstring);
     stops after the cell a signal stopped. ``run`` carries the run settings every cell shares
-    (workers, agent memory, lenient auth …). Writes ``grid.json`` first."""
+    (workers, agent memory, lenient auth …). Everything is checked first (:func:`check_cells`,
+    the directory, what each cell's folder holds: :func:`survey`); ``grid.json`` is written
+    once the grid is accepted."""
     layout = EvalLayout(out)
+    check_cells(spec, run.settings)
     layout.check(spec)
-    layout.grid.write_text(json.dumps(spec.document(), indent=2) + "\n", encoding="utf-8")
+    found = survey(layout, spec)
+    write_file(layout.grid, json.dumps(spec.document(), indent=2, allow_nan=False) + "\n")
     figures: dict[str, CellFigures] = {}
     played: list[str] = []
     cells = spec.cells()
     for index, cell in enumerate(cells, 1):
-        run_dir = layout.cell_dir(cell)
-        found = read_cell(run_dir, k, threshold)
-        if found is not None and found.state != "interrupted":
-            echo(f"cell {index}/{len(cells)} {cell.id}: {found.state} (kept)")
-            figures[cell.id] = found
+        run_dir, held = layout.cell_dir(cell), found[cell.id]
+        head = f"cell {index}/{len(cells)} {cell.id}"
+        if held.damaged is not None:
+            echo(f"{head}: error ({held.damaged})")
+            figures[cell.id] = CellFigures(
+                state="error", reason=held.damaged, location=str(run_dir)
+            )
             continue
-        if found is None:
+        kept = read_cell(run_dir, k, threshold) if held.job is not None else None
+        if kept is not None and kept.state != "interrupted":
+            echo(f"{head}: {kept.state} (kept)")
+            figures[cell.id] = kept
+            continue
+        if kept is None:
             config = cell_config(spec, cell, out, run)
-            echo(f"cell {index}/{len(cells)} {cell.id}: {cell.setting_label}")
+            again = f" ({held.empty}: played again)" if held.empty else ""
+            echo(f"{head}: {cell.setting_label}{again}")
         else:
             config = replace(run, resume=run_dir, extra_env=cell.env or None)
-            echo(f"cell {index}/{len(cells)} {cell.id}: resuming")
+            echo(f"{head}: resuming")
         failed, stopped = _play_cell(config, cell, echo, on_stop)
         played.append(cell.id)
         figures[cell.id] = failed or read_cell(run_dir, k, threshold) or _lost(cell)
@@ -269,6 +426,8 @@ def _lost(cell: Cell) -> CellFigures:
 
 
 def base_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The job settings among a command's options (named like JobConfig's fields)."""
-    known = {f.name for f in fields(JobConfig)}
+    """The job settings every cell shares among a command's options (named like JobConfig's
+    fields), less those each cell sets itself (:data:`CELL_FIELDS`: its policy, name and
+    shape), so a re-run may add a policy."""
+    known = {f.name for f in fields(JobConfig)} - CELL_FIELDS
     return {k: v for k, v in options.items() if k in known}

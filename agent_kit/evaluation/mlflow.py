@@ -91,6 +91,16 @@ def _child(
     return run_id
 
 
+def _exported(client: Any, experiment_id: str, key: str) -> list[Any]:
+    """The runs of an earlier export of the eval directory ``key``. MLflow's filter strings
+    have no escape for a quote, so the key is matched with LIKE, each quote (and backslash, an
+    escape character on some stores) a one-character wildcard, and the matches are kept only
+    where the tag is the key itself."""
+    pattern = "".join("_" if ch in "'\\" else ch for ch in key)
+    found = client.search_runs([experiment_id], filter_string=f"tags.`{_KEY_TAG}` LIKE '{pattern}'")
+    return [run for run in found if run.data.tags.get(_KEY_TAG) == key]
+
+
 def export_grid(
     table: GridTable,
     out: Path,
@@ -109,7 +119,7 @@ def export_grid(
         with mlflow_quiet():
             client = mlflow.MlflowClient(uri)
             experiment_id = ensure_experiment(client, experiment or DEFAULT_EXPERIMENT, uri)
-            old = client.search_runs([experiment_id], filter_string=f"tags.`{_KEY_TAG}` = '{key}'")
+            old = _exported(client, experiment_id, key)
             parent = client.create_run(
                 experiment_id, run_name=f"eval {Path(spec.entrypoint).stem}", tags={_KEY_TAG: key}
             )

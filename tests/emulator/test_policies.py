@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -45,6 +46,7 @@ from agent_kit.emulator.policies import (
 from agent_kit.emulator.policies.randomized import RandomBackend
 from agent_kit.emulator.policies.regex_sampler import pattern_string
 from agent_kit.emulator.policies.schema_sampler import SchemaSampler
+from agent_kit.emulator.policies.scripted import ScriptedBackend
 from agent_kit.emulator.policies.upstream import OpenAIProxyBackend
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.errors import (
@@ -600,6 +602,69 @@ async def test_scripted_runtime_failures_become_policy_errors(policy_file: Path)
     throttled = load_policy(f"scripted:{policy_file}:throttled")
     with pytest.raises(ThrottlingError, match="simulated throttling"):
         await throttled.complete(make_request())
+
+
+async def test_a_blocking_sync_policy_leaves_the_loop_free(tmp_path: Path) -> None:
+    """A sync policy that blocks (on an event here; time.sleep or a hang in the field) runs off
+    the event loop: a timeout around its call fires while it blocks and the loop keeps
+    running; abandoned, it does not hold up the next call."""
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking(request: PolicyRequest) -> str:
+        entered.set()
+        release.wait(10)
+        return "late"
+
+    backend = ScriptedBackend(blocking, name="scripted:blocking", path=tmp_path / "p.py")
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(backend.complete(make_request()), timeout=0.2)
+    finally:
+        ticker.cancel()
+    assert entered.is_set()
+    assert ticks > 1  # the loop ran while the policy blocked
+    release.set()
+    answer = await backend.complete(make_request())
+    assert answer.response["choices"][0]["message"]["content"] == "late"
+
+
+async def test_sync_policy_calls_run_one_at_a_time_in_order(tmp_path: Path) -> None:
+    """Concurrent turns of a sync policy with state are called one after another, in the order
+    they came, as they were on the loop; an async policy is still awaited on the loop."""
+    seen: list[int] = []
+    busy = threading.Lock()
+
+    def stateful(request: PolicyRequest) -> str:
+        assert busy.acquire(blocking=False), "two calls at once"
+        try:
+            seen.append(request.turn)
+            return str(len(seen))
+        finally:
+            busy.release()
+
+    backend = ScriptedBackend(stateful, name="scripted:stateful", path=tmp_path / "p.py")
+    answers = await asyncio.gather(*(backend.complete(make_request(turn=i)) for i in range(20)))
+    assert seen == list(range(20))
+    assert [a.response["choices"][0]["message"]["content"] for a in answers] == [
+        str(i) for i in range(1, 21)
+    ]
+
+    async def sleeper(request: PolicyRequest) -> str:
+        return threading.current_thread().name
+
+    on_loop = ScriptedBackend(sleeper, name="scripted:sleeper", path=tmp_path / "p.py")
+    loop_thread = threading.current_thread().name
+    done = await on_loop.complete(make_request())
+    assert done.response["choices"][0]["message"]["content"] == loop_thread
 
 
 # --------------------------------------------------------------------------- openai proxy

@@ -20,6 +20,7 @@ from fakes.aws_control import FakeAws
 
 from agent_kit.cli import main
 from agent_kit.deploy.agentcore import boto3_clients
+from agent_kit.errors import DeployError
 from agent_kit.evaluation.grid import GridSpec, grid_spec
 from agent_kit.evaluation.job_cells import JOBS_FILE, JobGridRun, run_job_grid
 from agent_kit.evaluation.job_specs import JobSettings, job_policy
@@ -96,7 +97,9 @@ def _usage(job: dict[str, Any], document: dict[str, Any]) -> None:
     }
 
 
-def _run(spec: GridSpec, out: Path, settings: JobSettings, sleep: Any = None) -> JobGridRun:
+def _run(
+    spec: GridSpec, out: Path, settings: JobSettings, sleep: Any = None, read: Any = None
+) -> JobGridRun:
     now = [0.0]
 
     def tick(seconds: float) -> None:
@@ -113,7 +116,7 @@ def _run(spec: GridSpec, out: Path, settings: JobSettings, sleep: Any = None) ->
         threshold=1.0,
         prompts=2,
         pricing=default_pricing(),
-        read_metrics=_metrics,
+        read_metrics=read or _metrics,
         echo=lambda _line: None,
         clock=lambda: now[0],
         sleep=tick,
@@ -225,6 +228,46 @@ def test_a_failed_job_marks_its_cell(fake: FakeAws, holdout: Path, tmp_path: Pat
     assert sum(f.state == "completed" for f in done.figures.values()) == 3
 
 
+def test_a_metrics_read_that_failed_is_read_again(
+    fake: FakeAws, holdout: Path, tmp_path: Path
+) -> None:
+    """The jobs complete but their metrics cannot be read (the MLflow run is not found): the
+    cells are errors this time and jobs.json keeps no figures for them, so the next run reads
+    them again (DescribeJob, then the metrics), submitting nothing."""
+    fake.on_done = _usage
+    out = tmp_path / "eval"
+
+    def unreadable(describe: Any) -> dict[str, float]:
+        raise DeployError(f"MLflow run run-{describe['JobName']}: not found")
+
+    first = _run(_spec(holdout), out, _settings(), read=unreadable)
+    assert {f.state for f in first.figures.values()} == {"error"}
+    cells = json.loads((out / JOBS_FILE).read_text(encoding="utf-8"))["cells"]
+    assert {c["status"] for c in cells.values()} == {"Completed"}
+    assert not any("figures" in c for c in cells.values())
+    again = _run(_spec(holdout), out, _settings())
+    assert {f.state for f in again.figures.values()} == {"completed"}
+    assert again.figures["wordle-3-temperature-0"].mean == 0.75
+    assert again.submitted == ()
+    assert len(fake.find("CreateJob")) == 4
+
+
+def test_an_old_state_with_an_error_for_a_completed_job_is_read_again(
+    fake: FakeAws, holdout: Path, tmp_path: Path
+) -> None:
+    """A jobs.json of an earlier build (an `error` figure kept for a Completed job) is read
+    again, not kept."""
+    fake.on_done = _usage
+    out = tmp_path / "eval"
+    _run(_spec(holdout), out, _settings())
+    state = json.loads((out / JOBS_FILE).read_text(encoding="utf-8"))
+    for entry in state["cells"].values():
+        entry["figures"] = {"state": "error", "reason": "MLflow run x: not found"}
+    (out / JOBS_FILE).write_text(json.dumps(state), encoding="utf-8")
+    again = _run(_spec(holdout), out, _settings())
+    assert {f.state for f in again.figures.values()} == {"completed"}
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -276,11 +319,9 @@ def _mlflow_runs(uri: str) -> dict[str, str]:
     return runs
 
 
-def test_submit_prints_the_table_from_the_jobs_metrics(
-    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`agent-kit eval … --submit --json`: four jobs one at a time, the metrics read from the
-    MLflow runs the jobs name, the table with the difference, table.json and eval.html."""
+def _jobs_name_their_runs(fake: FakeAws, tmp_path: Path) -> str:
+    """An MLflow store with a run per model (:func:`_mlflow_runs`) that each finished job
+    names in its MlflowDetails; the store's URI."""
     uri = f"sqlite:///{tmp_path / 'jobs.db'}"
     runs = _mlflow_runs(uri)
 
@@ -289,6 +330,15 @@ def test_submit_prints_the_table_from_the_jobs_metrics(
         document["ServiceOutput"]["MlflowDetails"]["MlflowRunId"] = runs[_label(job)]
 
     fake.on_done = outcome
+    return uri
+
+
+def test_submit_prints_the_table_from_the_jobs_metrics(
+    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agent-kit eval … --submit --json`: four jobs one at a time, the metrics read from the
+    MLflow runs the jobs name, the table with the difference, table.json and eval.html."""
+    uri = _jobs_name_their_runs(fake, tmp_path)
     out = tmp_path / "eval"
     code = main(_argv(holdout, out, "--metrics-uri", uri, "--json"))
     assert code == 0, capsys.readouterr().err
@@ -310,6 +360,24 @@ def test_submit_prints_the_table_from_the_jobs_metrics(
     printed = capsys.readouterr().out
     assert "wordle-3" in printed
     assert "0.750" in printed
+
+
+def test_a_corrected_metrics_uri_is_read_on_the_rerun(
+    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first run with a --metrics-uri that holds no such runs: the jobs complete, their
+    cells are errors (exit 9); the re-run with the right --metrics-uri reads them (exit 0),
+    submitting no job again."""
+    uri = _jobs_name_their_runs(fake, tmp_path)
+    out = tmp_path / "eval"
+    wrong = f"sqlite:///{tmp_path / 'other.db'}"
+    assert main(_argv(holdout, out, "--metrics-uri", wrong, "--json")) == 9
+    capsys.readouterr()
+    assert main(_argv(holdout, out, "--metrics-uri", uri, "--json")) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {c["figures"]["state"] for c in doc["cells"]} == {"completed"}
+    assert doc["cells"][1]["figures"]["mean"] == 0.75
+    assert len(fake.find("CreateJob")) == 4
 
 
 def test_submit_plan_gives_the_job_side(
@@ -339,6 +407,11 @@ def test_submit_plan_gives_the_job_side(
         (("--job-timeout", "7200", "--max-runtime", "3600"), TRAINED, "4 evaluation jobs"),
         (("--grid", "env.REASONING_EFFORT=low,high"), TRAINED, "runtime's"),
         (("--max-concurrent-jobs", "0"), TRAINED, "--max-concurrent-jobs must be"),
+        (("--region", "us-west-2/../evil"), TRAINED, "--region 'us-west-2/../evil' is not"),
+        (("--dataset-uri", "https://data/holdout.jsonl"), TRAINED, "--dataset-uri"),
+        (("--s3-output", "s3://"), TRAINED, "--s3-output"),
+        (("--role-arn", "JobRole"), TRAINED, "--role-arn 'JobRole' is not an IAM role ARN"),
+        (("--temperature", "nan"), TRAINED, "temperature"),
     ],
 )
 def test_bad_submit_input_is_refused_before_any_request(
@@ -351,7 +424,8 @@ def test_bad_submit_input_is_refused_before_any_request(
     expected: str,
 ) -> None:
     """A local policy, a package without its base, a grid over the quota and deadline, an env
-    axis, a bad quota: one line, exit 2, no request, nothing written."""
+    axis, a bad quota, region, S3 URI (named by its flag), role or setting: one line, exit 2,
+    before any request (ListJobs included), nothing written."""
     out = tmp_path / "eval"
     code = main(_argv(holdout, out, *extra, policy=policy))
     err = capsys.readouterr().err

@@ -3,16 +3,20 @@ the difference of two cells and its standard error; the grid's cells and compari
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from agent_kit.driver.config import RunConfig
 from agent_kit.errors import UsageError
 from agent_kit.evaluation.figures import CellFigures, difference, reward_figures
 from agent_kit.evaluation.grid import grid_spec, parse_axis, policy_label
 from agent_kit.evaluation.local_cells import cell_config
+from agent_kit.evaluation.page import render_page
+from agent_kit.evaluation.render import render_table
 from agent_kit.evaluation.table import build_table, comparisons
 from agent_kit.reporting.metrics import mean_and_se
 
@@ -184,3 +188,48 @@ def test_a_cells_run_carries_its_policy_settings_and_environment(tmp_path: Path)
     assert (job.temperature, job.top_p, job.concurrency) == (0.7, 0.9, 3)
     assert config.extra_env == {"REASONING_EFFORT": "low"}
     assert (config.workers, config.out, config.resume) == (1, tmp_path / "out", None)
+
+
+def test_a_cell_without_a_rewarded_rollout_has_no_mean_and_says_why() -> None:
+    """Every rollout lost (a policy that never answers): no mean, no SE (0.000 ± 0.000 would
+    rank it above a policy playing badly below 0), success and pass@k 0, and the reason says
+    why there is no mean."""
+    rewards = reward_figures({0: [None, None], 1: [None, None]}, threshold=1.0, ks=[1, 2])
+    assert (rewards.mean, rewards.se) == (None, None)
+    assert (rewards.success_rate, rewards.pass_at_k[2], rewards.rollouts) == (0.0, 0.0, 4)
+    cell = CellFigures.from_rewards(rewards, state="rollouts_failed", reason="rollouts_failed")
+    assert cell.mean is None
+    assert cell.reason == "rollouts_failed; none of its 4 rollouts got a reward: no mean"
+    some = reward_figures({0: [None, -1.0]}, threshold=1.0, ks=[1])
+    assert some.mean == pytest.approx(-0.5)  # one reward: a lost rollout still counts 0
+
+
+def test_no_verdict_without_rewards_or_for_a_partial_cell() -> None:
+    """Two cells without rewards have no difference and no verdict; an interrupted (partial)
+    cell's difference is shown without a verdict; the terminal table and the page say "–"."""
+    spec = grid_spec("a.py", "d.jsonl", [SOLVER, SLOPPY], ["temperature=0,1"], 2, {})
+    ids = [c.id for c in spec.cells()]
+    none = reward_figures({0: [None, None]}, threshold=1.0, ks=[1, 2])
+    figures = {
+        ids[0]: CellFigures.from_rewards(none, state="rollouts_failed", reason="rollouts_failed"),
+        ids[1]: CellFigures.from_rewards(none, state="rollouts_failed", reason="rollouts_failed"),
+        ids[2]: CellFigures("interrupted", reason="interrupted", mean=0.9, se=0.01, n=2),
+        ids[3]: CellFigures("completed", mean=0.1, se=0.01, n=4),
+    }
+    table = build_table(spec, figures, k=2, threshold=1.0)
+    first, second = table.differences
+    assert (first.difference, first.se, first.significant) == (None, None, None)
+    assert second.difference == pytest.approx(0.8)
+    assert second.significant is None  # |0.8| > 2 SE, but the cell is partial
+    doc = table.document()
+    assert [d["significant"] for d in doc["differences"]] == [None, None]
+    assert doc["cells"][0]["figures"]["mean"] is None
+    console = Console(file=io.StringIO(), width=200)
+    console.print(render_table(table))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "0.000 ± 0.000" not in text
+    assert "yes (> 2 SE)" not in text
+    assert "none of its 2 rollouts got a reward" in text
+    page = render_page(table)
+    assert ">yes<" not in page
+    assert "none of its 2 rollouts got a reward" in page

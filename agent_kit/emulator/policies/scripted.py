@@ -2,7 +2,8 @@
 
 NAME is a class (instantiated once, with no arguments) or a callable; it is called as
 ``policy(request: PolicyRequest)`` and returns a ``PolicyReply``, a ``str`` (text answer) or a
-dict (see :func:`~agent_kit.emulator.schemas.coerce_reply`); ``async def`` works too. Load
+dict (see :func:`~agent_kit.emulator.schemas.coerce_reply`); ``async def`` works too. A sync
+policy is called off the event loop, one call at a time (:class:`ScriptedBackend`). Load
 problems are :class:`~agent_kit.errors.UsageError`; failures while answering are
 :class:`~agent_kit.errors.ScriptedPolicyError`, except JobRuntimeError subclasses
 the
@@ -11,7 +12,11 @@ policy raises on purpose (to simulate throttling, say), which pass through.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import inspect
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +40,14 @@ def _user_frame(exc: BaseException, path: Path) -> str:
 
 
 class ScriptedBackend:
-    """Calls user code for every turn: ``target(request)``, sync (run inline) or async.
+    """Calls user code for every turn: ``target(request)``, sync or async.
 
-    Sync targets run inline on the event loop: scripted policies are cheap pure functions, and
-    a thread hop would cost more than most of them take (and the emulator's ≤ 1 ms budget).
-    A policy doing slow work should be ``async def`` (or offload it itself).
+    A sync target runs off the event loop, in a daemon thread of its own per call, so one that
+    blocks (``time.sleep``, a slow computation, a hang) cannot freeze the loop: the rollout
+    timeout still fires and Ctrl-C / SIGTERM still stop the run, and a call abandoned that way
+    never keeps the process from exiting. Calls run one at a time in the order they came (a
+    class keeping state sees them as it did on the loop); a call abandoned by its caller (timed
+    out, cancelled) lets the next one start. An ``async def`` target runs on the loop.
     """
 
     def __init__(
@@ -55,11 +63,30 @@ class ScriptedBackend:
         self._path = path
         #: The token counter of its usage (``AGENT_KIT_TOKENIZER``).
         self.tokenizer = tokenizer
+        method = None if inspect.isroutine(target) else type(target).__call__  # an instance's
+        self._sync = not (
+            inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(method)
+        )
+        self._turns: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+
+    def _one_at_a_time(self) -> asyncio.Lock:
+        """The lock that serializes the sync calls on the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._turns is None or self._turns[0] is not loop:
+            self._turns = (loop, asyncio.Lock())
+        return self._turns[1]
+
+    async def _call(self, request: PolicyRequest) -> Any:
+        """The target's value for ``request``: a sync target's in a thread (class docstring)."""
+        if not self._sync:
+            return self._target(request)
+        async with self._one_at_a_time():
+            return await _in_thread(self._target, request, f"agent-kit {self.name}")
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """Call the target and coerce its value; user failures become ScriptedPolicyError."""
         try:
-            value = self._target(request)
+            value = await self._call(request)
             if inspect.isawaitable(value):
                 value = await value
         except (JobRuntimeError, PolicyError):
@@ -79,6 +106,38 @@ class ScriptedBackend:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+async def _in_thread(function: Callable[[Any], Any], argument: Any, name: str) -> Any:
+    """``function(argument)`` in a daemon thread (with this context's variables); its value or
+    exception is handed to the loop. Cancelled, the wait ends at once and the thread's outcome
+    is dropped when it comes (the loop may be gone by then)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = context.run(function, argument)
+        except Exception as exc:  # noqa: BLE001 - handed to the loop, raised there
+            error = exc
+        except BaseException as exc:  # noqa: BLE001 - a SystemExit fails the turn, not the thread
+            error = RuntimeError(f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future
 
 
 def _module_name(path: Path) -> str:
