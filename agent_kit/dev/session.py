@@ -27,17 +27,18 @@ iterations are removed (:mod:`agent_kit.dev.runs`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from agent_kit.dev.agents import KeptAgents
 from agent_kit.dev.audit import audit_change, fast_findings
-from agent_kit.dev.compare import Played, compare
+from agent_kit.dev.compare import Comparison, Played, compare
 from agent_kit.dev.loadcheck import LoadError, check_entrypoint, load_error
 from agent_kit.dev.options import DevOptions
 from agent_kit.dev.runs import (
@@ -105,6 +106,31 @@ def _evict(files: Collection[Path]) -> None:
         path = getattr(module, "__file__", None)
         if isinstance(path, str) and Path(path).resolve() in files:
             del sys.modules[name]
+
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
+
+
+async def _timed(work: Awaitable[_A], name: str, timings: dict[str, float]) -> _A:
+    """Await ``work``, noting its seconds as ``timings[name]``."""
+    started = time.monotonic()
+    try:
+        return await work
+    finally:
+        timings[name] = time.monotonic() - started
+
+
+async def _side_by_side(a: Awaitable[_A], b: Awaitable[_B]) -> tuple[_A, _B]:
+    """Await both at once; when one raises, the other is cancelled before the error goes on."""
+    first, second = asyncio.ensure_future(a), asyncio.ensure_future(b)
+    try:
+        return await first, await second
+    except BaseException:
+        for task in (first, second):
+            task.cancel()
+        await asyncio.gather(first, second, return_exceptions=True)
+        raise
 
 
 class DevSession:
@@ -207,17 +233,17 @@ class DevSession:
         """Play, replay and audit; the verdict (a failure that kept the grid from playing is
         one too)."""
         base = Verdict(number, path, trigger, restarted, timings=timings)
+        rows = load_dataset(self.options.dataset).prompts[: self.options.prompts]
         try:
-            started = time.monotonic()
-            status, data = await self._play(path.name)
-            timings["play"] = time.monotonic() - started
-            played = Played.from_run(data, path)
-            started = time.monotonic()
-            report = await self._replay(number, played)
-            if report is not None:
-                timings["replay"] = time.monotonic() - started
+            (status, data), report = await _side_by_side(
+                _timed(self._play(path.name, len(rows)), "play", timings),
+                _timed(self._replay(number, set(rows)), "replay", timings),
+            )
         except AgentKitError as exc:
             return replace(base, failure=exc.message, failure_code=exc.exit_code)
+        if report is None:
+            timings.pop("replay", None)
+        played = Played.from_run(data, path)
         started = time.monotonic()
         findings = fast_findings(data)
         verdict = replace(
@@ -241,7 +267,7 @@ class DevSession:
         self.previous, self.findings = (number, played), findings
         return verdict
 
-    def _against_baseline(self, played: Played) -> Any:
+    def _against_baseline(self, played: Played) -> Comparison | None:
         if self.baseline is None:
             return None
         before = self.baseline.played.only(set(played.prompts))
@@ -249,11 +275,11 @@ class DevSession:
             return None
         return compare(played, before, "baseline", slots=False)
 
-    async def _play(self, name: str) -> tuple[str, RunData]:
-        """The grid's job (module docstring): its status and what it played."""
+    async def _play(self, name: str, rows: int) -> tuple[str, RunData]:
+        """The grid's job of the dataset's first ``rows`` (module docstring): its status and
+        what it played."""
         options = self.options
-        rows = len(load_dataset(options.dataset))
-        job = replace(self.job, name=name, steps=1, batch_size=min(options.prompts, rows))
+        job = replace(self.job, name=name, steps=1, batch_size=rows)
         config = RunConfig(
             entrypoint=str(self.agents.entrypoint),
             dataset=options.dataset,
@@ -269,11 +295,11 @@ class DevSession:
             data = load_run_data(store, result.job_arn, records=records)
         return result.status, data
 
-    async def _replay(self, number: int, played: Played) -> ReplayReport | None:
-        """The baseline's episodes of the grid's prompts, replayed on the kept agents."""
+    async def _replay(self, number: int, prompts: Collection[str]) -> ReplayReport | None:
+        """The baseline's episodes of the grid's ``prompts``, replayed on the kept agents."""
         if self.baseline is None:
             return None
-        recording = self.baseline.episodes_of(set(played.prompts))
+        recording = self.baseline.episodes_of(prompts)
         if not recording.episodes:
             return None
         return await replay_run(
