@@ -5,7 +5,9 @@ Every iteration plays a job and, with a baseline, a replay, each through the dri
 hands each one :class:`KeptAgents` instead: an :class:`~agent_kit.driver.invokers.Invoker` over
 one :class:`~agent_kit.driver.invokers.SubprocessInvoker` whose ``aclose`` (the end of a job or a
 replay) leaves the processes running, so that only a change to the code they run pays for new
-ones (:meth:`KeptAgents.restart`). :meth:`KeptAgents.shutdown` ends them with all they started
+ones (:meth:`KeptAgents.restart`), and those are started ahead (:meth:`KeptAgents.prepare`:
+processes that import agent_kit while the user edits, and the entrypoint only at the restart,
+``SubprocessInvoker(standby=True)``). :meth:`KeptAgents.shutdown` ends them with all they started
 (the subprocess invoker's guarantee: their process groups, SIGTERM then SIGKILL); each also
 exits by itself when the loop's process is gone (``--parent-pid``).
 
@@ -16,11 +18,12 @@ the per-run signing keys (the emulator checks only their shape for an invoker it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.driver.invokers import InvokeResult, SubprocessInvoker, agent_env, make_invoker
+from agent_kit.driver.invokers import InvokeResult, SubprocessInvoker, agent_env
 from agent_kit.errors import InvokerError
 from agent_kit.settings import DEFAULTS, Settings
 
@@ -35,7 +38,8 @@ class KeptAgents:
     """The agent processes of one entrypoint, kept across jobs (see the module docstring).
 
     ``env`` is laid over the environment ``agent-kit run`` gives its agents (a baseline's
-    recorded ``agent_env``); ``log_dir`` holds ``agent-<i>.log`` per worker.
+    recorded ``agent_env``); ``log_dir/0`` and ``log_dir/1`` hold ``agent-<i>.log`` per worker,
+    the running processes' in one, the prepared ones' in the other.
     """
 
     def __init__(
@@ -57,7 +61,9 @@ class KeptAgents:
         self.settings = settings
         #: How many times the processes were started (the first start included).
         self.starts = 0
+        self._made = 0
         self._inner: SubprocessInvoker | None = None
+        self._spare: SubprocessInvoker | None = None
 
     @property
     def running(self) -> bool:
@@ -66,25 +72,42 @@ class KeptAgents:
 
     @property
     def pids(self) -> list[int]:
-        """The live agent processes' ids."""
-        return self._inner.pids if self._inner is not None else []
+        """The live agent processes' ids (the spare's included)."""
+        return [p for i in (self._inner, self._spare) if i is not None for p in i.pids]
 
-    async def restart(self) -> None:
-        """End the running processes (if any) and start new ones on the entrypoint's code as
-        it is now. :class:`InvokerError` (with the log's tail) when they do not come up; none
-        is left running then."""
-        await self.shutdown()
-        invoker = make_invoker(
-            self.name,
+    def _invoker(self, *, standby: bool) -> SubprocessInvoker:
+        """New agent processes' invoker, logging into the one of two folders not in use."""
+        self._made += 1
+        log_dir = self.log_dir / str(self._made % 2)
+        for old in log_dir.glob("agent-*.log"):
+            old.unlink(missing_ok=True)
+        return SubprocessInvoker(
+            self.entrypoint,
             env=self.env,
             workers=self.workers,
-            log_dir=self.log_dir,
+            log_dir=log_dir,
             concurrency=self.concurrency,
             max_answer_bytes=self.settings.max_answer_bytes,
             max_log_bytes=self.settings.max_log_bytes,
+            standby=standby,
         )
-        if not isinstance(invoker, SubprocessInvoker):  # a .py entrypoint always makes one
-            raise InvokerError(f"{self.name} is not an entrypoint file")
+
+    async def prepare(self) -> None:
+        """Start the next restart's processes ahead: up and importing agent_kit now, the
+        entrypoint only at :meth:`restart` (the code as it is then)."""
+        if self._spare is None:
+            spare = self._invoker(standby=True)
+            await spare.spawn()
+            self._spare = spare
+
+    async def restart(self) -> None:
+        """End the running processes (if any) and start new ones on the entrypoint's code as
+        it is now (the prepared ones when there are). :class:`InvokerError` (with the log's
+        tail) when they do not come up; none is left running then."""
+        invoker, self._spare = self._spare, None
+        await self._end(self._inner)
+        self._inner = None
+        invoker = invoker or self._invoker(standby=False)
         self.starts += 1
         await invoker.start()  # closes itself when a worker does not come up
         self._inner = invoker
@@ -106,7 +129,11 @@ class KeptAgents:
         """A job's end: the processes stay up for the next iteration."""
 
     async def shutdown(self) -> None:
-        """End the processes with all they started (idempotent)."""
-        inner, self._inner = self._inner, None
-        if inner is not None:
-            await inner.aclose()
+        """End the processes (the prepared ones too) with all they started (idempotent)."""
+        inner, spare, self._inner, self._spare = self._inner, self._spare, None, None
+        await asyncio.gather(self._end(inner), self._end(spare))
+
+    @staticmethod
+    async def _end(invoker: SubprocessInvoker | None) -> None:
+        if invoker is not None:
+            await invoker.aclose()

@@ -12,7 +12,9 @@ uses) in a task of its own, so a save made while an iteration runs is kept for t
 saves that come together (within watchfiles' 50 ms step, at most its 1.6 s debounce) make one
 batch, and every batch waiting when an iteration ends makes one iteration. Only the watched
 files count (:class:`~agent_kit.dev.sources.Sources`, scanned again after every iteration).
-``--once`` runs one iteration and never imports watchfiles.
+``--once`` runs one iteration and never imports watchfiles. While it waits for a save, the
+loop starts the next restart's agent processes ahead
+(:meth:`~agent_kit.dev.agents.KeptAgents.prepare`).
 """
 
 from __future__ import annotations
@@ -133,6 +135,7 @@ async def dev_loop(
             if last is not None:
                 on_verdict(last)
             while done:
+                await session.agents.prepare()  # the next restart's processes, warm by then
                 await watcher.follow(session.sources)
                 done, paths = await _unless_stopped(watcher.next(), stop)
                 changes = session.sources.changes(paths or ())

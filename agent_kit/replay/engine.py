@@ -322,9 +322,7 @@ async def _replay(
     store = RunStore.open(plan.run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
-        session = Session(
-            store, plan.run_dir, plan.target, plan.job, plan.config, invoker=invoker
-        )
+        session = Session(store, plan.run_dir, plan.target, plan.job, plan.config, invoker=invoker)
         record = _job_config(plan, backend.name)
         service = {"aux_policy": AuxReplay(backend), "own_policy": False}
         async with open_session(session, backend, plan.job_name, record, **service):

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import WORDLE, holdout, play_wordle, wordle_config
 
 from agent_kit.dev.loadcheck import check_entrypoint
-from helpers import WORDLE, holdout, play_wordle, wordle_config
 
 pytestmark = pytest.mark.e2e
 
@@ -145,7 +145,9 @@ _REWARD_NEW = "WEIGHT_SOLVED = 0.02"
 #: An extra line in the tool's answer to the second guess: the third policy call (turn 2)
 #: of every game that gets there sees a request its recording does not have.
 _FEEDBACK_OLD = "        if word == self.answer:\n"
-_FEEDBACK_NEW = '        if n == 2:\n            lines.append("Two guesses made.")\n' + _FEEDBACK_OLD
+_FEEDBACK_NEW = (
+    '        if n == 2:\n            lines.append("Two guesses made.")\n' + _FEEDBACK_OLD
+)
 
 
 def test_the_loop_reports_a_syntax_error_a_reward_change_and_a_divergence(
@@ -198,7 +200,7 @@ def test_the_loop_reports_a_syntax_error_a_reward_change_and_a_divergence(
         again = loop.verdict()
         assert again[0].startswith("#4 d.jsonl · "), again
         assert "  vs #3: no change (6 rollouts compared)" in again
-        assert _agent_pids(agent) == now, "a dataset save keeps the agent processes"
+        assert now <= _agent_pids(agent), "a dataset save keeps the agent processes"
 
         _edit(agent, _FEEDBACK_OLD, _FEEDBACK_NEW)
         diverged = loop.verdict()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -150,6 +151,33 @@ async def test_subprocess_invoker_restarts_a_crashed_agent(tmp_path: Path) -> No
         await inv.aclose()
     assert events.count("agent_exit") == 1
     assert events.count("agent_start") == 2
+
+
+async def test_a_standby_agent_imports_the_entrypoint_only_when_started(tmp_path: Path) -> None:
+    """A standby worker is up before its entrypoint is final: the file, broken when the process
+    was spawned, is imported as it is at start(); a standby never started ends with the
+    invoker."""
+    entrypoint = tmp_path / "agent.py"
+    entrypoint.write_text("this is not python (yet)\n", encoding="utf-8")
+    inv = SubprocessInvoker(entrypoint, log_dir=tmp_path / "a", standby=True)
+    await inv.spawn()
+    try:
+        (pid,) = inv.pids
+        entrypoint.write_text((AGENTS / "echo_agent.py").read_text(encoding="utf-8"))
+        await inv.start()
+        assert inv.pids == [pid]
+        answer = await inv.invoke({"prompt": "ready"}, SESSION, 30)
+        assert answer.ok, answer.error
+        assert answer.body["echo"] == {"prompt": "ready"}
+    finally:
+        await inv.aclose()
+    unused = SubprocessInvoker(entrypoint, log_dir=tmp_path / "b", standby=True)
+    await unused.spawn()
+    (waiting,) = unused.pids
+    await unused.aclose()
+    assert unused.pids == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(waiting, 0)
 
 
 async def test_subprocess_invoker_timeout(tmp_path: Path) -> None:
