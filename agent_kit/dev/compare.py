@@ -95,6 +95,14 @@ class Played:
         """The slots of the given prompts only."""
         return replace(self, slots={k: v for k, v in self.slots.items() if k[0] in prompts})
 
+    def matching(self, grid: Played) -> Played:
+        """This run's slots to compare ``grid`` with: its slots of the grid's prompts, and only
+        the grid's own slots (prompt, step, sample) when this run played them all (like for
+        like: a baseline of 4 samples a prompt against a grid of 2)."""
+        mine = self.only(set(grid.prompts))
+        same = {k: v for k, v in mine.slots.items() if k in grid.slots}
+        return replace(mine, slots=same) if len(same) == len(grid.slots) else mine
+
     @property
     def prompts(self) -> list[str]:
         """The prompts played, in slot order."""

@@ -270,7 +270,7 @@ class DevSession:
     def _against_baseline(self, played: Played) -> Comparison | None:
         if self.baseline is None:
             return None
-        before = self.baseline.played.only(set(played.prompts))
+        before = self.baseline.played.matching(played)
         if not before.slots:
             return None
         return compare(played, before, "baseline", slots=False)

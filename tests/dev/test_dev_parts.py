@@ -177,14 +177,19 @@ def test_no_change_says_so_and_a_lost_rollout_counts() -> None:
 
 
 def test_against_a_baseline_only_shared_prompts_pair() -> None:
-    """A baseline restricted to the grid's prompts pairs with it; different prompts are an
-    unpaired difference."""
+    """A baseline restricted to the grid's prompts pairs with it, and to the grid's own slots
+    when it played them all; different prompts are an unpaired difference."""
     grid = _played({("a", 0): 1.0, ("b", 0): 0.5})
     base = _played({("a", 0): 1.0, ("a", 1): 0.8, ("b", 0): 0.5, ("c", 0): 0.1})
     paired = compare(grid, base.only(set(grid.prompts)), "baseline", slots=False)
     assert paired.difference is not None
     assert paired.difference.paired
     assert paired.rollouts == ()
+    same = base.matching(grid)
+    assert sorted(same.slots) == sorted(grid.slots), "like for like: the grid's own slots"
+    assert compare(grid, same, "baseline", slots=False).text() == (
+        "vs baseline: no change (2 rollouts compared)"
+    )
     unpaired = compare(grid, base.only({"a", "c"}), "baseline", slots=False)
     assert unpaired.difference is not None
     assert not unpaired.difference.paired
