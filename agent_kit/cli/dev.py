@@ -25,10 +25,16 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import AsJsonOption, WorkersOption, door_settings
+from agent_kit.cli.run_options import door_settings
 from agent_kit.cli.stopping import SIGNAL_EXIT
-from agent_kit.dev.loop import run_dev
-from agent_kit.dev.options import DEFAULT_KEEP, DEFAULT_PROMPTS, DEFAULT_SAMPLES, DevOptions
+from agent_kit.dev.loop import VerdictHook, run_dev
+from agent_kit.dev.options import (
+    DEFAULT_KEEP,
+    DEFAULT_OUT,
+    DEFAULT_PROMPTS,
+    DEFAULT_SAMPLES,
+    DevOptions,
+)
 from agent_kit.dev.runs import VERDICT_FILE
 from agent_kit.dev.verdict import Verdict
 from agent_kit.errors import Aborted
@@ -39,39 +45,49 @@ __all__ = ["register"]
 _EXIT_STOPPED: Final = 0
 
 
+# The options whose declarations take several lines.
+_Entrypoint = Annotated[Path, typer.Argument(help="The agent's entrypoint file (.py).")]
+_Dataset = Annotated[
+    Path, typer.Option(help="Prompts (.jsonl, .json, .csv, .parquet); its first rows play.")
+]
+_Policy = Annotated[
+    str | None,
+    typer.Option(
+        help="Policy spec (default: the baseline's, else DEFAULT_POLICY of a policies.py beside "
+        "the entrypoint, else run's)."
+    ),
+]
+_Baseline = Annotated[
+    Path | None,
+    typer.Option(
+        help="A recorded run to compare with: its episodes of the grid's prompts are replayed "
+        "under the new code every iteration."
+    ),
+]
+_Prompts = Annotated[
+    int, typer.Option(help="Rows of the dataset each iteration plays (the first ones).")
+]
+_Once = Annotated[
+    bool, typer.Option("--once", help="Run one iteration and exit with the verdict's code.")
+]
+_Json = Annotated[
+    bool, typer.Option("--json", help="Each verdict as one JSON line (its verdict.json).")
+]
+
+
 def dev(
     ctx: typer.Context,
-    entrypoint: Annotated[Path, typer.Argument(help="The agent's entrypoint file (.py).")],
-    dataset: Annotated[
-        Path, typer.Option(help="Prompts (.jsonl, .json, .csv, .parquet); its first rows play.")
-    ],
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            help="Policy spec (default: the baseline's, else DEFAULT_POLICY of a policies.py "
-            "beside the entrypoint, else run's)."
-        ),
-    ] = None,
-    baseline: Annotated[
-        Path | None,
-        typer.Option(
-            help="A recorded run to compare with: its episodes of the grid's prompts are "
-            "replayed under the new code every iteration."
-        ),
-    ] = None,
-    prompts: Annotated[
-        int, typer.Option(help="Rows of the dataset each iteration plays (the first ones).")
-    ] = DEFAULT_PROMPTS,
+    entrypoint: _Entrypoint,
+    dataset: _Dataset,
+    policy: _Policy = None,
+    baseline: _Baseline = None,
+    prompts: _Prompts = DEFAULT_PROMPTS,
     samples: Annotated[int, typer.Option(help="Rollouts per row.")] = DEFAULT_SAMPLES,
-    out: Annotated[Path, typer.Option(help="Where the iterations' run directories go.")] = Path(
-        "runs/dev"
-    ),
+    out: Annotated[Path, typer.Option(help="Where the iterations' directories go.")] = DEFAULT_OUT,
     keep: Annotated[int, typer.Option(help="Iterations kept (the last ones).")] = DEFAULT_KEEP,
-    workers: WorkersOption = None,
-    once: Annotated[
-        bool, typer.Option(help="Run one iteration and exit with the verdict's code.")
-    ] = False,
-    as_json: AsJsonOption = False,
+    workers: Annotated[int, typer.Option(help="Agent processes.")] = DevOptions.workers,
+    once: _Once = False,
+    as_json: _Json = False,
 ) -> None:
     """Play, replay and audit the agent on every save of its code or dataset."""
     options = DevOptions(
@@ -83,29 +99,16 @@ def dev(
         samples=samples,
         out=out,
         keep=keep,
-        workers=1 if workers is None else workers,
+        workers=workers,
         settings=door_settings(ctx),
     )
     options.check()
     tune_process(policies=[policy] if policy is not None else [])
-    console = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    base = entrypoint.resolve().parent
-
-    def show(verdict: Verdict) -> None:
-        if as_json:
-            typer.echo(json.dumps(verdict.document(), ensure_ascii=False, default=str))
-            return
-        for line in verdict.lines(base):
-            console.print(line, markup=False)
-        console.file.flush()
-
     if not once and not as_json:
-        console.print(
-            f"watching {entrypoint} and {dataset} (Ctrl-C to stop); runs in {out}", markup=False
-        )
+        typer.echo(f"watching {entrypoint} and {dataset} (Ctrl-C to stop); runs in {out}")
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     try:
-        outcome = run_dev(options, show, once=once, on_stop=lambda _: None)
+        outcome = run_dev(options, _shower(entrypoint, as_json=as_json), once=once)
     except Aborted as exc:
         err.print("aborted", markup=False)
         raise typer.Exit(SIGNAL_EXIT[exc.signum]) from None
@@ -117,6 +120,23 @@ def dev(
     where = "no verdict yet" if last is None else f"last verdict: {last.path / VERDICT_FILE}"
     err.print(f"stopped; {where}", markup=False)
     raise typer.Exit(_EXIT_STOPPED)
+
+
+def _shower(entrypoint: Path, *, as_json: bool) -> VerdictHook:
+    """What prints a verdict: its lines (file names relative to the entrypoint's folder), or
+    its JSON on one line; flushed, so a pipe reads each verdict as it comes."""
+    console = Console(highlight=False, soft_wrap=True)
+    base = entrypoint.resolve().parent
+
+    def show(verdict: Verdict) -> None:
+        if as_json:
+            typer.echo(json.dumps(verdict.document(), ensure_ascii=False, default=str))
+            return
+        for line in verdict.lines(base):
+            console.print(line, markup=False)
+        console.file.flush()
+
+    return show
 
 
 def register(app: typer.Typer) -> None:

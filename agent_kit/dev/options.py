@@ -21,12 +21,14 @@ from agent_kit.errors import UsageError
 from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import resolve_path
 
-__all__ = ["DEFAULT_KEEP", "DEFAULT_PROMPTS", "DEFAULT_SAMPLES", "DevOptions"]
+__all__ = ["DEFAULT_KEEP", "DEFAULT_OUT", "DEFAULT_PROMPTS", "DEFAULT_SAMPLES", "DevOptions"]
 
 #: The grid's rows and samples per row, and the iterations kept, unless told otherwise.
 DEFAULT_PROMPTS: Final = 4
 DEFAULT_SAMPLES: Final = 2
 DEFAULT_KEEP: Final = 5
+#: Where the iterations' directories go.
+DEFAULT_OUT: Final = Path("runs/dev")
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class DevOptions:
     baseline: Path | None = None
     prompts: int = DEFAULT_PROMPTS
     samples: int = DEFAULT_SAMPLES
-    out: Path = Path("runs/dev")
+    out: Path = DEFAULT_OUT
     keep: int = DEFAULT_KEEP
     workers: int = 1
     settings: Settings = DEFAULTS
