@@ -30,7 +30,8 @@ from agent_kit.dev.compare import Comparison
 from agent_kit.dev.loadcheck import LoadError
 from agent_kit.doctor.findings import EXIT_FINDINGS
 from agent_kit.errors import ReplayMismatch, RewardError, UsageError
-from agent_kit.evaluation.figures import RewardFigures
+from agent_kit.evaluation.figures import CellFigures, RewardFigures
+from agent_kit.evaluation.render import fmt_mean
 from agent_kit.replay.verdicts import EpisodeReport, ReplayReport, describe
 from agent_kit.reporting.words import plural
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
@@ -126,7 +127,7 @@ class Verdict:
             return [f"{self._head()}: does not load: {self.load_error.text(base)}"]
         timing = ", ".join(f"{k} {v:.2f} s" for k, v in self.timings.items())
         restart = " · agents restarted" if self.restarted else ""
-        lines = [f"{self._head()}{restart} · {self.path} ({timing})"]
+        lines = [f"{self._head()}{restart} · {self.path}" + (f" ({timing})" if timing else "")]
         if self.failure is not None:
             lines.append(f"  → {self.failure} (exit {self.code})")
             return lines
@@ -149,12 +150,9 @@ class Verdict:
         head = f"play: {plural(prompts, 'prompt')} × {samples}"
         if f is None or f.mean is None:
             return f"{head}: no rollout rewarded ({self.status})"
-        se = "" if f.se is None else f" ± {f.se:.3f}"
+        mean = fmt_mean(CellFigures.from_rewards(f, state="completed"))
         success = "–" if f.success_rate is None else f"{f.success_rate:.0%}"
-        return (
-            f"{head}: reward {f.mean:.3f}{se}, success {success}, "
-            f"{self.rewarded} of {total} rewarded"
-        )
+        return f"{head}: reward {mean}, success {success}, {self.rewarded} of {total} rewarded"
 
     def _label(self, episode: EpisodeReport) -> str:
         prefix = f"{self.baseline_job}-" if self.baseline_job else ""

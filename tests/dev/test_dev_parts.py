@@ -3,6 +3,8 @@ between two grids, the audit's changes, a load error's file and line, the verdic
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from agent_kit.dev.compare import Played, Slot, compare
 from agent_kit.dev.loadcheck import LoadError, load_error
 from agent_kit.dev.options import DevOptions
 from agent_kit.dev.runs import iteration_dir, next_number, prune, replay_dir
+from agent_kit.dev.session import DevSession
 from agent_kit.dev.sources import Sources, default_policy, local_imports, scripted_file
 from agent_kit.dev.verdict import EXIT_AUDIT, EXIT_LOAD, EXIT_OK, EXIT_ROLLOUTS, Verdict
 from agent_kit.doctor.findings import Finding
@@ -272,3 +275,25 @@ def test_the_verdict_code_takes_the_first_that_applies(tmp_path: Path) -> None:
     failed = Verdict(1, tmp_path, failure="the policy cannot answer", failure_code=5)
     assert failed.code == 5
     assert failed.lines()[-1] == "  → the policy cannot answer (exit 5)"
+
+
+def test_a_policy_that_does_not_load_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """A scripted policy with a syntax error ends the iteration with one line naming its file
+    and line, before any agent process starts; the iteration's directory holds its verdict."""
+    agent = _write(tmp_path / "agent.py", "")
+    data = _write(tmp_path / "d.jsonl", '{"prompt": "hi"}\n')
+    policy = _write(tmp_path / "policies.py", "import json\n\ndef Bot(request:\n")
+    options = DevOptions(agent, data, policy=f"scripted:{policy}:Bot", out=tmp_path / "dev")
+    options.check()
+    session = DevSession(options)
+    try:
+        verdict = asyncio.run(session.iterate())
+    finally:
+        asyncio.run(session.aclose())
+    assert verdict.lines(tmp_path) == [
+        "#1 start: does not load: policies.py:3: SyntaxError: '(' was never closed"
+    ]
+    assert verdict.code == EXIT_LOAD
+    assert not session.agents.running
+    saved = json.loads((tmp_path / "dev" / "dev-0001" / "verdict.json").read_text())
+    assert saved["load_error"]["what"] == "policy"
