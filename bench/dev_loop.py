@@ -1,6 +1,7 @@
 """Save to verdict: how long ``agent-kit dev`` takes from a save of the reward to its verdict.
 
-Usage: ``.venv/bin/python bench/dev_loop.py [--saves 5] [--prompts 4] [--samples 2] [--dry-run]``
+Usage: ``.venv/bin/python bench/dev_loop.py [--saves 5] [--think 5] [--prompts 4] [--samples 2]
+[--dry-run]``
 
 1. examples/wordle is copied into a temporary folder, with a dataset of its first ``--prompts``
    holdout words, and a baseline is recorded there (the ``Solver`` at temperature 0.7, each
@@ -8,10 +9,12 @@ Usage: ``.venv/bin/python bench/dev_loop.py [--saves 5] [--prompts 4] [--samples
 2. the dev loop runs in this process as ``agent-kit dev agent.py --dataset d.jsonl --baseline
    RUN_DIR`` does (:func:`agent_kit.dev.loop.dev_loop`, watchfiles on the copy): its first
    verdict is the cold start (agent processes started, every cache empty);
-3. ``--saves`` times the reward is changed (``WEIGHT_SOLVED`` toggled) and the file written;
-   the time from the write to the verdict is one *save to verdict*, warm (the loop's own
-   process, its policy and the replay's caches are up; the agent processes are restarted on
-   the new code, as every save of the entrypoint does).
+3. ``--saves`` times, ``--think`` seconds after the last verdict (a user reading it and
+   editing: the loop starts the next restart's agent processes meanwhile), the reward is
+   changed (``WEIGHT_SOLVED`` toggled) and the file written; the time from the write to the
+   verdict is one *save to verdict*, warm (the loop's own process, its policy and the replay's
+   caches are up; the agent processes are restarted on the new code, as every save of the
+   entrypoint does).
 
 The figures apart come from each verdict's own timings: **reload** (the agent processes
 restarted on the new code, the dataset read), **play** (the grid through the driver) and
@@ -63,7 +66,7 @@ def _project(tmp: Path, prompts: int) -> tuple[Path, Path]:
 
 
 async def _measure(
-    options: DevOptions, agent: Path, saves: int
+    options: DevOptions, agent: Path, saves: int, think: float
 ) -> tuple[float, list[tuple[Verdict, float]]]:
     """The cold start's seconds, and each save's verdict with its seconds from the write."""
     verdicts: asyncio.Queue[Verdict] = asyncio.Queue()
@@ -76,6 +79,7 @@ async def _measure(
         print(f"cold start: {cold:.2f} s to the first verdict ({_parts(first)})")
         warm: list[tuple[Verdict, float]] = []
         for i in range(saves):
+            await asyncio.sleep(think)  # a user reading the verdict and editing
             saved = _save(agent, i)
             verdict = await asyncio.wait_for(verdicts.get(), _VERDICT_S)
             wall = time.monotonic() - saved
@@ -106,6 +110,7 @@ def _median(warm: list[tuple[Verdict, float]], key: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--saves", type=int, default=5)
+    parser.add_argument("--think", type=float, default=5.0, help="seconds between saves")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--dry-run", action="store_true", help="print; record nothing")
@@ -132,7 +137,7 @@ def main() -> None:
             out=Path(tmp) / "dev",
         )
         options.check()
-        cold, warm = asyncio.run(_measure(options, agent, args.saves))
+        cold, warm = asyncio.run(_measure(options, agent, args.saves, args.think))
     wall = [seconds for _, seconds in warm]
     parts = {k: _median(warm, k) for k in _PARTS}
     median, worst = statistics.median(wall), max(wall)
@@ -148,7 +153,8 @@ def main() -> None:
             {
                 "benchmark (script)": "`agent-kit dev` save to verdict, warm: examples/wordle, "
                 f"reward edited, Solver, {args.prompts} words × {args.samples} + the baseline "
-                f"replayed, {len(warm)} saves (`bench/dev_loop.py`, load {load:.1f})",
+                f"replayed, {len(warm)} saves {args.think:g} s apart (`bench/dev_loop.py`, "
+                f"load {load:.1f})",
                 "agent_kit": f"{median:.2f} s median, {worst:.2f} s max (reload "
                 f"{parts['reload']:.2f} + play {parts['play']:.2f} ∥ replay "
                 f"{parts['replay']:.2f} + audit {parts['audit']:.2f})",
