@@ -246,6 +246,7 @@ class _Worker:
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
         exited = asyncio.ensure_future(wait_exit(proc))
+        ping: asyncio.Future[httpx.Response] | None = None
         try:
             async with httpx.AsyncClient(trust_env=False) as http:
                 while True:
@@ -275,9 +276,12 @@ class _Worker:
                     # Refused, reset or not healthy yet: ask again shortly.
                     await asyncio.wait({exited}, timeout=min(0.05, max(left, 0)))
         finally:
-            if not exited.done():
-                exited.cancel()
-                await asyncio.gather(exited, return_exceptions=True)
+            # Cancelled while waiting (a stop during start-up): neither task may outlive it, nor
+            # the ping's error (the client closed under it) go unread.
+            for task in (exited, ping):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
 
     async def supervise(self) -> None:
         """Restart the process whenever it exits while the invoker is open."""
