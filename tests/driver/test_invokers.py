@@ -8,6 +8,7 @@ reach — which forward to a real agent served by uvicorn on loopback.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -178,6 +179,31 @@ async def test_a_standby_agent_imports_the_entrypoint_only_when_started(tmp_path
     assert unused.pids == []
     with pytest.raises(ProcessLookupError):
         os.kill(waiting, 0)
+
+
+async def test_a_start_cancelled_while_waiting_for_ping_leaves_no_task(tmp_path: Path) -> None:
+    """A start cancelled while the agent still imports (a stop during start-up) ends with no
+    task left behind and no error unread (asyncio reports none), and ends the process."""
+    slow = tmp_path / "slow_agent.py"
+    echo = (AGENTS / "echo_agent.py").read_text(encoding="utf-8")
+    slow.write_text('print("importing", flush=True)\nimport time\ntime.sleep(60)\n' + echo)
+    unread: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: unread.append(context))
+    inv = SubprocessInvoker(slow, log_dir=tmp_path)
+    starting = asyncio.ensure_future(inv.start())
+    deadline = time.monotonic() + 60
+    while "importing" not in "".join(p.read_text() for p in inv.log_paths if p.is_file()):
+        assert time.monotonic() < deadline, "the agent never started importing"
+        await asyncio.sleep(0.05)  # polling the agent's log, with a deadline
+    pids = inv.pids
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    await inv.aclose()
+    gc.collect()  # an unread task error is reported as the task is collected
+    assert unread == []
+    assert pids
+    assert inv.pids == []
 
 
 async def test_subprocess_invoker_timeout(tmp_path: Path) -> None:
