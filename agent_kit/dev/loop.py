@@ -32,6 +32,7 @@ from agent_kit.dev.session import DevSession
 from agent_kit.dev.sources import Sources
 from agent_kit.dev.verdict import Verdict
 from agent_kit.driver.stop import StopHook, play_stoppable
+from agent_kit.errors import AgentKitError
 
 __all__ = ["DevOutcome", "VerdictHook", "Watcher", "dev_loop", "run_dev"]
 
@@ -80,8 +81,23 @@ class Watcher:
             self._batches.put_nowait({Path(path) for _, path in batch})
 
     async def next(self) -> set[Path]:
-        """The next batch of changed files, with every batch already waiting merged in."""
-        paths = await self._batches.get()
+        """The next batch of changed files, with every batch already waiting merged in;
+        :class:`AgentKitError` when the watch itself ended (a watched folder removed, the
+        system's watch limit reached)."""
+        batch = asyncio.ensure_future(self._batches.get())
+        try:
+            if self._task is not None:
+                await asyncio.wait({batch, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ended = not batch.done()  # the watch ended, or this wait was cancelled (a stop)
+            if ended:
+                batch.cancel()
+        if ended and self._task is not None:
+            error = None if self._task.cancelled() else self._task.exception()
+            why = "it ended" if error is None else f"{type(error).__name__}: {error}"
+            folders = ", ".join(map(str, sorted(self._folders)))
+            raise AgentKitError(f"watching {folders} stopped ({why})")
+        paths = await batch
         while not self._batches.empty():
             paths |= self._batches.get_nowait()
         return paths

@@ -173,8 +173,9 @@ class DevSession:
         path = iteration_dir(options.out, number)
         trigger = changes.names if changes is not None else ()
         started = time.monotonic()
-        restarted = changes is None or changes.agent or not self.agents.running
-        error = await self._load(changes, restart=restarted)
+        starts = self.agents.starts
+        error = await self._load(changes)
+        restarted = self.agents.starts > starts
         self.sources = Sources.scan(options.entrypoint, options.dataset, self.policy_file)
         timings = {"reload": time.monotonic() - started}
         if error is not None:
@@ -185,8 +186,9 @@ class DevSession:
         prune(options.out, options.keep, protect=options.baseline)
         return verdict
 
-    async def _load(self, changes: Changes | None, *, restart: bool) -> LoadError | None:
-        """Read the dataset, reload the policy and restart the agents where needed."""
+    async def _load(self, changes: Changes | None) -> LoadError | None:
+        """Read the dataset, reload the policy when its files changed, restart the agents when
+        theirs did (or they are not running: the last start failed)."""
         try:
             load_dataset(self.options.dataset)
         except UsageError as exc:
@@ -195,7 +197,7 @@ class DevSession:
             error = await self._reload_policy()
             if error is not None:
                 return error
-        if restart:
+        if changes is None or changes.agent or not self.agents.running:
             try:
                 await self.agents.restart()
             except InvokerError as exc:

@@ -4,8 +4,10 @@ between two grids, the audit's changes, a load error's file and line, the verdic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from helpers import WORDLE, WORDLE_AGENT
 from agent_kit.dev.audit import audit_change
 from agent_kit.dev.compare import Played, Slot, compare
 from agent_kit.dev.loadcheck import LoadError, load_error
+from agent_kit.dev.loop import Watcher
 from agent_kit.dev.options import DevOptions
 from agent_kit.dev.runs import iteration_dir, next_number, prune, replay_dir
 from agent_kit.dev.session import DevSession
@@ -297,3 +300,23 @@ def test_a_policy_that_does_not_load_is_one_line_and_starts_nothing(tmp_path: Pa
     assert not session.agents.running
     saved = json.loads((tmp_path / "dev" / "dev-0001" / "verdict.json").read_text())
     assert saved["load_error"]["what"] == "policy"
+
+
+def test_the_watcher_batches_only_the_watched_files(tmp_path: Path) -> None:
+    """A save of a watched file comes out of the watch (watchfiles on the sources' folders);
+    a file beside it that is not watched never does; closing the watch ends it."""
+    agent = _write(tmp_path / "agent.py", "")
+    data = _write(tmp_path / "d.jsonl", "{}\n")
+
+    async def watch() -> set[Path]:
+        async with Watcher(Sources.scan(agent, data, None)) as watcher:
+            deadline = time.monotonic() + 60
+            while True:  # the watch starts in a thread: save until it has seen one
+                assert time.monotonic() < deadline, "no change seen"
+                _write(tmp_path / "notes.txt", "not watched\n")
+                _write(agent, "x = 1\n")
+                with contextlib.suppress(asyncio.TimeoutError):
+                    return await asyncio.wait_for(watcher.next(), 0.5)
+
+    seen = asyncio.run(watch())
+    assert {p.resolve() for p in seen} == {agent.resolve()}
