@@ -37,6 +37,7 @@ ORDER = (
     "rollout_throughput",
     "replay_speed",
     "whole_run",
+    "dev_loop",
     "train_local",
     "train_vs_trl",
     "hf_sampling",

@@ -35,6 +35,7 @@ FLOORS = [
     {"driver"},
     {"replay", "export", "train"},
     {"testing", "doctor", "evaluation"},
+    {"dev"},
     {"cli"},
 ]
 

@@ -52,8 +52,9 @@ def _imports(path: Path) -> set[str]:
 def test_only_the_cli_prints() -> None:
     """No library module calls print(): only the CLI and the process entry points do.
 
-    Entry points are whole programs: the agent-serving child (`driver/_serve.py`) and the
-    Lambda handler source shipped to AWS (`deploy/lambda_template/`).
+    Entry points are whole programs: the agent-serving child (`driver/_serve.py`), the dev
+    loop's load check (`dev/_loadcheck.py`) and the Lambda handler source shipped to AWS
+    (`deploy/lambda_template/`).
     """
     offenders = []
     for path in PACKAGE.rglob("*.py"):
@@ -61,7 +62,7 @@ def test_only_the_cli_prints() -> None:
         if (
             rel.parts[0] == "cli"
             or rel.as_posix().startswith("deploy/lambda_template/")
-            or rel.as_posix() == "driver/_serve.py"
+            or rel.as_posix() in ("driver/_serve.py", "dev/_loadcheck.py")
         ):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

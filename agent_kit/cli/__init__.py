@@ -35,6 +35,7 @@ from typer.core import TyperGroup
 from agent_kit import __version__
 from agent_kit.cli import (
     deploy,
+    dev,
     doctor,
     emulate,
     eval,
@@ -190,6 +191,7 @@ def _root(
 for _commands in (
     emulate,
     run,
+    dev,
     invoke,
     eval,
     report,

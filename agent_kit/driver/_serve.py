@@ -8,6 +8,11 @@ module name (so that block does not run), its module-level ``app`` is looked up,
 serves it on ``--fd N`` (an already listening socket inherited from the parent, so the port is
 known before the child starts and survives restarts) or on ``--host/--port``.
 
+``--standby`` imports agent_kit's runtime half (and what a first episode imports) first, then
+waits for a line on stdin before it imports the file: a process started ahead of time, warm
+when the file's code is final (``SubprocessInvoker(standby=True)``); stdin closed without a line
+is a clean exit.
+
 Exit codes: 0 after a clean shutdown, 2 when the file cannot be imported or has no ``app``.
 """
 
@@ -58,6 +63,15 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="agent-kit-parent-watch", daemon=True).start()
 
 
+def _preload() -> None:
+    """Import, ahead of the entrypoint, what importing it and playing its first episode load:
+    agent_kit's runtime half, and the OpenAI client's resources (the client imports them on its
+    first call, a second or more of an agent's first episode)."""
+    import openai.resources  # noqa: F401
+
+    import agent_kit.app  # noqa: F401
+
+
 def _die(message: str) -> NoReturn:
     print(f"agent-kit: {message}", file=sys.stderr, flush=True)
     raise SystemExit(2)
@@ -74,9 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when it dies")
+    parser.add_argument("--standby", action="store_true", help="import FILE on a line on stdin")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         _watch_parent(args.parent_pid)
+    if args.standby:
+        _preload()
+        if not sys.stdin.readline():
+            return 0
     app = import_app(args.file)
     config = uvicorn.Config(
         app,

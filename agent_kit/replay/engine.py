@@ -71,6 +71,7 @@ from agent_kit.store.layout import REPLAY_REPORT_FILE, RunLayout
 if TYPE_CHECKING:
     from agent_kit.driver.attempt import Attempts
     from agent_kit.driver.config import JobConfig, RunConfig
+    from agent_kit.driver.invokers import Invoker
     from agent_kit.driver.session import Session
     from agent_kit.emulator.core import Emulator
 
@@ -261,6 +262,7 @@ async def replay_run(
     seed: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     settings: Settings = DEFAULTS,
+    invoker: Invoker | None = None,
 ) -> ReplayReport:
     """Replay recorded episodes through an entrypoint and compare them (module docstring).
 
@@ -275,7 +277,9 @@ async def replay_run(
     unless given (``job.seed`` is not read); ``workers`` are the agent processes
     of a ``.py`` entrypoint (None: as ``agent-kit run``, one per usable core, at most
     ``concurrency``); ``settings`` the ``AGENT_KIT_*`` ones the CLI read (a fork's live policy,
-    the agents' caps). The JSON report is also written to ``RUN_DIR/replay_report.json``.
+    the agents' caps); ``invoker`` reaches agents the caller started and keeps (``agent-kit
+    dev``'s: the session plays through it and closes it as its own). The JSON report is also
+    written to ``RUN_DIR/replay_report.json``.
     Raises UsageError for bad settings and InvokerError when the agent cannot be started;
     changed episodes are data, see :meth:`ReplayReport.raise_for_mismatch`.
     """
@@ -300,11 +304,14 @@ async def replay_run(
         job=replace(job or JobConfig(), seed=_seed(recording, seed)).validated(1),
         config=RunConfig(workers=workers, extra_env=recording.agent_env or None, settings=settings),
     )
-    return await _replay(plan, progress, started)
+    return await _replay(plan, progress, started, invoker)
 
 
 async def _replay(
-    plan: _Plan, progress: Callable[[int, int], None] | None, started: float
+    plan: _Plan,
+    progress: Callable[[int, int], None] | None,
+    started: float,
+    invoker: Invoker | None = None,
 ) -> ReplayReport:
     """Serve the replay backend, play every episode, record and write the report."""
     from agent_kit.driver.session import Session, open_session
@@ -315,7 +322,7 @@ async def _replay(
     store = RunStore.open(plan.run_dir)
     try:
         backend.on_divergence = _divergence_recorder(store)
-        session = Session(store, plan.run_dir, plan.target, plan.job, plan.config)
+        session = Session(store, plan.run_dir, plan.target, plan.job, plan.config, invoker=invoker)
         record = _job_config(plan, backend.name)
         service = {"aux_policy": AuxReplay(backend), "own_policy": False}
         async with open_session(session, backend, plan.job_name, record, **service):

@@ -23,7 +23,10 @@ from typing import Any
 
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 
-__all__ = ["Random", "Sloppy", "Solver", "read_feedback"]
+__all__ = ["DEFAULT_POLICY", "Random", "Sloppy", "Solver", "read_feedback"]
+
+#: The policy ``agent-kit dev`` plays by default (docs/dev.md): the scripted expert.
+DEFAULT_POLICY = "Solver"
 
 WORDS_DIR = Path(__file__).resolve().parent / "words"
 ANSWERS: tuple[str, ...] = tuple((WORDS_DIR / "answers.txt").read_text(encoding="utf-8").split())

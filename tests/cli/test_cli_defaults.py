@@ -6,6 +6,7 @@ settings' defaults and ranges are declared once (``agent_kit.contract``)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import typer
 
 from agent_kit.cli import app
 from agent_kit.contract import MAX_TOKENS, TEMPERATURE, TOP_P, InferenceParams
+from agent_kit.dev.options import DevOptions
 from agent_kit.driver.config import GROUP_SIZE, JobConfig, RunConfig
 from agent_kit.errors import UsageError
 from agent_kit.evaluation.grid import INFERENCE_AXES
@@ -29,6 +31,12 @@ CASES: list[tuple[tuple[str, ...], tuple[Any, ...], dict[str, str], frozenset[st
         frozenset({"warm_start"}),  # None: no run directories (the record's empty tuple)
     ),
     (("invoke",), (JobConfig(),), {"timeout": "rollout_timeout"}, frozenset()),
+    (
+        ("dev",),
+        (DevOptions(Path("agent.py"), Path("d.jsonl")),),
+        {},
+        frozenset({"entrypoint", "dataset"}),  # required
+    ),
     (
         ("replay", "run"),
         (JobConfig(), RunConfig()),

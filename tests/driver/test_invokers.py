@@ -8,7 +8,9 @@ reach — which forward to a real agent served by uvicorn on loopback.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -150,6 +152,58 @@ async def test_subprocess_invoker_restarts_a_crashed_agent(tmp_path: Path) -> No
         await inv.aclose()
     assert events.count("agent_exit") == 1
     assert events.count("agent_start") == 2
+
+
+async def test_a_standby_agent_imports_the_entrypoint_only_when_started(tmp_path: Path) -> None:
+    """A standby worker is up before its entrypoint is final: the file, broken when the process
+    was spawned, is imported as it is at start(); a standby never started ends with the
+    invoker."""
+    entrypoint = tmp_path / "agent.py"
+    entrypoint.write_text("this is not python (yet)\n", encoding="utf-8")
+    inv = SubprocessInvoker(entrypoint, log_dir=tmp_path / "a", standby=True)
+    await inv.spawn()
+    try:
+        (pid,) = inv.pids
+        entrypoint.write_text((AGENTS / "echo_agent.py").read_text(encoding="utf-8"))
+        await inv.start()
+        assert inv.pids == [pid]
+        answer = await inv.invoke({"prompt": "ready"}, SESSION, 30)
+        assert answer.ok, answer.error
+        assert answer.body["echo"] == {"prompt": "ready"}
+    finally:
+        await inv.aclose()
+    unused = SubprocessInvoker(entrypoint, log_dir=tmp_path / "b", standby=True)
+    await unused.spawn()
+    (waiting,) = unused.pids
+    await unused.aclose()
+    assert unused.pids == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(waiting, 0)
+
+
+async def test_a_start_cancelled_while_waiting_for_ping_leaves_no_task(tmp_path: Path) -> None:
+    """A start cancelled while the agent still imports (a stop during start-up) ends with no
+    task left behind and no error unread (asyncio reports none), and ends the process."""
+    slow = tmp_path / "slow_agent.py"
+    echo = (AGENTS / "echo_agent.py").read_text(encoding="utf-8")
+    slow.write_text('print("importing", flush=True)\nimport time\ntime.sleep(60)\n' + echo)
+    unread: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: unread.append(context))
+    inv = SubprocessInvoker(slow, log_dir=tmp_path)
+    starting = asyncio.ensure_future(inv.start())
+    deadline = time.monotonic() + 60
+    while "importing" not in "".join(p.read_text() for p in inv.log_paths if p.is_file()):
+        assert time.monotonic() < deadline, "the agent never started importing"
+        await asyncio.sleep(0.05)  # polling the agent's log, with a deadline
+    pids = inv.pids
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    await inv.aclose()
+    gc.collect()  # an unread task error is reported as the task is collected
+    assert unread == []
+    assert pids
+    assert inv.pids == []
 
 
 async def test_subprocess_invoker_timeout(tmp_path: Path) -> None:

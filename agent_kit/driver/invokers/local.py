@@ -166,6 +166,7 @@ class _Worker:
         owner = self.owner
         await self._end_pump()
         self.log.write(f"--- agent-kit: start #{self.starts} of worker {self.index} ---\n".encode())
+        standby = owner.standby and self.starts == 1  # a restart imports at once
         self.proc = await asyncio.create_subprocess_exec(
             owner.python,
             "-m",
@@ -175,7 +176,8 @@ class _Worker:
             str(self.sock.fileno()),
             "--parent-pid",
             str(os.getpid()),
-            stdin=asyncio.subprocess.DEVNULL,
+            *(["--standby"] if standby else []),
+            stdin=asyncio.subprocess.PIPE if standby else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env={**owner.env, env_name("port"): str(self.port)},
@@ -194,6 +196,16 @@ class _Worker:
         owner.emit(
             AGENT_START_EVENT, {"worker": self.index, "pid": self.proc.pid, "start": self.starts}
         )
+
+    async def release(self) -> None:
+        """Let a standby process go on to import the entrypoint (nothing for another; once)."""
+        stdin = self.proc.stdin if self.proc is not None else None
+        if stdin is None or stdin.is_closing():
+            return
+        with contextlib.suppress(ConnectionError):  # it died: waiting for its /ping says so
+            stdin.write(b"go\n")
+            await stdin.drain()
+        stdin.close()
 
     async def _watch_memory(self, proc: asyncio.subprocess.Process, start: int, cap: int) -> None:
         """Kill the process with all it started (its session) once their resident memory
@@ -234,6 +246,7 @@ class _Worker:
         owner = self.owner
         deadline = time.monotonic() + owner.startup_timeout
         exited = asyncio.ensure_future(wait_exit(proc))
+        ping: asyncio.Future[httpx.Response] | None = None
         try:
             async with httpx.AsyncClient(trust_env=False) as http:
                 while True:
@@ -263,9 +276,12 @@ class _Worker:
                     # Refused, reset or not healthy yet: ask again shortly.
                     await asyncio.wait({exited}, timeout=min(0.05, max(left, 0)))
         finally:
-            if not exited.done():
-                exited.cancel()
-                await asyncio.gather(exited, return_exceptions=True)
+            # Cancelled while waiting (a stop during start-up): neither task may outlive it, nor
+            # the ping's error (the client closed under it) go unread.
+            for task in (exited, ping):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
 
     async def supervise(self) -> None:
         """Restart the process whenever it exits while the invoker is open."""
@@ -331,7 +347,10 @@ class SubprocessInvoker:
     ``max_memory`` (``--agent-memory``) each worker's resident memory, all it started included,
     is read from ``/proc`` every :data:`MEMORY_POLL_S` seconds; past the cap the whole session
     is killed (an ``agent_memory`` event), the worker restarted, and the rollouts it was
-    serving come back with that ``limit``.
+    serving come back with that ``limit``. With ``standby`` each worker's first process starts,
+    imports agent_kit's runtime half and waits: :meth:`spawn` it ahead, and :meth:`start` lets
+    it import the entrypoint as the file is then (``agent-kit dev`` keeps the next restart's
+    agents warm this way); a restart of a worker imports at once.
     """
 
     def __init__(
@@ -349,6 +368,7 @@ class SubprocessInvoker:
         max_log_bytes: int | None = DEFAULT_MAX_LOG_BYTES,
         max_answer_bytes: int | None = DEFAULT_MAX_ANSWER_BYTES,
         max_memory: int | None = None,
+        standby: bool = False,
     ) -> None:
         path = Path(entrypoint).resolve()
         if not path.is_file():
@@ -369,6 +389,7 @@ class SubprocessInvoker:
         if max_memory is not None and max_memory <= 0:
             raise UsageError(f"--agent-memory must be positive, got {max_memory}")
         self.max_memory = max_memory
+        self.standby = standby
         self.closing = False
         self.restarts = 0
         self._concurrency = concurrency
@@ -407,11 +428,12 @@ class SubprocessInvoker:
             raise
 
     async def start(self) -> None:
-        """Start every worker (unless :meth:`spawn` did) and wait for each ``/ping``;
-        InvokerError with the log tail if one does not come up."""
+        """Start every worker (unless :meth:`spawn` did; a standby one is let go on) and wait
+        for each ``/ping``; InvokerError with the log tail if one does not come up."""
         await self.spawn()
         self._http = http_client(self._concurrency)
         try:
+            await asyncio.gather(*(w.release() for w in self._workers))
             await asyncio.gather(*(w._wait_ping() for w in self._workers))
         except BaseException:
             await self.aclose()
