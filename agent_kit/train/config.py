@@ -52,7 +52,7 @@ class TrainConfig:
 
     run: RunConfig
     model: str = "smollm2-135m"
-    lora_r: int = 8
+    lora_r: int = 16
     lora_alpha: int | None = None
     learning_rate: float = 5e-5
     beta: float = 0.0

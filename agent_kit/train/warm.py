@@ -39,6 +39,7 @@ from typing import Any, Final
 from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
+from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import RecordedRun, save_adapter
 from agent_kit.train.config import TrainConfig
@@ -127,8 +128,8 @@ def _progress_callback(
             about = f", about {_minutes(guess)} (a first guess" if guess is not None else ""
             about += "; the lines below measure it)" if guess is not None else ""
             echo(
-                f"warm start: {int(state.max_steps or 0)} optimiser steps over "
-                f"{int(args.num_train_epochs)} epochs{about}"
+                f"warm start: {plural(int(state.max_steps or 0), 'optimiser step')} over "
+                f"{plural(int(args.num_train_epochs), 'epoch')}{about}"
             )
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:

@@ -24,7 +24,7 @@ from agent_kit.train import TrainConfig, TrainResult, train
 from agent_kit.train.config import TRAIN_JOB
 from agent_kit.train.outcomes import group_outcomes
 
-AGENT = Path(__file__).parents[1] / "agents" / "shaped_agent.py"
+AGENT = Path(__file__).parents[1] / "agents" / "train_agent.py"
 pytestmark = pytest.mark.e2e
 
 
@@ -43,7 +43,7 @@ def gated(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Gated:
     samples each."""
     folder = tmp_path_factory.mktemp("gated")
     data = folder / "data.jsonl"
-    rows = [json.dumps({"prompt": json.dumps({"target": i})}) for i in range(8)]
+    rows = [json.dumps({"prompt": json.dumps({"target": i, "shaped": True})}) for i in range(8)]
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     holdout = folder / "holdout.jsonl"
     holdout.write_text("\n".join(rows[:2]) + "\n", encoding="utf-8")
