@@ -2,13 +2,15 @@
 
 An ``agent-kit train`` run stores one ``train_step`` event per trained step (the trainer's
 ``train/*`` metrics: loss, grad norm, KL, entropy, learning rate, trained tokens …, the step's
-seconds and the adapter saved) and one ``train_eval`` event per holdout evaluation (``base``:
+signal shares ``train/signal/*``, its seconds, the adapter that sampled it, the adapter saved
+and its warnings) and one ``train_eval`` event per holdout evaluation (``base``:
 the model before training, ``adapter``: after; mean reward ± standard error over prompts,
 pass@k, tool-call rate; ``warm``: after the warm start, before GRPO).
 :func:`load_train_figures` reads them back (reporting never imports the trainer: the
 store is the interface); :func:`train_section` renders them as the report's "Training" section
-(the reward curve over steps against the holdout means, the train metrics over steps, train vs
-eval, the steps); :func:`eval_comparison` is the adapter's difference to the base with its
+(the reward curve over steps against the holdout means, the train metrics and the signal
+shares over steps, train vs eval, the steps with the adapter that sampled each and their
+warnings); :func:`eval_comparison` is the adapter's difference to the base with its
 standard error. A run without these events (an ordinary ``agent-kit run``) has no figures and
 its report no such section.
 """
