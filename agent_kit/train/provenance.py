@@ -69,8 +69,10 @@ class AdapterLedger:
         self.latest: str | None = None
 
     def record(self, label: str, fingerprint: str) -> None:
-        """Name the adapter with this digest (the latest from now on)."""
-        self._labels.setdefault(fingerprint, label)
+        """Name the adapter with this digest (the latest from now on). Weights an earlier
+        adapter had too (an update that did not move them) take the new name: the same weights
+        are the same policy, so sampling them is not stale."""
+        self._labels[fingerprint] = label
         self.latest = label
 
     def label_of(self, fingerprint: str) -> str:

@@ -154,8 +154,9 @@ def test_the_prompt_filter_keeps_the_prompts_solved_sometimes() -> None:
 
 
 def test_adapters_are_named_by_their_weights_and_stale_ones_are_warned_about() -> None:
-    """The ledger names a digest it recorded and calls others unknown; a step whose rollouts
-    name another adapter than the expected one gets a warning, as does an unmoved update."""
+    """The ledger names a digest it recorded (by its latest name: unmoved weights are the same
+    policy) and calls others unknown; a step whose rollouts name another adapter than the
+    expected one gets a warning, as does an unmoved update."""
     ledger = AdapterLedger()
     ledger.record("base", "aa")
     ledger.record("step-0000", "bb")
@@ -165,6 +166,8 @@ def test_adapters_are_named_by_their_weights_and_stale_ones_are_warned_about() -
         "step-0000",
     )
     assert ledger.label_of("cc") == "unknown"
+    ledger.record("step-0001", "bb")  # an update that did not move the weights
+    assert (ledger.label_of("bb"), ledger.latest) == ("step-0001", "step-0001")
     assert stale_line(1, "step-0000", ["step-0000", "step-0000"]) is None
     line = stale_line(1, "step-0000", ["base", "step-0000", None])
     assert line is not None

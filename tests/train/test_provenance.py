@@ -77,7 +77,8 @@ def test_a_sampler_holding_other_weights_than_the_trainers_is_a_stale_adapter() 
 
 def test_the_trainers_own_model_is_the_latest_adapter_and_an_unmoved_update_warns() -> None:
     """The sampler holding the trained model names the latest adapter without a warning; a step
-    whose weights did not move (no advantage) warns with the cause."""
+    whose weights did not move (no advantage) warns with the cause, and the next step, sampling
+    those same weights, names the new adapter and is not stale."""
     lines: list[str] = []
     model = _Lora()
     steps = _steps(model, model, lines)
@@ -88,3 +89,7 @@ def test_the_trainers_own_model_is_the_latest_adapter_and_an_unmoved_update_warn
         "warning: step 0: the LoRA weights did not move (every advantage was 0); the next step "
         "samples the same policy"
     ]
+    steps.ledger.record("step-0000", lora_fingerprint(model))  # the unmoved update's adapter
+    steps._name_sampler(1)
+    assert steps.sampling == "step-0000"
+    assert len(lines) == 1  # the same weights are not a stale adapter
