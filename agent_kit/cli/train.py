@@ -150,6 +150,30 @@ _MaxLength = Annotated[
 _Force = Annotated[
     bool, typer.Option("--force", help="Train even when the preflight finds nothing to learn.")
 ]
+_OutcomeGate = Annotated[
+    bool,
+    typer.Option(
+        "--outcome-gate",
+        help="Advantages on the rollouts' outcomes (the reward's outcome terms, else success), "
+        "not their rewards: a group that differs only by shaping teaches nothing. The service "
+        "trains on the rewards.",
+    ),
+]
+_DynamicSampling = Annotated[
+    int,
+    typer.Option(
+        help="Drop each step's groups without signal and fill their places with groups of "
+        "fresh prompts, at most this many extra prompts a step (0: off; the service trains on "
+        "every group).",
+    ),
+]
+_FilterPrompts = Annotated[
+    int,
+    typer.Option(
+        help="Before GRPO, play every train prompt this many times and train on those the "
+        "policy solves sometimes (0: off, else 2..32).",
+    ),
+]
 
 
 def train_cmd(
@@ -175,6 +199,9 @@ def train_cmd(
     warm_start_lr: _WarmStartLr = _TRAIN.warm_start_lr,
     max_length: _MaxLength = _TRAIN.max_length,
     force: _Force = _TRAIN.force,
+    outcome_gate: _OutcomeGate = _TRAIN.outcome_gate,
+    dynamic_sampling: _DynamicSampling = _TRAIN.dynamic_sampling,
+    filter_prompts: _FilterPrompts = _TRAIN.filter_prompts,
     concurrency: ConcurrencyOption = TRAIN_JOB.concurrency,
     seed: SeedOption = TRAIN_JOB.seed,
     out: OutOption = _TRAIN.run.out,

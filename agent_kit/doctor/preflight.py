@@ -4,7 +4,8 @@ The recorded run names its entrypoint, dataset and job settings; one probe step 
 played with the given policy (``hf:MODEL[+ADAPTER]``, ``openai:URL``, ``scripted:…``) as
 ``RUN_DIR/preflight`` (:func:`agent_kit.train.preflight.run_preflight`), and its share of
 all-equal groups and tool-call rate become one finding: an error when every group is equal
-(nothing for GRPO to learn from that policy), else a note.
+(nothing for GRPO to learn from that policy), a warning when most groups differ only by the
+reward's shaping (the shaping dominates the outcome), else a note.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from agent_kit.doctor.findings import Finding
+from agent_kit.doctor.findings import Finding, Severity
 from agent_kit.driver.config import JobConfig, RunConfig, recorded_agent_env
 from agent_kit.emulator.policies import load_policy
 from agent_kit.errors import UsageError
@@ -65,10 +66,20 @@ def policy_preflight(run_dir: Path, spec: str, settings: Settings = DEFAULTS) ->
             await backend.aclose()
 
     result = asyncio.run(probe())
+    hint = ""
+    if result.nothing_to_learn:
+        hint = f"try {result.remedies()}"
+    elif result.shaping_dominates:
+        hint = "train with agent-kit train --outcome-gate, or make the outcome term dominant"
+    severity: Severity = "info"
+    if result.nothing_to_learn:
+        severity = "error"
+    elif result.shaping_dominates:
+        severity = "warn"
     return Finding(
         "preflight",
-        "error" if result.nothing_to_learn else "info",
+        severity,
         result.line(),
-        hint=f"try {result.remedies()}" if result.nothing_to_learn else "",
+        hint=hint,
         evidence={"policy": spec, **result.to_dict()},
     )

@@ -12,7 +12,9 @@ Shape and names (after the OpenTelemetry GenAI conventions, as Strands' own trac
   ``gen_ai.agent.name``, ``gen_ai.request.model``, the summed ``gen_ai.usage.input_tokens`` /
   ``output_tokens`` / ``total_tokens``, and agent_kit's own ``agent_kit.*`` attributes: the
   trajectory id, step, prompt/sample index, attempt, state, prompt, reward, each reward
-  component (``agent_kit.reward.<name>.{value,weight,contribution}``), the stop reason.
+  component (``agent_kit.reward.<name>.{value,weight,contribution}``), the stop reason, and
+  the policy adapter that sampled it where the store names one (``agent_kit.adapter``:
+  ``agent-kit train``'s ``base``, ``warm``, ``step-NNNN``).
 - ``chat`` per policy turn: ``gen_ai.operation.name = chat``, ``gen_ai.request.model``,
   ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``, the turn's
   ``gen_ai.usage.{input,output,total}_tokens`` (whether they were estimated in
@@ -293,7 +295,7 @@ def _root_attributes(
     record: Rollout, turns: Sequence[TurnRow], data: RunData, agent_name: str, why: str
 ) -> dict[str, AttributeValue]:
     """The rollout span's attributes: ``gen_ai.*`` (operation, agent, usage, model) and
-    ``agent_kit.*`` (slot, state, outcome, prompt, stop reason, failure, reward)."""
+    ``agent_kit.*`` (slot, state, outcome, prompt, stop reason, failure, reward, adapter)."""
     body = record.body
     model = next(
         (t.request.get("model") for t in turns if isinstance(t.request.get("model"), str)), None
@@ -326,6 +328,8 @@ def _root_attributes(
         attributes["agent_kit.retry_of"] = record.retry_of
     if record.agent_failure:
         attributes["agent_kit.agent_failure"] = record.agent_failure
+    if record.adapter:
+        attributes["agent_kit.adapter"] = record.adapter
     attributes.update(_reward_attributes(record, body))
     return attributes
 

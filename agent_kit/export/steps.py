@@ -14,7 +14,9 @@ statistics (None) are left out: MLflow metrics are numbers.
 A training run (``agent-kit train``) adds what its store holds of the trainer
 (:func:`~agent_kit.reporting.train_view.load_train_figures`): :func:`with_train_metrics` puts
 every step's ``train/*`` metrics (loss, grad norm, KL, entropy, learning rate, trained tokens,
-dropped turns …) and ``timing_s/train_step`` beside its ``rollout/*``, and
+dropped turns, the signal shares ``train/signal/*``, dynamic sampling's ``train/refill/*`` …)
+and ``timing_s/train_step`` (with ``timing_s/sample``, ``timing_s/update``) beside its
+``rollout/*``, and
 :func:`holdout_metrics` gives the holdout evaluations as ``holdout/<label>/*`` (``base`` at the
 first step, as is ``warm`` (after the warm start, before GRPO), ``adapter`` and
 ``holdout/difference`` at the last) and as params.

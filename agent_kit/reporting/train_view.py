@@ -2,13 +2,15 @@
 
 An ``agent-kit train`` run stores one ``train_step`` event per trained step (the trainer's
 ``train/*`` metrics: loss, grad norm, KL, entropy, learning rate, trained tokens …, the step's
-seconds and the adapter saved) and one ``train_eval`` event per holdout evaluation (``base``:
+signal shares ``train/signal/*``, its seconds, the adapter that sampled it, the adapter saved
+and its warnings) and one ``train_eval`` event per holdout evaluation (``base``:
 the model before training, ``adapter``: after; mean reward ± standard error over prompts,
 pass@k, tool-call rate; ``warm``: after the warm start, before GRPO).
 :func:`load_train_figures` reads them back (reporting never imports the trainer: the
 store is the interface); :func:`train_section` renders them as the report's "Training" section
-(the reward curve over steps against the holdout means, the train metrics over steps, train vs
-eval, the steps); :func:`eval_comparison` is the adapter's difference to the base with its
+(the reward curve over steps against the holdout means, the train metrics and the signal
+shares over steps, train vs eval, the steps with the adapter that sampled each and their
+warnings); :func:`eval_comparison` is the adapter's difference to the base with its
 standard error. A run without these events (an ordinary ``agent-kit run``) has no figures and
 its report no such section.
 """
@@ -39,6 +41,11 @@ _CURVES: Final = (
     ("train/kl", "KL to the base model per step (train/kl)", "KL (nats per token)"),
     ("train/entropy", "Policy entropy per step (train/entropy)", "entropy (nats per token)"),
 )
+#: The signal shares drawn together, when recorded (see agent_kit.train.outcomes).
+_SIGNAL: Final = (
+    ("train/signal/all_equal", "groups all equal"),
+    ("train/signal/shaping_only", "groups differing only by shaping"),
+)
 #: Columns of the steps table after the step and its reward, when any step recorded them.
 _STEP_COLUMNS: Final = (
     "train/loss",
@@ -47,8 +54,15 @@ _STEP_COLUMNS: Final = (
     "train/entropy",
     "train/learning_rate",
     "train/tokens",
+    "train/signal/all_equal",
+    "train/signal/shaping_only",
+    "train/refill/dropped_groups",
+    "train/refill/prompts",
+    "train/refill/filled",
     "train/dropped_turns",
     "train/missing_samples",
+    "timing_s/sample",
+    "timing_s/update",
     "timing_s/train_step",
 )
 _STEP_X: Final = "training step (index)"
@@ -56,12 +70,15 @@ _STEP_X: Final = "training step (index)"
 
 @dataclass(frozen=True)
 class TrainFigures:
-    """A training run's figures from its store: per step the numeric train metrics and the
-    adapter saved; per holdout label (``base``, ``adapter``) the latest evaluation."""
+    """A training run's figures from its store: per step the numeric train metrics, the adapter
+    saved, the adapter that sampled the step and the step's warnings; per holdout label
+    (``base``, ``adapter``) the latest evaluation."""
 
     steps: dict[int, dict[str, float]] = field(default_factory=dict)
     adapters: dict[int, str] = field(default_factory=dict)
     evals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sampled_by: dict[int, str] = field(default_factory=dict)
+    warnings: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _number(value: Any) -> float | None:
@@ -75,12 +92,18 @@ def load_train_figures(store: RunStore) -> TrainFigures | None:
     A step or label recorded twice (a resumed run) keeps its latest record."""
     steps: dict[int, dict[str, float]] = {}
     adapters: dict[int, str] = {}
+    sampled_by: dict[int, str] = {}
+    warnings: dict[int, list[str]] = {}
     for event in store.list_events(kind=TRAIN_STEP_EVENT):
         step = int(event.detail["step"])
         values = {k: _number(v) for k, v in event.detail.items() if k != "step"}
         steps[step] = {k: v for k, v in values.items() if v is not None}
         if isinstance(event.detail.get("adapter"), str):
             adapters[step] = event.detail["adapter"]
+        if isinstance(event.detail.get("sampled_by"), str):
+            sampled_by[step] = event.detail["sampled_by"]
+        lines = event.detail.get("warnings")
+        warnings[step] = [str(w) for w in lines] if isinstance(lines, list) else []
     evals = {
         str(e.detail["label"]): dict(e.detail)
         for e in store.list_events(kind=TRAIN_EVAL_EVENT)
@@ -88,7 +111,8 @@ def load_train_figures(store: RunStore) -> TrainFigures | None:
     }
     if not steps and not evals:
         return None
-    return TrainFigures(dict(sorted(steps.items())), adapters, evals)
+    kept = {step: lines for step, lines in warnings.items() if lines}
+    return TrainFigures(dict(sorted(steps.items())), adapters, evals, sampled_by, kept)
 
 
 def eval_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -137,6 +161,18 @@ def _curves(figures: TrainFigures, summary: Summary) -> list[str]:
                     integer_x=True,
                 )
             )
+    signal = [(name, [figures.steps.get(int(x), {}).get(key) for x in xs]) for key, name in _SIGNAL]
+    if any(v is not None for _, values in signal for v in values):
+        charts.append(
+            plots.lines(
+                xs,
+                signal,
+                title="Groups without outcome signal per step (train/signal/*)",
+                x_label=_STEP_X,
+                y_label="share of the step's groups",
+                integer_x=True,
+            )
+        )
     tokens: list[tuple[str, Sequence[float | None]]] = [
         ("prefill", [float(rows[int(x)].prefill) if int(x) in rows else None for x in xs]),
         ("sample", [float(rows[int(x)].sample) if int(x) in rows else None for x in xs]),
@@ -200,10 +236,21 @@ def train_section(figures: TrainFigures, summary: Summary) -> str:
     rewards = {s.step: s.reward_mean for s in summary.steps}
     keys = [k for k in _STEP_COLUMNS if any(k in v for v in figures.steps.values())]
     rows = [
-        [step, rewards.get(step), *(values.get(k) for k in keys), figures.adapters.get(step, "")]
+        [
+            step,
+            rewards.get(step),
+            *(values.get(k) for k in keys),
+            figures.sampled_by.get(step, ""),
+            figures.adapters.get(step, ""),
+        ]
         for step, values in figures.steps.items()
     ]
-    steps_table = table(["step", "rollout/reward/mean", *keys, "adapter"], rows, "train-steps")
+    headers = ["step", "rollout/reward/mean", *keys, "sampled by", "adapter"]
+    steps_table = table(headers, rows, "train-steps")
+    warned = [line for lines in figures.warnings.values() for line in lines]
+    if warned:
+        items = "".join(f"<li>{esc(line)}</li>" for line in warned)
+        steps_table = f'<ul id="train-warnings" class="warn">{items}</ul>' + steps_table
     intro = (
         f"<p>This run trained a LoRA adapter (<code>agent-kit train</code>): "
         f"{len(figures.steps)} steps updated. The train reward is the mean reward of each step's "

@@ -7,16 +7,18 @@ hold for all of them:
 
 - **Versioned schema, migrated forward.** The version lives in ``PRAGMA user_version`` (and
   ``meta.schema_version``); the schema and its ordered migration steps are
-  :mod:`agent_kit.store.schema` (current version 2: version 1 plus indexes for events
-  by kind and trajectories by job and state). A writable open reads the version inside one
-  ``BEGIN IMMEDIATE`` transaction and runs every missing step, sets the version and commits:
-  a new file gets every step, an older store is brought to the current version, and a failing
-  step rolls the whole migration back (the file keeps its old version). Two processes opening
-  the same old store serialise on that transaction; the second finds it current. A file
-  written by a newer agent_kit is refused with :class:`~agent_kit.errors.UsageError`, as is an
-  SQLite file that is not a run store. A ``readonly`` open never migrates (it cannot write):
-  it refuses a newer store and reads an older one as it is, which works because no step so
-  far has changed a table (a step that does must make read-only opens refuse older files).
+  :mod:`agent_kit.store.schema` (its docstring lists the versions). A writable open reads the
+  version inside one ``BEGIN IMMEDIATE`` transaction and runs every missing step, sets the
+  version and commits: a new file gets every step, an older store is brought to the current
+  version, and a failing step rolls the whole migration back (the file keeps its old version).
+  Two processes opening the same old store serialise on that transaction; the second finds it
+  current. A file written by a newer agent_kit is refused with
+  :class:`~agent_kit.errors.UsageError`, as is an SQLite file that is not a run store. A
+  ``readonly`` open never migrates (it cannot write): it refuses a newer store and reads an
+  older one as it is, which works because every step so far either adds what a reader checks for
+  (a table, an index) or appends a column a reader takes only when the row has it
+  (``trajectories.adapter``); a step that changes a table otherwise must make read-only opens
+  refuse older files.
 - **Durable per write call.** WAL journal, ``synchronous=NORMAL``, one transaction per write
   call. In WAL mode every commit is written to the ``-wal`` file before the call returns, so
   after a ``kill -9`` of the writing process the OS still holds every committed page: only a

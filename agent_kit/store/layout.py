@@ -16,9 +16,11 @@ __all__ = [
     "ADAPTERS_DIR",
     "COMPARISON_FILE",
     "EVAL_DIR",
+    "FILTER_DIR",
     "LOCK_FILE",
     "LOGS_DIR",
     "PREFLIGHT_DIR",
+    "REFILL_DIR",
     "REPLAY_REPORT_FILE",
     "REPORT_FILE",
     "RUN_FILE",
@@ -27,6 +29,7 @@ __all__ = [
     "TRAIN_CONFIG_FILE",
     "TRAIN_HTML",
     "TRAIN_JSON",
+    "TRAIN_PROMPTS_FILE",
     "WARM_ADAPTER",
     "RunLayout",
 ]
@@ -60,6 +63,12 @@ PREFLIGHT_DIR: Final = "preflight"
 EVAL_DIR: Final = "eval"
 #: The trainer's own working folder (TRL's ``output_dir``).
 TRAINER_DIR: Final = "trainer"
+#: A training run's dynamic-sampling rounds, one run directory each (``refill/step-NNNN-rK``).
+REFILL_DIR: Final = "refill"
+#: A training run's prompt filter (``--filter-prompts``): the run that played every train prompt
+#: (``filter/``) and the prompts kept, which the training job plays (``train_prompts.jsonl``).
+FILTER_DIR: Final = "filter"
+TRAIN_PROMPTS_FILE: Final = "train_prompts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,29 @@ class RunLayout:
     def trainer(self) -> Path:
         """``trainer/``."""
         return self.root / TRAINER_DIR
+
+    @property
+    def refills(self) -> Path:
+        """``refill/``."""
+        return self.root / REFILL_DIR
+
+    def refill(self, step: int, round_: int) -> Path:
+        """``refill/step-NNNN-rK``: dynamic sampling's round ``round_`` (1-based) of ``step``."""
+        return self.refills / f"step-{step:04d}-r{round_}"
+
+    def refill_prompts(self, step: int, round_: int) -> Path:
+        """``refill/step-NNNN-rK.jsonl``: the fresh prompts that round plays."""
+        return self.refills / f"step-{step:04d}-r{round_}.jsonl"
+
+    @property
+    def prompt_filter(self) -> Path:
+        """``filter/``."""
+        return self.root / FILTER_DIR
+
+    @property
+    def train_prompts(self) -> Path:
+        """``train_prompts.jsonl``."""
+        return self.root / TRAIN_PROMPTS_FILE
 
     def is_training(self) -> bool:
         """Whether this is an ``agent-kit train`` run (it holds ``train_config.json``): only

@@ -185,6 +185,12 @@ class Rollout:
         return self.trajectory.prompt
 
     @property
+    def adapter(self) -> str | None:
+        """The policy's adapter that sampled the rollout (``agent-kit train``: ``base``,
+        ``warm``, ``step-NNNN``), or None when the policy did not say."""
+        return self.trajectory.adapter
+
+    @property
     def inference_params(self) -> dict[str, Any] | None:
         """The payload's sampling parameters, or None when it carries none."""
         payload = self.trajectory.payload or {}

@@ -62,6 +62,8 @@ class TrajectoryRow:
     created_at: float = 0.0
     updated_at: float = 0.0
     reason: str | None = None
+    #: The policy's adapter that sampled it, where the policy says (schema version 4).
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ def trajectory_from_row(r: Sequence[Any]) -> TrajectoryRow:
         created_at=float(r[11]),
         updated_at=float(r[12]),
         reason=r[13],
+        adapter=r[14] if len(r) > 14 else None,  # an older file read as it is has no column
     )
 
 

@@ -201,6 +201,12 @@ class RunStore(StoreConnection):
                 (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": reason}), now),
             )
 
+    def set_adapter(self, trajectory_ids: Iterable[str], adapter: str) -> None:
+        """Record the policy adapter that sampled these trajectories (unknown ids: ignored)."""
+        rows = [(adapter, tid) for tid in trajectory_ids]
+        with self._tx() as conn:
+            conn.executemany("UPDATE trajectories SET adapter = ? WHERE id = ?", rows)
+
     @decodes
     def list_trajectories(
         self, job_arn: str | None = None, states: Iterable[str] | None = None
@@ -471,10 +477,7 @@ class RunStore(StoreConnection):
     ) -> None:
         """Append an event (``kind`` plus JSON ``detail``)."""
         with self._lock, self._writing():
-            self._conn.execute(
-                _INSERT_EVENT,
-                (trajectory_id, kind, _dumps(detail), time.time()),
-            )
+            self._conn.execute(_INSERT_EVENT, (trajectory_id, kind, _dumps(detail), time.time()))
 
     @decodes
     def list_events(

@@ -21,6 +21,10 @@ Versions:
    user's), each a turn of its own ``kind`` (``judge`` | ``user``) numbered apart from the
    policy's turns, so every reader of ``turns`` still sees the policy's calls only. An older
    file read as it is has no auxiliary calls (readers check for the table).
+4. The column ``trajectories.adapter``: the policy's adapter that sampled the rollout, where
+   the policy says (``agent-kit train``: ``base``, ``warm``, ``step-NNNN``); NULL otherwise. The
+   column is the table's last, and a reader takes it only when the row has it, so an older file
+   read as it is (read-only opens never migrate) reads NULL.
 """
 
 from __future__ import annotations
@@ -88,11 +92,14 @@ _V3_AUX: Final = (
     PRIMARY KEY (trajectory_id, idx))""",
 )
 
+_V4_ADAPTER: Final = ("ALTER TABLE trajectories ADD COLUMN adapter TEXT",)
+
 #: Every schema step, oldest first; ``MIGRATIONS[i].version == i + 1``.
 MIGRATIONS: Final = (
     Migration(1, "initial tables", _V1_TABLES),
     Migration(2, "indexes for events by kind and trajectories by job and state", _V2_INDEXES),
     Migration(3, "auxiliary model calls (judge, simulated user) as turns of their own", _V3_AUX),
+    Migration(4, "the adapter that sampled a rollout", _V4_ADAPTER),
 )
 #: The version this agent_kit writes (the last step's).
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version

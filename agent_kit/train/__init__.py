@@ -8,6 +8,10 @@ only when a run starts (the ``train`` extra). See docs/train.md.
 - :mod:`~agent_kit.train.config`: :class:`TrainConfig`, the settings and their bounds.
 - :mod:`~agent_kit.train.samples`: rollouts → training samples (prefix-merged, ``env_mask``).
 - :mod:`~agent_kit.train.grpo`: TRL's trainer fed one step at a time; adapters per step.
+- :mod:`~agent_kit.train.steps`: the step hook (a finished step → one update), with
+  :mod:`~agent_kit.train.outcomes` (a step's signal, the outcome gate),
+  :mod:`~agent_kit.train.refill` (dynamic sampling), :mod:`~agent_kit.train.provenance` (which
+  adapter sampled what) and :mod:`~agent_kit.train.prompt_filter` (prompts that can teach).
 - :mod:`~agent_kit.train.evaluate`: the holdout played by the base model and by the adapter.
 - :mod:`~agent_kit.train.session`: :func:`play_train`, the whole run;
   :mod:`~agent_kit.train.outputs` its ``train.json`` and ``train.html``.

@@ -15,10 +15,12 @@ from agent_kit.errors import UsageError
 
 __all__ = ["TRAIN_JOB", "TrainConfig"]
 
-#: The job settings ``agent-kit train`` starts from (a small step on a CPU): 10 steps of 4
-#: prompts × 8 rollouts, 128 tokens a turn, a whole step (32 rollouts) in flight, so the ``hf``
-#: policy samples the step's turns in one batch.
-TRAIN_JOB: Final = JobConfig(steps=10, group_size=8, batch_size=4, max_tokens=128, concurrency=32)
+#: The job settings ``agent-kit train`` starts from, sized for a laptop's CPU: 10 steps of 2
+#: prompts × 4 rollouts, 128 tokens a turn, a whole step (8 rollouts) in flight, so the ``hf``
+#: policy samples the step's turns in one batch without the rollouts in flight sharing the cores
+#: so thinly that a multi-turn agent's wall-clock budget cuts them (32 in flight on 2 cores cut
+#: 24 of 32 Wordle rollouts).
+TRAIN_JOB: Final = JobConfig(steps=10, group_size=4, batch_size=2, max_tokens=128, concurrency=8)
 
 #: The job fields a training run records in ``train_config.json`` (flat, beside its own).
 _JOB_FIELDS: Final = (
@@ -50,21 +52,24 @@ class TrainConfig:
 
     run: RunConfig
     model: str = "smollm2-135m"
-    lora_r: int = 8
+    lora_r: int = 16
     lora_alpha: int | None = None
     learning_rate: float = 5e-5
     beta: float = 0.0
     micro_batch: int | None = None
     gradient_checkpointing: bool = False
     eval: Path | None = None
-    eval_samples: int = 4
+    eval_samples: int = 2
     device: str = "auto"
     warm_start: tuple[Path, ...] = ()
     warm_start_min_reward: float | None = None
-    warm_start_epochs: int = 3
+    warm_start_epochs: int = 1
     warm_start_lr: float = 2e-4
     max_length: int | None = None
     force: bool = False
+    outcome_gate: bool = False
+    dynamic_sampling: int = 0
+    filter_prompts: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -107,6 +112,16 @@ class TrainConfig:
             (
                 0 < self.warm_start_lr <= 0.1,
                 f"--warm-start-lr must be in (0, 0.1], got {self.warm_start_lr}",
+            ),
+            (
+                0 <= self.dynamic_sampling <= 1024,
+                f"--dynamic-sampling must be 0..1024 extra prompts a step, got "
+                f"{self.dynamic_sampling}",
+            ),
+            (
+                self.filter_prompts == 0 or 2 <= self.filter_prompts <= 32,
+                f"--filter-prompts must be 0 (off) or 2..32 plays a prompt, got "
+                f"{self.filter_prompts}",
             ),
             (
                 self.max_length is None or 32 <= self.max_length <= 131072,

@@ -4,12 +4,16 @@
 ``rollout/*`` metrics of that step's rollouts
 (:func:`~agent_kit.reporting.metrics.training_metrics`, as summary.json computes them) beside
 the trainer's ``train/*`` metrics (loss, grad norm, KL when ``beta`` > 0, entropy, trained
-tokens) and the adapter saved; the evaluations (base and
-adapter: mean ± standard error, pass@k) and their difference; seconds per step and the trainer
-process's peak RSS. ``train.html`` plots the training reward per step against the two holdout
-means, and lists the steps. :func:`record_evals` stores the evaluations in the run itself
-(event ``train_eval``) and writes its summary.json and report.html again, whose Training
-section (:mod:`~agent_kit.reporting.train_view`) and the MLflow export read them from there.
+tokens), the step's signal shares (``train/signal/*``: groups all equal, groups that differ only
+by shaping), dynamic sampling's figures (``train/refill/*``), the seconds spent sampling and
+updating, the adapter that sampled the step (``sampled_by``) and the one saved, and the step's
+warnings (a stale adapter, weights that did not move: also gathered in ``warnings``); the
+evaluations (base and adapter: mean ± standard error, pass@k) and their difference; seconds per
+step (and apart: sampling, update) and the trainer process's peak RSS. ``train.html`` plots the
+training reward per step against the two holdout means, and lists the steps.
+:func:`record_evals` stores the evaluations in the run itself (event ``train_eval``) and writes
+its summary.json and report.html again, whose Training section
+(:mod:`~agent_kit.reporting.train_view`) and the MLflow export read them from there.
 """
 
 from __future__ import annotations
@@ -95,6 +99,11 @@ def record_evals(run_dir: Path, job_arn: str, evals: dict[str, Any]) -> bool:
     return added
 
 
+def _mean(steps: list[dict[str, Any]], key: str) -> float | None:
+    values = [float(s[key]) for s in steps if isinstance(s.get(key), int | float)]
+    return sum(values) / len(values) if values else None
+
+
 def write_train_outputs(
     run_dir: Path,
     config: TrainConfig,
@@ -109,6 +118,7 @@ def write_train_outputs(
     steps = _steps(run_dir, job.job_arn)
     timed = [s["timing_s/train_step"] for s in steps if "timing_s/train_step" in s]
     adapters = [s["adapter"] for s in steps if "adapter" in s]
+    warnings = [str(w) for s in steps for w in s.get("warnings") or []]
     doc: dict[str, Any] = {
         "schema": TRAIN_SCHEMA,
         "job": job.job_arn,
@@ -119,6 +129,9 @@ def write_train_outputs(
         "comparison": eval_comparison(evals),
         "adapter": str(run_dir / adapters[-1]) if adapters else None,
         "seconds_per_step": sum(timed) / len(timed) if timed else None,
+        "seconds_per_step_sampling": _mean(steps, "timing_s/sample"),
+        "seconds_per_step_update": _mean(steps, "timing_s/update"),
+        "warnings": warnings,
         "peak_rss_mb": peak_rss_mb(),
         **(extra or {}),
     }
@@ -140,7 +153,16 @@ def render_train_html(doc: dict[str, Any]) -> str:
         if mean is not None:
             series.append((f"holdout {label}", [mean] * len(xs)))
     chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True)
-    columns = ["step", "rollout/reward/mean", "train/loss", "train/grad_norm", "train/tokens"]
+    columns = [
+        "step",
+        "rollout/reward/mean",
+        "train/loss",
+        "train/grad_norm",
+        "train/tokens",
+        "train/signal/all_equal",
+        "train/signal/shaping_only",
+        "sampled_by",
+    ]
     rows = [[s.get(c) for c in columns] for s in steps]
     evals = [
         [label, e.get("mean"), e.get("se"), e.get("eval/reward/pass_at_k"), e.get("tool_call_rate")]

@@ -13,6 +13,13 @@ this size (harder prompts or a stricter reward); otherwise the remedies are a wa
 offered to a run that has one: more or better episodes, more epochs instead), a bigger or
 tool-capable model, a graded reward;
 ``agent-kit doctor reward RUN_DIR --policy SPEC`` reports the same probe as a finding.
+
+The probe also counts the groups whose rewards differ only by the reward's shaping, their
+outcomes alike (:mod:`~agent_kit.train.outcomes`). When they are most of the groups, the
+reward's shaping dominates its outcome: GRPO would learn the shaping, not what succeeds, and
+the line says so with the rehearsal's remedies (``--outcome-gate``, ``--dynamic-sampling``;
+the doctor's finding is then a warning). With ``--outcome-gate`` such groups carry no
+advantage, so a probe whose every group is all equal or shaping only has nothing to learn.
 """
 
 from __future__ import annotations
@@ -29,11 +36,12 @@ from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import PolicyBackend
 from agent_kit.errors import NothingToLearn, UsageError
-from agent_kit.reporting.metrics import build_groups, is_degenerate
+from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import PREFLIGHT_DIR, RunLayout
 from agent_kit.train.evaluate import progress_lines, tool_call_rate
+from agent_kit.train.outcomes import signal_shares
 
 __all__ = [
     "REMEDIES",
@@ -64,11 +72,31 @@ class Preflight:
     tool_call_rate: float | None
     success_threshold: float | None = None
     warm: bool = False
+    shaping_groups: int = 0
+    outcome_gate: bool = False
 
     @property
     def nothing_to_learn(self) -> bool:
-        """Every scored group is all-equal (or none was scored)."""
-        return self.equal_groups == self.groups
+        """Every scored group is all-equal (or none was scored); with the outcome gate, every
+        one is all-equal or differs only by shaping."""
+        silent = self.equal_groups + (self.shaping_groups if self.outcome_gate else 0)
+        return silent == self.groups
+
+    @property
+    def shaping_dominates(self) -> bool:
+        """Most of the scored groups differ only by shaping (their outcomes alike)."""
+        return self.groups > 0 and self.shaping_groups * 2 > self.groups
+
+    def shaping_note(self) -> str:
+        """The shaping warning of the line (``""`` when shaping does not dominate)."""
+        if not self.shaping_dominates or self.outcome_gate:
+            return ""
+        return (
+            f"; warning: {self.shaping_groups} of {self.groups} probe groups differ only by the "
+            "reward's shaping (their outcomes alike): the shaping dominates the outcome, so "
+            "GRPO would learn the shaping; try --outcome-gate (advantages on the outcome) or "
+            "--dynamic-sampling N"
+        )
 
     @property
     def solved(self) -> bool:
@@ -97,7 +125,8 @@ class Preflight:
         if not self.nothing_to_learn:
             return (
                 f"preflight: {self.equal_groups} of {self.groups} probe groups all equal, "
-                f"tool-call rate {rate}: GRPO has a gradient"
+                f"{self.shaping_groups} shaping only, tool-call rate {rate}: GRPO has a "
+                f"gradient{self.shaping_note()}"
             )
         if self.solved:
             return (
@@ -109,6 +138,11 @@ class Preflight:
             )
         if self.reward_min is None:
             alike = "no probe group was scored"
+        elif self.outcome_gate and self.shaping_groups:
+            alike = (
+                f"every one of the {self.groups} probe groups has outcomes alike "
+                f"({self.shaping_groups} differ only by shaping, which the outcome gate ignores)"
+            )
         elif self.reward_min == self.reward_max:
             alike = f"all {self.groups} probe groups scored alike (reward {self.reward_min:g})"
         else:
@@ -120,7 +154,11 @@ class Preflight:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (train.json's ``preflight``)."""
-        return {**asdict(self), "nothing_to_learn": self.nothing_to_learn}
+        return {
+            **asdict(self),
+            "nothing_to_learn": self.nothing_to_learn,
+            "shaping_dominates": self.shaping_dominates,
+        }
 
 
 def preflight_figures(run_dir: Path) -> Preflight:
@@ -135,14 +173,17 @@ def preflight_figures(run_dir: Path) -> Preflight:
     groups = build_groups(records)
     scored = [g for g in groups if g.rewards]
     rewards = [r for g in scored for r in g.rewards if math.isfinite(r)]
+    known = float(threshold) if isinstance(threshold, (int, float)) else None
+    shares = signal_shares(scored, known if known is not None else 1.0)
     return Preflight(
         groups=len(scored),
-        equal_groups=sum(is_degenerate(g.rewards) for g in scored),
+        equal_groups=shares.equal,
         rollouts=len(records),
         reward_min=min(rewards) if rewards else None,
         reward_max=max(rewards) if rewards else None,
         tool_call_rate=tool_call_rate(records),
-        success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None,
+        success_threshold=known,
+        shaping_groups=shares.shaping,
     )
 
 
@@ -174,13 +215,16 @@ async def preflight_or_stop(
     force: bool,
     echo: Callable[[str], None],
     warm: bool = False,
+    outcome_gate: bool = False,
 ) -> dict[str, Any]:
     """``agent-kit train``'s preflight (see the module docstring): play the probe step, echo its
     line when training goes on, raise :class:`NothingToLearn` with it when every group is equal
     and not ``force``; return its figures for train.json. ``warm``: the policy probed is the
-    run's warm start (the line then does not suggest one)."""
+    run's warm start (the line then does not suggest one); ``outcome_gate``: the run trains on
+    the outcomes."""
     echo("preflight: one probe step before training")
-    probe = replace(await run_preflight(run, backend, run_dir, echo), warm=warm)
+    probe = await run_preflight(run, backend, run_dir, echo)
+    probe = replace(probe, warm=warm, outcome_gate=outcome_gate)
     if probe.nothing_to_learn and not force:
         raise NothingToLearn(probe.line())
     echo(probe.line())

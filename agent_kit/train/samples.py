@@ -20,16 +20,30 @@ with an all-zero mask and advantage 0: it adds nothing to the loss.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_kit.model.continuation import Chain
 from agent_kit.model.turns import TurnTokens
-from agent_kit.reporting.metrics import build_groups
+from agent_kit.reporting.metrics import GroupResult, build_groups
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_TOKENS_EVENT
 
-__all__ = ["Sample", "StepBatch", "merge_turns", "no_gradient_note", "step_batch"]
+__all__ = [
+    "Advantages",
+    "Sample",
+    "StepBatch",
+    "blank_sample",
+    "group_rewards",
+    "group_samples",
+    "merge_turns",
+    "no_gradient_note",
+    "recorded_turns",
+    "reward_advantages",
+    "step_batch",
+    "step_groups",
+]
 
 
 @dataclass(frozen=True)
@@ -69,14 +83,15 @@ def merge_turns(turns: list[TurnTokens], advantage: float) -> Sample:
     return Sample(list(first.prompt_ids), completion, mask, logprobs, advantage, dropped)
 
 
-def _blank(pad_id: int) -> Sample:
+def blank_sample(pad_id: int) -> Sample:
+    """A place in a group without a usable rollout: one all-masked token, advantage 0."""
     return Sample([pad_id], [pad_id], [0], [0.0], 0.0)
 
 
 @dataclass
 class StepBatch:
     """A step's samples in group order (``group_size`` consecutive samples per prompt), with
-    what was left out."""
+    what was left out; ``rewards`` are the step's own rollouts' (its groups', not a refill's)."""
 
     step: int
     samples: list[Sample]
@@ -120,38 +135,81 @@ def recorded_turns(store: RunStore, trajectory_ids: set[str]) -> dict[str, list[
     return {tid: [turns[i] for i in sorted(turns)] for tid, turns in found.items()}
 
 
+#: A group's advantages, in its rollouts' order (the service's: ``GroupResult.advantages``; the
+#: outcome gate's: :func:`~agent_kit.train.outcomes.gated_advantages`).
+Advantages = Callable[[GroupResult], Sequence[float]]
+
+
+def reward_advantages(group: GroupResult) -> Sequence[float]:
+    """The service's advantages: ``group_based`` over the rewards."""
+    return group.advantages
+
+
+def step_groups(store: RunStore, job_arn: str, step: int) -> dict[int, GroupResult]:
+    """The groups of one step of a job, by prompt index."""
+    records = [r for r in load_rollouts(store, job_arn) if r.step == step]
+    return {g.prompt_index: g for g in build_groups(records)}
+
+
+def group_samples(
+    group: GroupResult | None,
+    group_size: int,
+    tokens: Mapping[str, list[TurnTokens]],
+    pad_id: int,
+    advantages: Advantages = reward_advantages,
+) -> tuple[list[Sample], int]:
+    """One group's ``group_size`` samples in sample order (``tokens``: its rollouts' recorded
+    turns) and how many are blank (see the module docstring)."""
+    by_sample: dict[int, tuple[Any, float]] = {}
+    if group is not None:
+        for rollout, advantage in zip(group.rollouts, advantages(group), strict=True):
+            by_sample[rollout.sample_index] = (rollout, advantage)
+    samples: list[Sample] = []
+    missing = 0
+    for sample_index in range(group_size):
+        rollout, advantage = by_sample.get(sample_index, (None, 0.0))
+        turns = tokens.get(rollout.id, [])[: rollout.turns] if rollout is not None else []
+        if not turns:
+            samples.append(blank_sample(pad_id))
+            missing += 1
+            continue
+        samples.append(merge_turns(turns, advantage))
+    return samples, missing
+
+
+def group_rewards(group: GroupResult | None, group_size: int) -> list[float | None]:
+    """A group's rewards in sample order (None for a slot without one)."""
+    found = {r.sample_index: r.reward for r in group.rollouts} if group is not None else {}
+    return [found.get(k) for k in range(group_size)]
+
+
 def step_batch(
-    store: RunStore, job_arn: str, step: int, *, group_size: int, prompts: list[int], pad_id: int
+    store: RunStore,
+    job_arn: str,
+    step: int,
+    *,
+    group_size: int,
+    prompts: list[int],
+    pad_id: int,
+    advantages: Advantages = reward_advantages,
 ) -> StepBatch:
     """The samples of one step: for each of the step's ``prompts`` (dataset indices, in plan
     order) ``group_size`` samples in sample order (see the module docstring)."""
-    records = [r for r in load_rollouts(store, job_arn) if r.step == step]
-    groups = {g.prompt_index: g for g in build_groups(records)}
-    chosen = {r.id for g in groups.values() for r in g.rollouts}
-    tokens = recorded_turns(store, chosen)
+    groups = step_groups(store, job_arn, step)
+    tokens = recorded_turns(store, {r.id for g in groups.values() for r in g.rollouts})
     batch = StepBatch(step, [])
     for prompt_index in prompts:
         group = groups.get(prompt_index)
-        by_sample: dict[int, tuple[Any, float]] = {}
-        if group is not None:
-            for rollout, advantage in zip(group.rollouts, group.advantages, strict=True):
-                by_sample[rollout.sample_index] = (rollout, advantage)
-        for sample_index in range(group_size):
-            rollout, advantage = by_sample.get(sample_index, (None, 0.0))
-            turns = tokens.get(rollout.id, [])[: rollout.turns] if rollout is not None else []
-            if not turns:
-                batch.samples.append(_blank(pad_id))
-                batch.rewards.append(rollout.reward if rollout is not None else None)
-                batch.missing += 1
-                continue
-            batch.samples.append(merge_turns(turns, advantage))
-            batch.rewards.append(rollout.reward)
+        samples, missing = group_samples(group, group_size, tokens, pad_id, advantages)
+        batch.samples += samples
+        batch.missing += missing
+        batch.rewards += group_rewards(group, group_size)
     return batch
 
 
 def no_gradient_note(batch: StepBatch) -> str:
     """Why a step's loss is 0, for its progress line: ``""`` when some sample has a non-zero
-    advantage, else that every group scored alike (no gradient)."""
+    advantage, else that no group had signal (no gradient)."""
     if any(s.advantage != 0.0 for s in batch.samples):
         return ""
-    return "; loss 0: every group scored alike (all advantages 0), nothing to learn this step"
+    return "; loss 0: no group had signal (all advantages 0), nothing to learn this step"

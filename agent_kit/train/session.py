@@ -37,24 +37,20 @@ import asyncio
 import contextlib
 import functools
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.config import RunConfig, default_job_name
-from agent_kit.driver.hooks import JobHooks, StepBoundary
+from agent_kit.driver.dataset import Dataset, load_dataset
+from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.job import JobResult
-from agent_kit.driver.job_setup import step_prompts
 from agent_kit.driver.local import run_local
 from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.emulator import HFPolicyBackend
 from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
-from agent_kit.model.turns import TurnTokens
-from agent_kit.store import RunStore
-from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
 from agent_kit.train.checks import (
@@ -69,10 +65,12 @@ from agent_kit.train.checks import (
 )
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.evaluate import eval_figures, run_eval
-from agent_kit.train.grpo import GRPOSession, StepUpdate, last_adapter
+from agent_kit.train.grpo import GRPOSession, last_adapter
 from agent_kit.train.outputs import write_train_outputs
 from agent_kit.train.preflight import preflight_or_stop
-from agent_kit.train.samples import no_gradient_note, step_batch
+from agent_kit.train.prompt_filter import filter_prompts
+from agent_kit.train.provenance import BASE_LABEL, tag_run
+from agent_kit.train.steps import TrainSteps
 from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
 
 __all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
@@ -121,74 +119,6 @@ def _settle(config: TrainConfig, echo: Echo) -> tuple[TrainConfig, Path]:
     return config.with_job(name=name), config.run.out / name
 
 
-class _Steps:
-    """The driver's step hook: trains every finished, untrained step before the next starts."""
-
-    def __init__(
-        self,
-        config: TrainConfig,
-        session: GRPOSession,
-        backend: HFPolicyBackend,
-        n_prompts: int,
-        first_step: int,
-        echo: Echo,
-    ) -> None:
-        self.config, self.session, self.backend = config, session, backend
-        self.n_prompts, self.first_step, self.echo = n_prompts, first_step, echo
-        tokenizer = backend.loaded.tokenizer
-        self.pad_id = int(tokenizer.pad_token_id or tokenizer.eos_token_id or 0)
-        self.started = time.monotonic()
-
-    def prompts(self, step: int) -> list[int]:
-        """The dataset indices of a step's prompts, in the driver's plan order."""
-        return step_prompts(step, self.config.job.batch_size or 1, self.n_prompts)
-
-    async def __call__(self, boundary: StepBoundary) -> None:
-        store = boundary.store
-        if self.backend.recorder is None:
-
-            def record(tokens: TurnTokens) -> None:
-                store.add_event(TRAIN_TOKENS_EVENT, tokens.to_dict(), tokens.trajectory_id)
-
-            self.backend.recorder = record
-        done = {int(e.detail["step"]) for e in store.list_events(kind=TRAIN_STEP_EVENT)}
-        for step in range(self.first_step, boundary.step):
-            if step not in done:
-                await self._train(store, boundary.job_arn, step, boundary.steps)
-
-    async def _train(self, store: RunStore, job_arn: str, step: int, steps: int) -> None:
-        batch = await asyncio.to_thread(
-            step_batch,
-            store,
-            job_arn,
-            step,
-            group_size=self.config.job.group_size,
-            prompts=self.prompts(step),
-            pad_id=self.pad_id,
-        )
-        update: StepUpdate = await asyncio.to_thread(self.session.train_step, batch)
-        seconds = time.monotonic() - self.started
-        self.started = time.monotonic()
-        detail = {
-            "step": step,
-            **update.metrics,
-            "train/tokens": float(batch.trained_tokens),
-            "train/missing_samples": float(batch.missing),
-            "train/dropped_turns": float(batch.dropped_turns),
-            "timing_s/train_step": seconds,
-            "adapter": str(update.adapter.relative_to(self.session.run_dir)),
-        }
-        store.add_event(TRAIN_STEP_EVENT, detail)
-        rewards = [r for r in batch.rewards if r is not None]
-        mean = sum(rewards) / len(rewards) if rewards else float("nan")
-        self.echo(
-            f"step {step} (of 0-{steps - 1}): reward {mean:.3f}, "
-            f"loss {update.metrics.get('train/loss', float('nan')):.4f}, "
-            f"grad norm {update.metrics.get('train/grad_norm', float('nan')):.3g}, {seconds:.1f}s, "
-            f"{detail['adapter']}{no_gradient_note(batch)}"
-        )
-
-
 async def train(
     config: TrainConfig,
     stop: asyncio.Event | None = None,
@@ -235,7 +165,7 @@ async def _train_locked(
     phases: Phases,
 ) -> TrainResult:
     """The training run, its ``inputs`` checked and its run directory locked (``lock``)."""
-    job, n_prompts = config.job, len(inputs.data)
+    job = config.job
     spec = parse_model_spec(config.model)
     settings = config.run.settings  # AGENT_KIT_*, read at the CLI's door
     if config.run.resume is None:  # first: a run stopped from here on is resumable
@@ -258,6 +188,7 @@ async def _train_locked(
         resume_from=resumed[1] if resumed is not None else warm,
         after_step=phases,
     )
+    start = resumed[1].name if resumed is not None else WARM_LABEL if warm else BASE_LABEL
     trained = LoadedModel(session.model, loaded.tokenizer, loaded.device, loaded.name)
     backend = HFPolicyBackend(
         trained,
@@ -268,26 +199,26 @@ async def _train_locked(
     )
     evals: dict[str, Any] = {}
     try:
+        data = _train_data(run_dir, inputs.data)
         if config.run.resume is None:
-            run = _run_config(config, backend.name)
-            extra = {
-                "warm_start": extra,
-                "preflight": await preflight_or_stop(
-                    run, backend, run_dir, force=config.force, echo=echo, warm=warm is not None
-                ),
-            }
+            data, extra = await _before_training(config, backend, run_dir, data, extra, start, echo)
         before = _evals_before(config, session, backend, run_dir, first_step, echo, phases)
         evals.update(await before)
         session.start()
-        hook = _Steps(config, session, backend, n_prompts, first_step, echo)
+        hook = TrainSteps(
+            config, session, backend, data, first_step=first_step, start_label=start, echo=echo,
+            stop=stop,
+        )  # fmt: skip
         hooks = JobHooks(on_step=hook, stop=stop, lock=lock)
-        result = await run_local(_run_config(config, backend.name), hooks, policy=backend)
+        run = _run_config(config, backend.name, data)
+        result = await run_local(run, hooks, policy=backend)
         backend.recorder = None
         if config.eval is not None and result.status == "completed":
             echo("evaluating the trained adapter on the holdout")
             evals["adapter"] = await run_eval(
                 config, backend, run_dir, "adapter", echo, after=phases
             )
+            _tag(RunLayout(run_dir).evals / "adapter", hook.ledger.latest or start)
         elif config.eval is not None:
             echo(f"trained adapter holdout: not played (the training job ended {result.status})")
     finally:
@@ -295,6 +226,49 @@ async def _train_locked(
         await backend.aclose()
     document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals, extra)
     return TrainResult(job=result, document=document)
+
+
+def _train_data(run_dir: Path, data: Dataset) -> Dataset:
+    """The prompts the training job plays: the dataset, or the ones the prompt filter kept."""
+    kept = RunLayout(run_dir).train_prompts
+    return load_dataset(kept) if kept.is_file() else data
+
+
+async def _before_training(
+    config: TrainConfig,
+    backend: HFPolicyBackend,
+    run_dir: Path,
+    data: Dataset,
+    warm: dict[str, Any],
+    start: str,
+    echo: Echo,
+) -> tuple[Dataset, dict[str, Any]]:
+    """A new run's preflight (recorded with the adapter it probed) and, with
+    ``--filter-prompts``, its prompt filter; the dataset to train on and train.json's figures
+    (the warm start's, the preflight's, the filter's)."""
+    run = _run_config(config, backend.name, data)
+    extra: dict[str, Any] = {"warm_start": warm}
+    extra["preflight"] = await preflight_or_stop(
+        run,
+        backend,
+        run_dir,
+        force=config.force,
+        echo=echo,
+        warm=start == WARM_LABEL,
+        outcome_gate=config.outcome_gate,
+    )
+    _tag(RunLayout(run_dir).preflight, start)
+    if config.filter_prompts:
+        data, extra["prompt_filter"] = await filter_prompts(config, backend, run_dir, data, echo)
+        _tag(RunLayout(run_dir).prompt_filter, start)
+    return data, extra
+
+
+def _tag(run_dir: Path, label: str) -> None:
+    """Record the adapter of a side run's rollouts (a holdout, the preflight, the filter), when
+    the run is there."""
+    if RunLayout(run_dir).store.is_file():
+        tag_run(run_dir, label)
 
 
 async def _warm_start(
@@ -348,9 +322,11 @@ async def _evals_before(
     echo("evaluating the base model on the holdout")
     with session.model.disable_adapter():
         evals["base"] = await run_eval(config, backend, run_dir, "base", echo, after=phases)
+    _tag(RunLayout(run_dir).evals / "base", BASE_LABEL)
     if config.warm_start and first_step == 0:
         echo("evaluating the warm start on the holdout")
         evals[WARM_LABEL] = await run_eval(config, backend, run_dir, WARM_LABEL, echo, after=phases)
+        _tag(RunLayout(run_dir).evals / WARM_LABEL, WARM_LABEL)
     elif config.warm_start and (RunLayout(run_dir).evals / WARM_LABEL).is_dir():
         with contextlib.suppress(Exception):  # an unfinished one cannot be played again now
             evals[WARM_LABEL] = eval_figures(
@@ -359,12 +335,13 @@ async def _evals_before(
     return evals
 
 
-def _run_config(config: TrainConfig, policy: str) -> RunConfig:
-    """The training job's run: a new one plays the settled job with the ``hf`` policy; a
-    resumed one plays with the settings it recorded."""
+def _run_config(config: TrainConfig, policy: str, data: Dataset) -> RunConfig:
+    """The training job's run on ``data`` (the dataset, or the prompts the filter kept): a new
+    one plays the settled job with the ``hf`` policy; a resumed one plays with the settings it
+    recorded."""
     if config.run.resume is not None:
-        return replace(config.run, job=None)
-    return replace(config.run, job=replace(config.job, policy=policy))
+        return replace(config.run, job=None, dataset=data.path)
+    return replace(config.run, dataset=data.path, job=replace(config.job, policy=policy))
 
 
 def play_train(

@@ -29,6 +29,7 @@ expert, ``openai:`` a teacher, ``hf:`` the model's own best-of-n):
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from typing import Any, Final
 from agent_kit.errors import WarmStartStopped
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
+from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import RecordedRun, save_adapter
 from agent_kit.train.config import TrainConfig
@@ -45,15 +47,22 @@ from agent_kit.train.passes import CHECKPOINT_KWARGS, PASS_TOKENS, checkpoint_pa
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
+    "PROGRESS_EVERY_S",
     "WARM_LABEL",
     "batch_shape",
+    "estimate_seconds",
     "fine_tune",
     "prepare_warm_start",
 ]
 
 #: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
 WARM_LABEL: Final = "warm"
-_PROGRESS_LINES: Final = 10
+#: The longest wait between two progress lines of the warm start.
+PROGRESS_EVERY_S: float = 60.0
+#: The estimate's reference: SmolLM2-135M's warm start trained ≈ 144 tokens/s on 2 quiet cores
+#: (47,516 tokens an epoch in 5.5 minutes, bench/train_wordle.py, 2026-12-07).
+_TOKENS_PER_S: Final = 144.0
+_REFERENCE_PARAMS: Final = 135_000_000
 #: What to do when the warm adapter cannot be saved (a new run leaves no directory).
 _SAVE_FAILED: Final = "nothing was kept; make room and run the same command again"
 
@@ -84,26 +93,55 @@ def _dataset(examples: WarmExamples, datasets: Any) -> Any:
     return datasets.Dataset.from_dict(rows)
 
 
-def _progress_callback(transformers: Any, echo: Echo, stop: Stop | None) -> Any:
-    """A TrainerCallback: a progress line about :data:`_PROGRESS_LINES` times (epoch, loss,
-    time spent and left), and ``should_training_stop`` at the next step once ``stop()``."""
+def estimate_seconds(tokens: int, epochs: int, params: int, device: str) -> float | None:
+    """A first guess of a CPU warm start's seconds, before it measures itself: the tokens it
+    trains at :data:`_TOKENS_PER_S` (SmolLM2-135M's on 2 cores), scaled by the model's size
+    and the usable cores; None on an accelerator."""
+    if device != "cpu" or tokens <= 0:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    rate = _TOKENS_PER_S * max(1, cores or 1) / 2 * _REFERENCE_PARAMS / max(params, 1)
+    return tokens * epochs / rate
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _progress_callback(
+    transformers: Any, echo: Echo, stop: Stop | None, guess: float | None = None
+) -> Any:
+    """A TrainerCallback: before the first step, the steps to come and ``guess`` (the estimate
+    of :func:`estimate_seconds`); then a progress line (step, epoch, loss, time spent and left)
+    after the first step, at least every :data:`PROGRESS_EVERY_S` seconds and after the last;
+    ``should_training_stop`` at the next step once ``stop()``."""
 
     class Progress(transformers.TrainerCallback):  # type: ignore[misc]
         def __init__(self) -> None:
-            self.started = time.monotonic()
+            self.started = self.last = time.monotonic()
             self.loss: float | None = None
             self.stopped_at: int | None = None
             self.shown = 0  # the last step a line was printed for (the end logs twice)
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            self.started = self.last = time.monotonic()
+            about = f", about {_minutes(guess)} (a first guess" if guess is not None else ""
+            about += "; the lines below measure it)" if guess is not None else ""
+            echo(
+                f"warm start: {plural(int(state.max_steps or 0), 'optimiser step')} over "
+                f"{plural(int(args.num_train_epochs), 'epoch')}{about}"
+            )
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
             if logs and "loss" in logs:
                 self.loss = float(logs["loss"])
             total, step = int(state.max_steps or 0), int(state.global_step)
-            every = max(1, total // _PROGRESS_LINES)
-            if step <= self.shown or (step % every and step != total) or self.loss is None:
+            now = time.monotonic()
+            due = step == 1 or step == total or now - self.last >= PROGRESS_EVERY_S
+            if step <= self.shown or not due or self.loss is None:
                 return
-            self.shown = step
-            spent = time.monotonic() - self.started
+            self.shown, self.last = step, now
+            spent = now - self.started
             left = spent / step * (total - step)
             echo(
                 f"warm start: step {step} of {total} (epoch {float(state.epoch or 0):.1f}), "
@@ -178,7 +216,9 @@ def fine_tune(
         peft_config=lora,
     )
     trainer.remove_callback(transformers.PrinterCallback)
-    progress = _progress_callback(transformers, echo, stop)
+    params = sum(int(p.numel()) for p in loaded.model.parameters())
+    guess = estimate_seconds(examples.tokens, config.warm_start_epochs, params, loaded.device)
+    progress = _progress_callback(transformers, echo, stop, guess)
     trainer.add_callback(progress)
     try:
         trainer.train()

@@ -6,9 +6,13 @@ Deploy this file plus the ``words/`` folder next to it. Locally::
         --policy scripted:examples/wordle/policies.py:Solver --group-size 4
 
 Each rollout gets a fresh :class:`WordleEnv`; the secret word comes from the dataset row
-(``{"prompt": ..., "answer": ..., "id": ...}``) and never reaches the policy. The policy plays
-with one tool, ``guess_word``, and the episode reward is computed by :func:`wordle_reward`
-(a dominant outcome term plus small, bounded strategy shaping; see README.md).
+(``{"prompt": ..., "answer": ..., "id": ...}``) and never reaches the policy. A row may seed the
+game with prior guesses (``"guesses": ["stare", "cloud"]``, 0–4 words): the game plays them at
+reset, the first message shows their feedback, and the guesses left shrink accordingly. The
+policy plays with one tool, ``guess_word``, and the episode reward is computed by
+:func:`wordle_reward` (a dominant outcome term plus small, bounded strategy shaping; see
+README.md): a seeded game is scored as the same game played by hand, its seeded guesses
+included.
 
 Importing this module starts nothing: the server runs only under ``__main__``. (No
 ``from __future__ import annotations`` here: dataclasses in a module loaded by file path, as the
@@ -43,6 +47,7 @@ ALLOWED: frozenset[str] = frozenset(_load_words("allowed.txt")) | frozenset(ANSW
 
 WORD_LENGTH = 5
 MAX_GUESSES = 6
+MAX_SEEDED = 4  # prior guesses a dataset row may seed a game with (at least two are left)
 MAX_INVALID = 6  # invalid attempts allowed; with MAX_GUESSES this caps an episode at 12 calls
 MAX_TURNS = MAX_GUESSES + MAX_INVALID + 2  # policy calls: room for a couple of text-only replies
 
@@ -62,6 +67,8 @@ SYSTEM_PROMPT = (
     "not use up a guess but are penalised."
 )
 USER_PROMPT = "Let's play Wordle. Make your first guess."
+SEEDED_PROMPT = "Let's play Wordle. These guesses were already made:"
+SEEDED_ASK = "Make your next guess."
 
 
 def score_feedback(guess: str, answer: str) -> tuple[Mark, ...]:
@@ -155,6 +162,14 @@ class Knowledge:
         )
 
 
+def feedback_lines(word: str, marks: Sequence[Mark], n: int) -> list[str]:
+    """The tool's two lines for the n-th valid guess: the guess and its per-letter feedback."""
+    return [
+        f"Guess {n} of {MAX_GUESSES}: {word.upper()}",
+        "Feedback: " + ", ".join(f"{c.upper()} {m}" for c, m in zip(word, marks, strict=True)),
+    ]
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One ``guess_word`` call as the game judged it (feedback only for valid guesses)."""
@@ -195,7 +210,33 @@ class WordleEnv(Environment):
         self.answer = answer
         self.task_id = str(task.get("id", ""))
         self.attempts = []
-        return str(task.get("prompt") or USER_PROMPT)
+        seeded = self._seeded(task.get("guesses"))
+        if not seeded:
+            return str(task.get("prompt") or USER_PROMPT)
+        lines = [SEEDED_PROMPT]
+        for word in seeded:
+            marks = score_feedback(word, self.answer)
+            self.attempts.append(Attempt(word, "valid", marks))
+            lines += feedback_lines(word, marks, len(self.history))
+        lines += [Knowledge.from_history(self.history).summary(MAX_GUESSES - len(seeded))]
+        return "\n".join([*lines, SEEDED_ASK])
+
+    def _seeded(self, guesses: Any) -> list[str]:
+        """The row's prior guesses, checked: 0–4 allowed words, none of them the answer."""
+        if guesses is None:
+            return []
+        if not isinstance(guesses, list) or len(guesses) > MAX_SEEDED:
+            raise ValueError(
+                f"guesses must be a list of 0-{MAX_SEEDED} words (task {self.task_id!r})"
+            )
+        words = [str(g).strip().lower() for g in guesses]
+        for word in words:
+            if word not in ALLOWED or word == self.answer:
+                raise ValueError(
+                    f"seeded guess {word!r} is not an allowed word other than the answer "
+                    f"(task {self.task_id!r})"
+                )
+        return words
 
     # -- derived state ---------------------------------------------------------------------
     @property
@@ -232,10 +273,7 @@ class WordleEnv(Environment):
         marks = score_feedback(word, self.answer)
         self.attempts.append(Attempt(word, "valid", marks))
         n = len(self.history)
-        lines = [
-            f"Guess {n} of {MAX_GUESSES}: {word.upper()}",
-            "Feedback: " + ", ".join(f"{c.upper()} {m}" for c, m in zip(word, marks, strict=True)),
-        ]
+        lines = feedback_lines(word, marks, n)
         if word == self.answer:
             self.finish({"solved": True, "guesses": n})
             lines.append(f"Solved in {n} guess{'es' if n > 1 else ''}! The game is over.")

@@ -9,10 +9,16 @@ service passes the string to the agent unparsed, and only the ``prompt`` field r
 
 Words are drawn from ``words/answers.txt`` with ``random.Random(seed)``: one shuffle, the first
 ``train-size`` words are train and the next ``holdout-size`` are holdout, so the splits are
-disjoint by construction and the same arguments always give the same files. Answers that occur as
-a word anywhere in the fixed text the policy sees (system prompt, user prompt, tool description,
-the tool's message templates — e.g. ``guess``, ``fixed``) are left out, so "the answer never
-appears in a request" can be checked with a plain word search.
+disjoint by construction and the same arguments always give the same files. Answers that occur
+as a word anywhere in the fixed text the policy sees (system prompt, user prompt, tool
+description, the tool's message templates — e.g. ``guess``, ``fixed``) are left out, so "the
+answer never appears in a request" can be checked with a plain word search.
+
+**Seeded positions** (``train_seeded.jsonl``, ``holdout_seeded.jsonl``: every train word, and
+the first ``--seeded-holdout`` holdout words): the same words, row i seeded with ``i mod 5``
+prior guesses (``"guesses"``: the greedy Solver's first guesses on that word, fewer when it
+would have solved sooner; the answer is never one of them). The game plays them at reset, so a
+weak policy meets positions closer to the goal (the curriculum the AWS Wordle sample proposes).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ def fixed_texts(mod: ModuleType) -> list[str]:
     Tool messages are collected by playing probe games through every branch (invalid word,
     malformed, solve, loss, too many invalid attempts); the probe's own guesses are removed.
     """
-    texts = [mod.SYSTEM_PROMPT, mod.USER_PROMPT, RECOVERY_PREFIX]
+    texts = [mod.SYSTEM_PROMPT, mod.USER_PROMPT, mod.SEEDED_PROMPT, mod.SEEDED_ASK, RECOVERY_PREFIX]
     probe_words: set[str] = set()
     scripts = [
         ("crane", ["xyzzy", "ab", "slate", "crane"]),
@@ -101,16 +107,49 @@ def build(train_size: int, holdout_size: int, seed: int) -> dict[str, list[dict[
     }
 
 
+def solver_openings(answer: str, count: int) -> list[str]:
+    """The greedy Solver's first ``count`` guesses on ``answer``, stopping before the guess that
+    would solve it."""
+    policies = _simulate().policies_module()
+    feedback: list[tuple[str, str]] = []
+    while len(feedback) < count:
+        tried = {g for g, _ in feedback}
+        pool = [w for w in policies.candidates(feedback) if w not in tried]
+        word = policies.choose(pool, 0.0, None)
+        if word == answer:
+            break
+        feedback.append((word, policies.pattern(word, answer)))
+    return [word for word, _ in feedback]
+
+
+def seeded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as seeded positions: row i with ``i mod 5`` prior guesses (see the module
+    docstring); its id gains ``_s<n>``."""
+    out = []
+    mod = _simulate().agent_module()
+    for i, row in enumerate(rows):
+        task = json.loads(row["prompt"])
+        guesses = solver_openings(task["answer"], i % (mod.MAX_SEEDED + 1))
+        task = {**task, "id": f"{task['id']}_s{len(guesses)}", "guesses": guesses}
+        out.append({"prompt": json.dumps(task)})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write ``train.jsonl`` and ``holdout.jsonl``; print what was written."""
+    """Write ``train.jsonl``, ``holdout.jsonl`` and their seeded positions; print what was
+    written."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train-size", type=int, default=64)
     parser.add_argument("--holdout-size", type=int, default=32)
+    parser.add_argument("--seeded-holdout", type=int, default=16)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out-dir", type=Path, default=HERE)
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for name, rows in build(args.train_size, args.holdout_size, args.seed).items():
+    splits = build(args.train_size, args.holdout_size, args.seed)
+    splits["train_seeded"] = seeded(splits["train"])
+    splits["holdout_seeded"] = seeded(splits["holdout"][: args.seeded_holdout])
+    for name, rows in splits.items():
         path = args.out_dir / f"{name}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         print(f"wrote {len(rows)} rows to {path}")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import SUBMIT_AGENT, SUBMIT_EXPERT, id_dataset
+from helpers import SUBMIT_AGENT, SUBMIT_EXPERT, WORDLE_AGENT, holdout, id_dataset, wordle_policy
 
 from agent_kit.cli import main
 
@@ -36,3 +36,24 @@ def test_a_policy_whose_probe_groups_are_all_equal_is_an_error_finding(
     assert probe["hint"] == "try harder prompts or a stricter reward"
     assert probe["evidence"]["tool_call_rate"] == 1.0
     assert (runs / "r" / "preflight" / "run.sqlite").is_file()
+
+
+def test_a_policy_whose_groups_differ_only_by_shaping_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random Wordle guesses lose every game alike (outcome −0.5) while the shaping spreads the
+    rewards: the preflight finding is a warning that the shaping dominates the outcome, and its
+    hint names the outcome gate."""
+    data = holdout(tmp_path / "data.jsonl", 2)
+    runs = tmp_path / "runs"
+    random = wordle_policy("Random")
+    argv = ["run", str(WORDLE_AGENT), "--dataset", str(data), "--out", str(runs), "--name", "w"]
+    assert main([*argv, "--group-size", "3", "--workers", "1", "--policy", random, "--json"]) == 0
+    capsys.readouterr()
+    main(["doctor", "reward", str(runs / "w"), "--policy", random, "--json"])
+    findings = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["findings"]
+    (probe,) = [f for f in findings if f["check"] == "preflight"]
+    assert probe["evidence"]["shaping_groups"] == 2
+    assert probe["severity"] == "warn"
+    assert "the shaping dominates the outcome" in probe["title"]
+    assert "--outcome-gate" in probe["hint"]

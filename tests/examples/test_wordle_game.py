@@ -314,3 +314,81 @@ def test_datasets_leave_out_answers_that_occur_in_the_fixed_text() -> None:
     built = make_dataset.build(1000, 1000, 3)
     answers = {json.loads(r["prompt"])["answer"] for rows in built.values() for r in rows}
     assert not answers & leaking
+
+
+# -- seeded positions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "seeds", "next_guess"),
+    [
+        ("crane", ["slate", "pious"], "react"),
+        ("abbey", ["babes", "kebab", "bobby", "eerie"], "abbey"),
+        ("speed", [], "steep"),
+    ],
+)
+def test_a_seeded_game_is_the_game_played_by_hand(
+    answer: str, seeds: list[str], next_guess: str
+) -> None:
+    """Seeding prior guesses gives the same feedback, guesses left, next tool result and reward
+    as playing those guesses through the tool by hand; the first message shows each seeded
+    guess's own feedback lines and the summary the last one would have shown."""
+    seeded = agent.WordleEnv()
+    first = seeded.reset({"answer": answer, "id": "s", "guesses": seeds})
+    by_hand = agent.WordleEnv()
+    by_hand.reset({"answer": answer, "id": "h"})
+    results = [by_hand.guess_word(word) for word in seeds]
+    assert seeded.history == by_hand.history
+    assert seeded.attempts == by_hand.attempts
+    if seeds:
+        assert first.startswith(agent.SEEDED_PROMPT)
+        assert first.endswith(agent.SEEDED_ASK)
+        for result in results:
+            assert "\n".join(result.splitlines()[:2]) in first
+        summary = results[-1].split("\n", 2)[2]
+        assert summary in first
+        assert f"Guesses left: {agent.MAX_GUESSES - len(seeds)}" in first
+        assert policies.read_feedback([{"role": "user", "content": first}]) == [
+            (w, "".join({"green": "G", "yellow": "Y", "gray": "-"}[m] for m in marks))
+            for w, marks in seeded.history
+        ]
+    else:
+        assert first == agent.USER_PROMPT
+    assert seeded.guess_word(next_guess) == by_hand.guess_word(next_guess)
+    assert seeded.done == by_hand.done
+    assert agent.wordle_reward(seeded).breakdown() == agent.wordle_reward(by_hand).breakdown()
+    assert agent.wordle_reward(seeded).total == agent.wordle_reward(by_hand).total
+
+
+@pytest.mark.parametrize(
+    "guesses",
+    [["crane"], ["slate", "qqqqq"], ["slate", "pious", "dying", "block", "fluff"], "slate"],
+)
+def test_reset_rejects_unplayable_seeds(guesses: object) -> None:
+    """The answer, a word not in the list, more than four guesses or not a list: ValueError."""
+    with pytest.raises(ValueError, match="guess"):
+        agent.WordleEnv().reset({"answer": "crane", "id": "x", "guesses": guesses})
+
+
+def test_shipped_seeded_positions_are_what_make_dataset_builds() -> None:
+    """train_seeded/holdout_seeded hold the train words and the first 16 holdout words, row i
+    with up to i mod 5 of the greedy Solver's guesses (never the answer), ids marked _s<n>."""
+    built = make_dataset.build(64, 32, 42)
+    for name, rows in (("train", built["train"]), ("holdout", built["holdout"][:16])):
+        shipped = [
+            json.loads(line) for line in (WORDLE / f"{name}_seeded.jsonl").read_text().splitlines()
+        ]
+        assert shipped == make_dataset.seeded(rows)
+        tasks = [json.loads(r["prompt"]) for r in shipped]
+        plain = [json.loads(r["prompt"]) for r in rows]
+        for i, (task, row) in enumerate(zip(tasks, plain, strict=True)):
+            assert task["answer"] == row["answer"]
+            assert len(task["guesses"]) <= i % 5
+            assert task["answer"] not in task["guesses"]
+            assert task["id"] == f"{row['id']}_s{len(task['guesses'])}"
+            agent.WordleEnv().reset(task)  # every position is playable
+    counts = Counter(
+        len(json.loads(json.loads(line)["prompt"])["guesses"])
+        for line in (WORDLE / "train_seeded.jsonl").read_text().splitlines()
+    )
+    assert set(counts) == {0, 1, 2, 3, 4}

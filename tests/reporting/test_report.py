@@ -375,3 +375,32 @@ def test_svg_charts_handle_empty_and_gaps() -> None:
     assert chart.count("<polyline") == 1  # only the 2..3 segment has two points
     assert chart.count("<circle") == 3
     assert "&lt;b&gt;" in _svg.strip([("<b>", [1.0, 2.0], False)], title="t")
+
+
+def test_training_section_shows_each_steps_signal_sampler_and_warnings(run_dir: Path) -> None:
+    """Steps that recorded their signal shares get the signal curve and columns, the adapter
+    that sampled each step, and the steps' warnings listed, escaped."""
+    with RunStore.open(run_dir) as store:
+        for step, equal in ((0, 0.5), (1, 0.25)):
+            detail = {
+                "step": step,
+                "train/loss": 0.5,
+                "train/signal/all_equal": equal,
+                "train/signal/shaping_only": 0.25,
+                "sampled_by": "base" if step == 0 else "step-0000",
+                "warnings": [f"warning: step {step}: {HOSTILE}"] if step else [],
+                "adapter": f"adapters/step-{step:04d}",
+            }
+            store.add_event(TRAIN_STEP_EVENT, detail)
+        page = render_html(summarize(store), store)
+    start = page.index('<section id="training">')
+    section = page[start : page.index("</section>", start)]
+    assert "Groups without outcome signal per step (train/signal/*)" in section
+    assert "<th>train/signal/all_equal</th>" in section
+    assert "<th>train/signal/shaping_only</th>" in section
+    assert "<th>sampled by</th>" in section
+    assert "<td>step-0000</td><td>adapters/step-0001</td>" in section
+    warnings = section[section.index('<ul id="train-warnings"') : section.index("</ul>")]
+    assert warnings.count("<li>") == 1
+    assert HOSTILE not in warnings
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in warnings

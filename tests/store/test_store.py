@@ -21,6 +21,7 @@ from agent_kit.store import (
     TurnEvent,
     TurnRow,
     TurnTotals,
+    load_rollouts,
     resolve_path,
 )
 from agent_kit.store import schema as store_schema
@@ -352,8 +353,8 @@ def test_v1_store_is_migrated_to_the_current_version_with_rows_intact(tmp_path: 
         }
         store.add_turn(_turn("t1", 1))  # the migrated store takes new writes
         assert store.count_turns("t1") == 2
-    assert SCHEMA_VERSION == 3
-    assert _user_version(file) == 3
+    assert SCHEMA_VERSION == 4
+    assert _user_version(file) == 4
     assert {"events_kind", "trajectories_job_state"} <= _indexes(file)
 
 
@@ -410,6 +411,29 @@ def test_a_migrated_store_records_auxiliary_calls_apart_from_the_policy_turns(
         ]
         assert [len(v) for v in store.job_aux_turns(ARN).values()] == [3]
         assert store.count_turns("t1") == 1
+
+
+def test_a_migrated_store_names_the_adapter_that_sampled_a_rollout(tmp_path: Path) -> None:
+    """A version 1 store migrated to version 4 takes a rollout's adapter; its rollout names it,
+    and ids it does not hold are ignored."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old") as store:
+        assert store.list_trajectories(ARN)[0].adapter is None
+        store.set_adapter(["t1", "not-stored"], "step-0002")
+        (rollout,) = load_rollouts(store, ARN)
+    assert rollout.adapter == "step-0002"
+
+
+def test_an_older_store_read_as_it_is_names_no_adapter(tmp_path: Path) -> None:
+    """A read-only open of a version 1 store (no adapter column) reads its rollouts, adapter
+    None, and leaves the file as it was."""
+    file = tmp_path / "old" / RUN_FILE
+    _write_v1_store(file)
+    with RunStore.open(tmp_path / "old", readonly=True) as store:
+        (rollout,) = load_rollouts(store, ARN)
+    assert rollout.adapter is None
+    assert _user_version(file) == 1
 
 
 def test_a_store_read_as_it_is_without_the_aux_table_has_no_auxiliary_calls(

@@ -117,11 +117,15 @@ def test_the_preflight_stops_a_run_with_nothing_to_learn(
     assert not run.train_json.exists()
 
 
-def test_the_warm_start_prints_its_last_step_once(
-    warm_run: tuple[int, dict, Path], tmp_path: Path
+def test_the_warm_start_says_its_steps_first_and_prints_its_last_step_once(
+    warm_run: tuple[int, dict, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The last progress line ("step N of N") is printed once, not again for the trainer's
-    closing log, and the count of progress lines stays about ten."""
+    """Before its first step the warm start prints its optimiser steps and a first guess of its
+    time; with a line due at every step (the minute cut to 0), each step has one line and the
+    last ("step N of N") is printed once, not again for the trainer's closing log."""
+    import agent_kit.train.warm as warm
+
+    monkeypatch.setattr(warm, "PROGRESS_EVERY_S", 0.0)
     _, doc, run = warm_run
     loaded = load_model(parse_model_spec(doc["settings"]["model"]), "cpu")
     config = TrainConfig(run=RunConfig(), warm_start=(run.parent / "expert",), warm_start_epochs=4)
@@ -134,4 +138,7 @@ def test_the_warm_start_prints_its_last_step_once(
     assert [x for x in progress if x.startswith(f"warm start: step {steps} of {steps} ")] == [
         progress[-1]
     ]
-    assert len(progress) == len(set(progress))
+    assert len(progress) == len(set(progress)) == steps
+    (plan,) = [x for x in lines if "optimiser steps over" in x]
+    assert lines.index(plan) < lines.index(progress[0])
+    assert plan.startswith(f"warm start: {steps} optimiser steps over 4 epochs, about ")
