@@ -160,6 +160,23 @@ def test_doctor_rescoring_with_the_entrypoint_plays_the_simulated_customer(
     assert [f for f in audit["findings"] if f["severity"] == "error"] == []
 
 
+def test_the_projection_and_the_job_plan_count_the_auxiliary_cost(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """The judge and customer calls are most of a support run's cost: the summary's projection
+    and ``job plan`` (its table and ``--json``) add them to the MTRL cost."""
+    summary, run_dir = judged_run
+    proj = summary["projection"]
+    assert proj["auxiliary"]["cost"] > 0
+    assert proj["total_cost"] == pytest.approx(proj["cost"]["total"] + proj["auxiliary"]["cost"])
+    assert "auxiliary calls" in proj["text"]
+    doc = json.loads(_agent_kit("job", "plan", str(run_dir), "--json").stdout)
+    assert doc["auxiliary"]["total_with_auxiliary"]["p50"] == pytest.approx(
+        doc["cost"]["total"]["p50"] + doc["auxiliary"]["cost"]
+    )
+    assert "total + auxiliary" in _agent_kit("job", "plan", str(run_dir)).stdout
+
+
 def test_doctor_passes_the_consistent_judge(judged_run: tuple[dict[str, Any], Path]) -> None:
     """``doctor reward`` re-judges the run's episodes and finds the example's judge steady
     under the padding, flattery, reorder and injection probes."""

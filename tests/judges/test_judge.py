@@ -297,3 +297,24 @@ def test_an_auxiliary_reply_over_the_request_bound_is_refused_with_the_reason(
     store = Path(emu.store.path)
     files = store.parent.glob(store.name + "*")
     assert sum(f.stat().st_size for f in files) < 1 << 20
+
+
+def test_a_simulated_user_without_the_judges_extra_names_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without strands-agents-evals importable, the support example's episode fails at its
+    simulated customer with a reason that names ``pip install 'agent_kit[judges]'``."""
+    import json
+    import sys
+
+    from agent_kit.testing import run_episode
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "strands_evals"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "strands_evals", None)
+    support = Path(__file__).resolve().parents[2] / "examples" / "support"
+    row = json.loads((support / "cases.jsonl").read_text().splitlines()[0])
+    body = run_episode(support / "agent.py", row["prompt"], policy=lambda r: "Hello.")
+    reason = body["failure"]["reason"]
+    assert "pip install 'agent_kit[judges]'" in reason, reason
+    assert reason.count("\n") == 0
