@@ -27,32 +27,25 @@ __all__ = ["SIGNAL_EXIT", "aborts_exit", "announcer", "exit_interrupted", "warm_
 SIGNAL_EXIT: Final = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
+def _saying(err: Console, what: str) -> StopHook:
+    """A hook that prints ``SIGNAL: stopping WHAT (Ctrl-C again to abort now)`` on stderr."""
+
+    def stopping(signum: signal.Signals) -> None:
+        err.print(f"{signum.name}: stopping {what} (Ctrl-C again to abort now)", markup=False)
+
+    return stopping
+
+
 def announcer(err: Console, grace: float) -> StopHook:
     """The hook that says, on the first signal, what the graceful stop does (``grace``
     seconds for the rollouts in flight)."""
-
-    def stopping(signum: signal.Signals) -> None:
-        err.print(
-            f"{signum.name}: stopping — no new rollouts, {grace:g}s "
-            "for the ones in flight (Ctrl-C again to abort now)",
-            markup=False,
-        )
-
-    return stopping
+    return _saying(err, f"— no new rollouts, {grace:g}s for the ones in flight")
 
 
 def warm_announcer(err: Console) -> StopHook:
     """The hook that says, on the first signal during ``agent-kit train``'s warm start, what
     stopping it does (no rollout has started yet)."""
-
-    def stopping(signum: signal.Signals) -> None:
-        err.print(
-            f"{signum.name}: stopping the warm start after its current step (the run "
-            "directory is kept; Ctrl-C again to abort now)",
-            markup=False,
-        )
-
-    return stopping
+    return _saying(err, "the warm start after its current step, keeping the run directory")
 
 
 def exit_interrupted(signum: signal.Signals | None, err: Console) -> NoReturn:

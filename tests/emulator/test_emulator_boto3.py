@@ -485,30 +485,21 @@ def test_verify_refuses_a_bearer_token_presigned_for_another_service(
     """A ``sagemaker-api-key-…`` token whose presigned URL is scoped to ``s3`` (botocore's
     SigV4QueryAuth, the right key and region) is 403 naming the service; ``sagemaker``'s is
     accepted."""
-    import base64
-
     import httpx
-    from botocore.auth import SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
-    def token(service: str) -> str:
-        host = "sagemaker.amazonaws.com"
-        request = AWSRequest(
-            method="POST",
-            url=f"https://{host}/",
-            headers={"host": host},
-            params={"Action": "CallWithBearerToken"},
-        )
-        creds = Credentials("AKIDEXAMPLE", "secret")
-        SigV4QueryAuth(creds, service, "us-west-2", expires=600).add_auth(request)
-        url = request.url.removeprefix("https://") + "&Version=1"
-        return "sagemaker-api-key-" + base64.b64encode(url.encode()).decode()
+    from agent_kit.emulator.loader import load_module
 
+    # the test agents' token (tests/agents/_tokens.py), as the SDK signs it
+    presigned_token = load_module(
+        Path(__file__).parents[1] / "agents" / "_tokens.py"
+    ).presigned_token
+    keys = Credentials("AKIDEXAMPLE", "secret")
     for service, status in (("s3", 403), ("sagemaker", 200)):
         tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
+        token = presigned_token(keys, "us-west-2", service=service, expires=600)
         headers = {
-            "Authorization": f"Bearer {token(service)}",
+            "Authorization": f"Bearer {token}",
             "X-Amzn-SageMaker-Job-Arn": emulator.default_job_arn,
             "X-Amzn-SageMaker-Trajectory-Id": tid,
         }
