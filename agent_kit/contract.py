@@ -38,6 +38,7 @@ __all__ = [
     "JOB_ARN_PATTERN",
     "MAX_PAYLOAD_BYTES",
     "MAX_TOKENS",
+    "SIGNING_NAME",
     "TEMPERATURE",
     "TOP_P",
     "Bounds",
@@ -60,6 +61,9 @@ HEADER_TRAJECTORY_ID: Final = "X-Amzn-SageMaker-Trajectory-Id"
 HEADER_SESSION_ID: Final = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 ENDPOINT_ENV: Final = "RFT_RUNTIME_ENDPOINT"
 DEFAULT_REGION: Final = "us-west-2"
+#: The SigV4 signing name (a credential scope's service) of the Job Runtime API
+#: (``sagemakerjobruntime``): what its requests and its bearer tokens are signed for.
+SIGNING_NAME: Final = "sagemaker"
 #: Largest /invocations body the agent accepts (AgentCore itself allows 100 MB; rollouts are tiny).
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 

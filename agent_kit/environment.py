@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from strands import tool
 
-from agent_kit.errors import SimulatedUserError, describe_exception
+from agent_kit.errors import SimulatedUserError, describe_exception, judges_missing
 
 if TYPE_CHECKING:
     from agent_kit.episode import Episode
@@ -206,13 +206,18 @@ class SimulatedUser(Environment):
         context: str = "",
     ) -> str:
         """Set up the simulated user (traits, background context, goal) who opens with
-        ``opening``; returns ``opening`` (the first user message). Raises ImportError when
-        strands-agents-evals is not installed."""
+        ``opening``; returns ``opening`` (the first user message). Raises
+        :class:`~agent_kit.errors.SimulatedUserError` naming ``pip install 'agent_kit[judges]'``
+        when strands-agents-evals is not installed."""
         from strands import Agent
-        from strands_evals.simulation.prompt_templates.actor_system_prompt import (
-            DEFAULT_USER_SIMULATOR_PROMPT_TEMPLATE,
-        )
-        from strands_evals.types.simulation import ActorProfile
+
+        try:
+            from strands_evals.simulation.prompt_templates.actor_system_prompt import (
+                DEFAULT_USER_SIMULATOR_PROMPT_TEMPLATE,
+            )
+            from strands_evals.types.simulation import ActorProfile
+        except ImportError as exc:
+            raise SimulatedUserError(f"simulated user: {judges_missing(exc)}") from None
 
         profile = ActorProfile(traits=dict(persona), context=context, actor_goal=goal)
         prompt = DEFAULT_USER_SIMULATOR_PROMPT_TEMPLATE.format(actor_profile=profile.model_dump())

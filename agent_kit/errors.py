@@ -56,9 +56,10 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Final
 
 __all__ = [
+    "JUDGES_EXTRA",
     "Aborted",
     "AccessDeniedError",
     "AgentKitError",
@@ -93,7 +94,16 @@ __all__ = [
     "WarmStartStopped",
     "describe_exception",
     "error_for_type",
+    "judges_missing",
 ]
+
+#: How to install strands-agents-evals, which a Judge and a SimulatedUser need.
+JUDGES_EXTRA: Final = "pip install 'agent_kit[judges]'"
+
+
+def judges_missing(exc: ImportError) -> str:
+    """The one line a Judge or a SimulatedUser gives when strands-agents-evals is missing."""
+    return f"strands-agents-evals is not installed ({JUDGES_EXTRA}): {exc}"
 
 
 class AgentKitError(Exception):

@@ -43,6 +43,7 @@ from agent_kit.contract import (
     DEFAULT_REGION,
     HEADER_JOB_ARN,
     HEADER_TRAJECTORY_ID,
+    SIGNING_NAME,
     RolloutPayload,
     resolve_endpoint,
 )
@@ -68,7 +69,6 @@ Transport = Literal["openai", "sample"]
 POLICY_MODEL_ID: Final = "default"
 TOKEN_PREFIX: Final = "sagemaker-api-key-"  # noqa: S105 - a format prefix, not a secret
 _TOKEN_HOST: Final = "sagemaker.amazonaws.com"  # noqa: S105 - the presigned URL's host
-_SIGNING_NAME: Final = "sagemaker"
 _MAX_LIFETIME_S: Final = 43_200.0
 #: api_key placeholder for clients whose Authorization header is set by the bearer auth flow.
 _UNUSED_KEY: Final = "unused"
@@ -194,9 +194,7 @@ class TokenProvider:
             headers={"host": _TOKEN_HOST},
             params={"Action": "CallWithBearerToken"},
         )
-        SigV4QueryAuth(frozen, _SIGNING_NAME, region, expires=int(self.lifetime_s)).add_auth(
-            request
-        )
+        SigV4QueryAuth(frozen, SIGNING_NAME, region, expires=int(self.lifetime_s)).add_auth(request)
         url = request.url.removeprefix("https://") + "&Version=1"
         value = TOKEN_PREFIX + base64.b64encode(url.encode()).decode()
         expires_at = now + self.lifetime_s

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from agent_kit.episode import Episode
-from agent_kit.errors import JudgeError, RewardError, describe_exception
+from agent_kit.errors import JudgeError, RewardError, describe_exception, judges_missing
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -307,10 +307,7 @@ class Judge:
         except JudgeError:
             raise
         except ImportError as exc:
-            raise JudgeError(
-                f"{self.name}: strands-agents-evals is not installed "
-                f"(pip install 'agent_kit[judges]'): {exc}"
-            ) from None
+            raise JudgeError(f"{self.name}: {judges_missing(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - any failure of the judge is the judge's
             raise JudgeError(f"{self.name}: {describe_exception(exc, limit=500)}") from None
         return self._component(outputs)

@@ -93,3 +93,28 @@ def test_make_test_installs_torch_with_pip_before_uv(tmp_path: Path) -> None:
     assert "uv pip" not in installs[torch[0]]
     assert "-c constraints.txt" in installs[torch[0]]
     assert torch[0] < dev[0]
+
+
+def _named_targets(text: str) -> set[str]:
+    """The ``make TARGET`` a page names: in its code blocks, and in its inline code spans."""
+    import re
+
+    blocks = re.findall(r"```.*?\n(.*?)```", text, re.S)
+    spans = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    found: set[str] = set()
+    for chunk in [*blocks, *spans]:
+        found.update(re.findall(r"(?<![\w-])make ([a-z][a-z-]*)", chunk))
+    return found
+
+
+def test_every_make_target_the_docs_name_exists() -> None:
+    """Each ``make TARGET`` in the README's and docs' code (blocks and inline spans) is a
+    target of the Makefile (docs/mlflow.md named a ``make install`` there is none of)."""
+    import re
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {(p.name, t) for p in pages for t in _named_targets(p.read_text(encoding="utf-8"))}
+    assert {(page, t) for page, t in named if t not in targets} == set()
+    assert ("mlflow.md", "test") in named

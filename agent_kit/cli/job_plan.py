@@ -160,6 +160,12 @@ def _money_table(plan: JobPlan) -> Table:
     for name in ("prefill", "sample", "train", "total"):
         table.add_row(name, _band(plan.tokens[name]), _band(cost[name], lambda v: f"{v:,.2f}"))
     table.caption = f"prices: {cost['label']} ({cost['source']})"
+    aux = plan.auxiliary
+    if aux is not None:  # judge and simulated-user calls, Bedrock on demand
+        both = Band(**aux["total_with_auxiliary"])
+        table.add_row("auxiliary", f"{aux['tokens']:,}", f"{float(aux['cost']):,.2f}")
+        table.add_row("total + auxiliary", "", _band(both, lambda v: f"{v:,.2f}"))
+        table.caption += f"; auxiliary: {aux['label']}"
     return table
 
 
@@ -349,7 +355,9 @@ def plan_cmd(
         local_max_tokens=max_tokens if isinstance(max_tokens, int) else None,
         policy=str(config.get("policy") or "") or None,
     )
-    plan = replace(plan, auxiliary=plan_auxiliary(aux, shape.steps * shape.rollouts_per_step))
+    rollouts_planned = shape.steps * shape.rollouts_per_step
+    planned_aux = plan_auxiliary(aux, rollouts_planned, job_cost=plan.cost["total"])
+    plan = replace(plan, auxiliary=planned_aux)
     if as_json:
         typer.echo(json.dumps(plan.document(), allow_nan=False))
         return

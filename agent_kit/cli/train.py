@@ -46,7 +46,7 @@ from agent_kit.cli.run_options import (
     door_settings,
     settings_of,
 )
-from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted
+from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted, warm_announcer
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.job import JobResult
 from agent_kit.errors import RewardError, UsageError, WarmStartStopped
@@ -300,6 +300,7 @@ def _train_and_exit(config: TrainConfig, *, as_json: bool, mlflow: MlflowTarget 
             result = play_train(
                 config,
                 on_stop=announcer(err, config.run.grace),
+                on_warm_stop=warm_announcer(err),
                 echo=lambda line: err.print(line, markup=False),
                 between_phases=tuning.between_phases,
             )

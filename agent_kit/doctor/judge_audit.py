@@ -40,7 +40,7 @@ from typing import Any, Final
 
 import httpx
 
-from agent_kit.auxiliary import AuxTarget, using_target
+from agent_kit.auxiliary import AuxTarget
 from agent_kit.doctor.findings import Finding, Severity
 from agent_kit.emulator.core import Emulator
 from agent_kit.emulator.policies import PolicyResult, Usage, load_policy
@@ -192,11 +192,10 @@ async def _judged(
     tally.plays += 1
     reason: str | None = None
     try:
-        with using_target(bench.target(episode)):
-            played = await asyncio.wait_for(
-                play_recorded(app, episode, reward=_probed(app.reward_fn, rewrite)),
-                PLAY_TIMEOUT,
-            )
+        probed = _probed(app.reward_fn, rewrite)
+        played = await asyncio.wait_for(
+            play_recorded(app, episode, reward=probed, aux=bench.target(episode)), PLAY_TIMEOUT
+        )
     except TimeoutError:
         reason = f"no judgment within {PLAY_TIMEOUT:g} s"
     else:

@@ -3,22 +3,25 @@
 Each finished episode of the run is played again through the entrypoint's
 :class:`~agent_kit.app.RolloutApp` episode runner with a scripted model that answers every policy
 call with the recorded response (:func:`agent_kit.replay.inprocess.play_recorded`, as
-``agent-kit replay --in-process`` does, without comparing requests): the environment sees the
-same tool calls, the entrypoint's *current* reward function scores the result, and the
-environment's ``finish()`` result is kept for ordering predicates.
+``agent-kit replay --in-process`` does, without comparing requests) and every auxiliary call (a
+simulated user's opening and replies, a judge's score) with the recorded call whose request is
+the same (:class:`~agent_kit.replay.inprocess.RecordedAux`): the environment sees the same tool
+calls, the entrypoint's *current* reward function scores the result, and the environment's
+``finish()`` result is kept for ordering predicates. A judge whose prompt changed since the
+recording has no recorded answer: its term fails as on a refusing model, with the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_kit.errors import AgentKitError
 from agent_kit.replay.cassette import open_recording
-from agent_kit.replay.inprocess import play_recorded
+from agent_kit.replay.inprocess import RecordedAux, play_recorded
+from agent_kit.replay.recording import Recording
 from agent_kit.store import Rollout
 
 if TYPE_CHECKING:
@@ -53,18 +56,17 @@ def rescore_run(
 
     recording = open_recording(Path(run_dir))
     app = load_app(entrypoint)
-    return asyncio.run(_rescore(app, recording.episodes, concurrency))
+    return asyncio.run(_rescore(app, recording, concurrency))
 
 
-async def _rescore(
-    app: RolloutApp, episodes: Sequence[Rollout], concurrency: int
-) -> dict[str, Rescored]:
+async def _rescore(app: RolloutApp, recording: Recording, concurrency: int) -> dict[str, Rescored]:
     sem = asyncio.Semaphore(concurrency)
 
     async def one(episode: Rollout) -> Rescored:
         async with sem:
             try:
-                played = await play_recorded(app, episode)
+                aux = RecordedAux(recording.aux.get(episode.id, ())).target()
+                played = await play_recorded(app, episode, aux=aux)
             except AgentKitError as exc:  # a task the entrypoint now refuses (ContractError)
                 return Rescored(episode.id, None, None, None, False, exc.message)
         outcome = played.outcome
@@ -80,5 +82,6 @@ async def _rescore(
             error=str(failure.get("reason")) if isinstance(failure, dict) else None,
         )
 
-    results = await asyncio.gather(*(one(e) for e in episodes if e.reward_total is not None))
+    settled = (e for e in recording.episodes if e.reward_total is not None)
+    results = await asyncio.gather(*(one(e) for e in settled))
     return {r.trajectory_id: r for r in results}

@@ -93,11 +93,13 @@ class RewardAudit:
 
 
 def projection(summary: Summary, budget: float | None) -> list[Finding]:
-    """Tokens per slot × the planned job's slots → cost; an error above ``budget``."""
+    """Tokens per slot × the planned job's slots → cost (with the auxiliary calls' cost, when
+    the run made any); an error above ``budget``."""
     proj = summary.projection
     if proj is None:
         return [Finding("projection", "info", "no finished rollout: nothing to project", "")]
     cost = proj.cost
+    total = proj.total_cost if proj.total_cost is not None else cost.total
     evidence = {
         "steps": proj.steps,
         "batch_size": proj.batch_size,
@@ -106,14 +108,16 @@ def projection(summary: Summary, budget: float | None) -> list[Finding]:
         "tokens_per_slot": proj.tokens_per_slot,
         "tokens": proj.tokens,
         "cost": cost.total,
+        "auxiliary_cost": proj.auxiliary["cost"] if proj.auxiliary is not None else None,
+        "total_cost": total,
         "currency": cost.currency,
         "pricing": cost.label,
         "budget": budget,
     }
     text = f"projected job: {proj.text}"
-    if budget is not None and cost.total <= budget:
+    if budget is not None and total <= budget:
         text += f", within the budget of {budget:,.2f} {cost.currency}"
-    if budget is not None and cost.total > budget:
+    if budget is not None and total > budget:
         return [
             Finding(
                 "projection",

@@ -111,9 +111,8 @@ class ScriptedModel(Model):
         ]
         seed_text = f"{self.config['seed']}|{self.trajectory_id}|{self.turn}"
         rng = random.Random(int.from_bytes(hashlib.sha256(seed_text.encode()).digest()[:8], "big"))
-        raw: dict[str, Any] = {"model": "default", "messages": openai_messages}
-        if tools:
-            raw["tools"] = tools
+        # ``tools`` always, as Strands' OpenAI model sends it (``[]`` for a tool-less agent)
+        raw: dict[str, Any] = {"model": "default", "messages": openai_messages, "tools": tools}
         return PolicyRequest(
             messages=tuple(openai_messages),
             tools=tuple(tools),

@@ -48,6 +48,7 @@ __all__ = [
     "dataset_digest",
     "default_workers",
     "expire_stale",
+    "file_digest",
     "job_config",
     "job_record",
     "open_new",
@@ -151,6 +152,15 @@ def expire_stale(emu: Emulator, store: RunStore, job_arn: str) -> int:
 
 def _absolute(path: str | Path) -> str:
     return str(Path(path).resolve())
+
+
+def file_digest(path: Path) -> str | None:
+    """SHA-256 of a file's bytes (the entrypoint a job records: a warm start compares it), or
+    None when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def dataset_digest(dataset: Dataset) -> str:
@@ -344,6 +354,8 @@ def job_config(run: OpenedRun, workers: int) -> dict[str, Any]:
         "workers": workers,
         "cwd": str(Path.cwd()),
     }
+    if entry.endswith(".py") and (digest := file_digest(Path(entry))) is not None:
+        details["entrypoint_sha256"] = digest
     if run.advertise_url is not None:
         details["advertise_url"] = run.advertise_url
     if run.emulator_port:

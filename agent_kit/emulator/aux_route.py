@@ -9,6 +9,9 @@ policy spec, ``--aux-policy``) and records the call as an auxiliary turn of the 
 (:class:`~agent_kit.store.rows.AuxTurnRow`, numbered apart from the policy's turns): it is never
 a policy turn, never counted in MTRL's prefill/sample/train tokens, and never trained.
 
+A reply is bounded as a request is (``max_body_bytes``, 4 MiB): a larger one is a 500 naming
+the bound, and nothing of it is recorded or counted (the judge then fails with that reason).
+
 A call is admitted while its trajectory is OPEN (the judge scores before the agent reports),
 up to ``max_aux_calls_per_trajectory`` calls (256, like the policy route's turns; the next is
 a 400 ValidationException). Its index is taken when the call is admitted, from a counter in the
@@ -140,6 +143,18 @@ def aux_waiting_note(emu: ServiceState, trajectory_id: str) -> str | None:
     )
 
 
+def _check_size(size: int, limit: int) -> None:
+    """A reply over ``limit`` bytes (the bound a request has, ``max_body_bytes``) is a 500 and
+    is not recorded: a judge that answers megabytes of reason must not fill the store and the
+    token counts (**[chosen]**: Bedrock bounds a reply by its ``maxTokens``)."""
+    if size > limit:
+        raise InternalServiceError(
+            f"The auxiliary policy's reply is {size / 2**20:.1f} MiB, over the "
+            f"{limit / 2**20:g} MiB bound on an auxiliary reply (the bound on a request); "
+            "it was not recorded"
+        )
+
+
 async def aux_turn(
     emu: ServiceState,
     job_arn: str | None,
@@ -193,6 +208,8 @@ async def aux_turn(
         raise InternalServiceError(
             f"The auxiliary policy failed: {type(exc).__name__}: {str(exc)[:500]}"
         ) from None
+    response_json = dumps(response)
+    _check_size(len(response_json), emu.max_body_bytes)
     usage = result.usage
     prompt, completion = int(usage.prompt_tokens), int(usage.completion_tokens)
     if response.get("usage") is None:
@@ -203,6 +220,7 @@ async def aux_turn(
             "total_tokens": total,
         }
         response = {**response, "usage": usage_doc}
+        response_json = dumps(response)
     row = AuxTurnRow(
         trajectory_id=trajectory_id,
         idx=idx,
@@ -215,4 +233,4 @@ async def aux_turn(
         latency_ms=(time.perf_counter() - started) * 1000.0,
     )
     stored = emu.store.add_aux_turn(row)
-    return AuxOutcome(response, dumps(response), stored)
+    return AuxOutcome(response, response_json, stored)

@@ -9,7 +9,12 @@ expires (an agent sends the same one for hours), so a policy call with a known t
 lookup.
 
 AWS's other rules are kept too, and no more than them: the credential scope's date must be
-X-Amz-Date's day and its region the emulator's, and a request must arrive within
+X-Amz-Date's day, its region the emulator's and its service the Job Runtime's signing name
+(``sagemaker``: a signature made for ``s3`` is refused, as AWS refuses it with "Credential
+should be scoped to correct service: 'sagemaker'"; IAM's "Troubleshoot signed requests for AWS
+APIs", https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-troubleshooting.html,
+Credential scope errors: the scope is ``YYYYMMDD/region/service/aws4_request`` and each part
+must be the request's), and a request must arrive within
 :data:`MAX_CLOCK_SKEW_S` (five minutes) of its X-Amz-Date, either way (a bearer token's
 presigned URL may not be dated further ahead). That window is AWS's whole protection against
 replays: a request is never refused for having been received before. botocore signs two
@@ -31,6 +36,7 @@ from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from agent_kit.contract import SIGNING_NAME
 from agent_kit.errors import AccessDeniedError
 
 __all__ = ["LENIENT_HINT", "MAX_CLOCK_SKEW_S", "Verifier"]
@@ -72,8 +78,9 @@ def _epoch(amz_date: str) -> float:
 
 class Verifier:
     """Checks SigV4 signatures against ``credentials`` (access key id → secret access key),
-    and AWS's date and region rules (module docstring); ``region`` None accepts any scope's
-    region. A signature is never refused for having been seen before (AWS refuses none)."""
+    and AWS's date, region and service rules (module docstring); ``region`` None accepts any
+    scope's region, ``service`` is the one service a scope may name. A signature is never
+    refused for having been seen before (AWS refuses none)."""
 
     def __init__(
         self,
@@ -81,9 +88,11 @@ class Verifier:
         clock: Callable[[], float] = time.time,
         *,
         region: str | None = None,
+        service: str = SIGNING_NAME,
     ) -> None:
         self.credentials = dict(credentials)
         self.region = region
+        self.service = service
         self._clock = clock
         self._keys: dict[tuple[str, str, str, str], bytes] = {}
         self._tokens: dict[str, tuple[str, float]] = {}
@@ -127,6 +136,12 @@ class Verifier:
             raise AccessDeniedError(
                 f"The SigV4 credential scope names region {scope[1][:64]!r}; this emulator is "
                 f"{self.region!r} (sign for the emulator's region: AWS_REGION={self.region})"
+            )
+        if scope[2] != self.service:
+            raise AccessDeniedError(
+                f"Credential should be scoped to correct service: {self.service!r} (the "
+                f"signature's credential scope names {scope[2][:64]!r}; sign the Job Runtime's "
+                f"requests for {self.service!r}, as boto3's sagemakerjobruntime client does)"
             )
         return access_key
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,9 +36,16 @@ from agent_kit.replay.cassette import load_recording
 from agent_kit.replay.divergence import Divergence, Normalization, first_difference, request_diff
 from agent_kit.replay.recording import Recording
 from agent_kit.settings import DEFAULTS, Settings
-from agent_kit.store import Rollout
+from agent_kit.store import AuxTurnRow, Rollout
 
-__all__ = ["AuxReplay", "ReplayBackend", "from_spec", "reply_from_completion"]
+__all__ = [
+    "AuxMiss",
+    "AuxReplay",
+    "ReplayBackend",
+    "from_spec",
+    "match_aux_call",
+    "reply_from_completion",
+]
 
 _TID_SLOT: Final = re.compile(r"-s(\d+)-p(\d+)-g(\d+)-a\d+\Z")
 
@@ -196,6 +204,47 @@ class ReplayBackend:
             await self.live.aclose()
 
 
+@dataclass(frozen=True)
+class AuxMiss:
+    """An auxiliary call the recording does not hold: where it departs (which call, which
+    judge, the first differing field) and the diff against the nearest recorded call."""
+
+    where: str
+    diff: str
+
+
+def match_aux_call(
+    calls: Sequence[AuxTurnRow],
+    used: set[int],
+    *,
+    kind: Any,
+    name: Any,
+    index: int,
+    body: dict[str, Any],
+    view: Callable[[dict[str, Any]], dict[str, Any]],
+) -> AuxTurnRow | AuxMiss:
+    """The earliest recorded call of ``kind`` not in ``used`` whose request, under ``view``,
+    equals ``body`` (its index is added to ``used``), else an :class:`AuxMiss`. ``index`` and
+    ``name`` (a judge's) only name the call in the miss. The subprocess replay
+    (:class:`AuxReplay`) and the in-process player (:mod:`agent_kit.replay.inprocess`) both
+    answer auxiliary calls with it."""
+    free = [c for c in calls if c.kind == kind and c.idx not in used]
+    now = view(body)
+    for recorded in free:
+        if view(recorded.request) == now:
+            used.add(recorded.idx)
+            return recorded
+    call = f"auxiliary call {index} ({kind}{f' {name!r}' if name else ''})"
+    if not free:
+        return AuxMiss(
+            f"{call}: the recording holds no such {kind} call", request_diff({}, now, label=call)
+        )
+    nearest = next((c for c in free if c.idx == index), free[0])
+    before = view(nearest.request)
+    where = f"{call}: differs from recorded call {nearest.idx}: {first_difference(before, now)}"
+    return AuxMiss(where, request_diff(before, now, label=call))
+
+
 class AuxReplay:
     """The auxiliary backend of a replay: each judge or simulated-user call of a replayed
     rollout is answered with the recorded call of the same kind whose request is the same
@@ -213,35 +262,19 @@ class AuxReplay:
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """The recorded answer of this auxiliary call."""
         episode = self.replay.episode_for(request)
-        kind = request.context.get("aux_kind")
-        used = self._used.setdefault(request.trajectory_id, set())
-        free = [
-            c
-            for c in self.replay.recording.aux.get(episode.id, [])
-            if c.kind == kind and c.idx not in used
-        ]
-        view = self.replay.normalization.view
-        now = view(request.raw)
-        for recorded in free:
-            if view(recorded.request) == now:
-                used.add(recorded.idx)
-                usage = Usage(
-                    recorded.prompt_tokens, recorded.completion_tokens, recorded.usage_estimated
-                )
-                return PolicyResult(response=copy.deepcopy(recorded.response), usage=usage)
-        name = request.context.get("aux_name")
-        call = f"auxiliary call {request.turn} ({kind}{f' {name!r}' if name else ''})"
-        if not free:
-            where = f"{call}: the recording holds no such {kind} call"
-            diff = request_diff({}, now, label=call)
-        else:
-            nearest = next((c for c in free if c.idx == request.turn), free[0])
-            before = view(nearest.request)
-            where = (
-                f"{call}: differs from recorded call {nearest.idx}: {first_difference(before, now)}"
-            )
-            diff = request_diff(before, now, label=call)
-        self.replay._diverged(request, episode, where, diff, stop=True, aux=True)
+        found = match_aux_call(
+            self.replay.recording.aux.get(episode.id, []),
+            self._used.setdefault(request.trajectory_id, set()),
+            kind=request.context.get("aux_kind"),
+            name=request.context.get("aux_name"),
+            index=request.turn,
+            body=request.raw,
+            view=self.replay.normalization.view,
+        )
+        if isinstance(found, AuxTurnRow):
+            usage = Usage(found.prompt_tokens, found.completion_tokens, found.usage_estimated)
+            return PolicyResult(response=copy.deepcopy(found.response), usage=usage)
+        self.replay._diverged(request, episode, found.where, found.diff, stop=True, aux=True)
         raise AssertionError("unreachable: a divergence with stop=True raises")
 
     async def aclose(self) -> None:

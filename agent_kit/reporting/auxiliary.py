@@ -10,7 +10,10 @@ in the agent's runtime on Bedrock and are billed on demand, so the summary count
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
 
+from agent_kit.reporting.plan_groups import Band
 from agent_kit.reporting.pricing import Pricing
 from agent_kit.reporting.summary_schema import Auxiliary, AuxKindFigures
 from agent_kit.store import RunStore
@@ -64,11 +67,17 @@ def auxiliary_section(
     return auxiliary_of(store.job_aux_turns(job_arn), rollouts, pricing)
 
 
-def plan_auxiliary(aux: Auxiliary | None, rollouts: int) -> dict[str, float | int | str] | None:
+def plan_auxiliary(
+    aux: Auxiliary | None, rollouts: int, *, job_cost: Band | None = None
+) -> dict[str, Any] | None:
     """The planned job's auxiliary calls: this run's per-rollout figures × ``rollouts`` (the
-    job's rollouts), priced as the run's section is; None when the run made no auxiliary call."""
+    job's rollouts), priced as the run's section is; None when the run made no auxiliary call.
+    Given the job's MTRL cost band (``job plan``'s), ``total_with_auxiliary`` is that band plus
+    the auxiliary cost."""
     if aux is None:
         return None
+    cost = round(aux.cost_per_rollout * rollouts, 6)
+    both = {} if job_cost is None else {"total_with_auxiliary": asdict(job_cost.plus(cost))}
     return {
         "calls_per_rollout": aux.calls_per_rollout,
         "tokens_per_rollout": aux.tokens_per_rollout,
@@ -76,7 +85,8 @@ def plan_auxiliary(aux: Auxiliary | None, rollouts: int) -> dict[str, float | in
         "rollouts": rollouts,
         "calls": round(aux.calls_per_rollout * rollouts),
         "tokens": round(aux.tokens_per_rollout * rollouts),
-        "cost": round(aux.cost_per_rollout * rollouts, 6),
+        "cost": cost,
         "currency": aux.currency,
         "label": aux.label,
+        **both,
     }

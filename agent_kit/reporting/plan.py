@@ -419,7 +419,7 @@ def _latency_flag(
         "warning",
         "policy-latency",
         f"the recorded policy calls took {median * 1000:.0f} ms each (median; {what}, not a "
-        "model's latency), so the wall clock below is the agent's time alone: pass "
+        "model's latency), so the planned wall clock is the agent's time alone: pass "
         "--turn-latency S, the seconds one call of the job's model takes (e.g. "
         f"--turn-latency {_SUGGESTED_TURN_LATENCY_S} for a 20B model)",
     )

@@ -49,6 +49,10 @@ class Band:
         """The band times a non-negative ``factor``."""
         return Band(self.p10 * factor, self.p50 * factor, self.p90 * factor)
 
+    def plus(self, amount: float) -> Band:
+        """The band moved by ``amount`` (a fixed cost added to a planned one)."""
+        return Band(self.p10 + amount, self.p50 + amount, self.p90 + amount)
+
     def contains(self, value: float) -> bool:
         """True when ``p10 ≤ value ≤ p90``."""
         return self.p10 <= value <= self.p90

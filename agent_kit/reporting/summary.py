@@ -26,9 +26,9 @@ from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import RunStoreError, UsageError
-from agent_kit.reporting.auxiliary import auxiliary_section
+from agent_kit.reporting.auxiliary import auxiliary_section, plan_auxiliary
 from agent_kit.reporting.chaos import chaos_report
-from agent_kit.reporting.hints import connection_hint
+from agent_kit.reporting.hints import connection_hint, extra_hint
 from agent_kit.reporting.metrics import (
     ADVANTAGE_EPS,
     GroupResult,
@@ -44,6 +44,7 @@ from agent_kit.reporting.pricing import Pricing, TokenCounts, default_pricing, e
 from agent_kit.reporting.summary_schema import (
     SUMMARY_SCHEMA,
     AgentFailure,
+    Auxiliary,
     ChaosSection,
     CostInfo,
     Counts,
@@ -115,10 +116,11 @@ def _projection(
     pricing: Pricing,
     estimated: bool,
     dataset_rows: int | None,
+    auxiliary: Auxiliary | None,
 ) -> Projection | None:
     """``steps`` steps of this run's shape priced by the one projection rule of ``job plan``
-    (:func:`~agent_kit.reporting.plan.project_tokens`, its p50); None without a rewarded
-    rollout to project from."""
+    (:func:`~agent_kit.reporting.plan.project_tokens`, its p50), plus the run's auxiliary calls
+    per rollout × the projected rollouts; None without a rewarded rollout to project from."""
     try:
         recorded = read_recorded(records)
     except UsageError:
@@ -131,11 +133,19 @@ def _projection(
     per = {k: getattr(counts, k) / planned for k in ("prefill", "sample", "train")}
     cost = _cost(counts, pricing, estimated)
     epochs = steps * batch_size / dataset_rows if dataset_rows else None
+    aux = plan_auxiliary(auxiliary, planned)
+    total = cost.total + float(aux["cost"]) if aux is not None else cost.total
     text = (
         f"{steps} steps of this run's shape ({batch_size} prompts × {group_size} rollouts a "
         f"step, {planned:,} rollouts) ≈ {_human(counts.total)} tokens ≈ {cost.total:,.2f} "
-        f"{cost.currency}, {cost.label}; the rule of job plan: {PROJECTION_RULE}"
+        f"{cost.currency}, {cost.label}"
     )
+    if aux is not None:
+        text += (
+            f"; + auxiliary calls (judge, simulated user) ≈ {float(aux['cost']):,.2f} "
+            f"{aux['currency']}, {aux['label']}: ≈ {total:,.2f} {cost.currency} in all"
+        )
+    text += f"; the rule of job plan: {PROJECTION_RULE}"
     return Projection(
         steps=steps,
         batch_size=batch_size,
@@ -147,6 +157,8 @@ def _projection(
         dataset_rows=dataset_rows,
         epochs=epochs,
         text=text,
+        auxiliary=aux,
+        total_cost=total,
     )
 
 
@@ -326,9 +338,11 @@ def summarize_records(
     pricing: Pricing | None = None,
     projection_steps: int | None = None,
     pass_k: Sequence[int] | None = None,
+    auxiliary: Auxiliary | None = None,
 ) -> Summary:
-    """Build the summary of a job row and its records (pure; no store access); without the
-    sections that need the store (``chaos``, ``hints``, ``run``: see :func:`summarize`).
+    """Build the summary of a job row and its records (pure; no store access), with the job's
+    ``auxiliary`` section (which the projection prices too) when the caller read it; without
+    the sections that need the store (``chaos``, the connection hint, ``run``: :func:`summarize`).
 
     ``success_threshold`` defaults to the job config's ``success_threshold``, else 1.0. The job
     config may hold the settings at the top level or under ``"job"`` (the driver's layout):
@@ -336,8 +350,7 @@ def summarize_records(
 
     ``pass_k`` defaults to (1, group size), the group size from the config (else the largest
     group seen). ``projection_steps`` defaults to the config's ``steps`` when that is more than
-    :data:`DEFAULT_PROJECTION_STEPS` (100, the published run's length), else 100.
-    """
+    :data:`DEFAULT_PROJECTION_STEPS` (100, the published run's length), else 100."""
     config = dict(job.config)
     flat = flat_config(config)
     evaluation = _is_evaluation(flat)
@@ -361,8 +374,8 @@ def summarize_records(
             pricing=pricing,
             estimated=usage.estimated,
             dataset_rows=_config_int(flat, "dataset_rows", "dataset_size"),
+            auxiliary=auxiliary,
         )
-    failed = [r for r in records if r.state in TrajectoryState.unrewarded()]
     return Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),
@@ -384,6 +397,8 @@ def summarize_records(
         failures=_failures(records),
         agent_failures=_agent_failures(records),
         floor_rewards=sum(1 for r in records if r.floor_reward and r.rewarded),
+        hints=[h for h in (extra_hint(records),) if h],
+        auxiliary=auxiliary,
         metrics=metrics,
         tokens=_tokens(usage, tokens),
         cost=_cost(tokens, pricing, usage.estimated),
@@ -391,9 +406,14 @@ def summarize_records(
         steps=_step_rows(records, groups, evaluation),
         timing=_timing(records),
         slowest=[_brief(r) for r in sorted(records, key=lambda r: -r.duration_s)[:_LIST_LIMIT]],
-        failed=[_brief(r) for r in failed[: _LIST_LIMIT * 5]],
+        failed=[_brief(r) for r in _failed(records)],
         lowest=[_brief(r) for r in _lowest(records)],
     )
+
+
+def _failed(records: Sequence[Rollout]) -> list[Rollout]:
+    """The first rollouts that ended without a reward (summary.json's ``failed``)."""
+    return [r for r in records if r.state in TrajectoryState.unrewarded()][: _LIST_LIMIT * 5]
 
 
 def _check_finite_totals(store: RunStore, records: Sequence[Rollout]) -> None:
@@ -430,14 +450,16 @@ def summarize(
     job = resolve_job(store, job_arn)
     records = list(load_rollouts(store, job.arn) if records is None else records)
     _check_finite_totals(store, records)
+    prices = pricing or default_pricing()
     summary = summarize_records(
         job,
         records,
         success_threshold=success_threshold,
         advantage=advantage,
-        pricing=pricing,
+        pricing=prices,
         projection_steps=projection_steps,
         pass_k=pass_k,
+        auxiliary=auxiliary_section(store, job.arn, len(records), prices),
     )
     spec = flat_config(dict(job.config)).get("chaos")
     chaos = chaos_report(
@@ -445,9 +467,6 @@ def summarize(
     )
     summary.chaos = None if chaos is None else ChaosSection.model_validate(chaos.to_dict())
     hint = connection_hint(store, records)
-    summary.hints = [hint] if hint else []
+    summary.hints = [*summary.hints, *([hint] if hint else [])]
     summary.run = run_figures_of(job)  # the driver's figures survive a re-render
-    summary.auxiliary = auxiliary_section(
-        store, job.arn, len(records), pricing or default_pricing()
-    )
     return summary

@@ -197,7 +197,8 @@ class Auxiliary(_Strict):
 
 
 class Projection(_Strict):
-    """``steps × batch_size × group_size`` slots at this run's tokens per slot."""
+    """``steps × batch_size × group_size`` slots at this run's tokens per slot (and, when the
+    run made auxiliary calls, at its auxiliary calls per rollout)."""
 
     steps: int
     batch_size: int
@@ -209,6 +210,12 @@ class Projection(_Strict):
     dataset_rows: int | None = None
     epochs: float | None = None
     text: str
+    #: The run's auxiliary calls (judge, simulated user) per rollout × ``slots``, at the
+    #: auxiliary price (:func:`agent_kit.reporting.auxiliary.plan_auxiliary`); None when the
+    #: run made none.
+    auxiliary: dict[str, Any] | None = None
+    #: ``cost.total`` plus the auxiliary calls' cost: what the job would cost in all.
+    total_cost: float | None = None
 
 
 class StepRow(_Strict):

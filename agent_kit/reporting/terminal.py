@@ -142,6 +142,13 @@ def _what_ran(summary: Summary, run_dir: Path | None) -> str:
     return f"{plural(steps, 'step')} of rollouts, no training"
 
 
+def _floors(summary: Summary) -> str:
+    """`` (N with the floor reward)`` when rewarded rollouts got the agent's floor reward (a
+    failure on its side, not the reward function's score), else nothing."""
+    floors = min(summary.floor_rewards, summary.counts.rewarded)
+    return f" ({num(floors)} with the floor reward)" if floors else ""
+
+
 def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableType]:
     job, counts, metrics = summary.job, summary.counts, summary.metrics
     timing, cost = summary.timing, summary.cost
@@ -157,7 +164,7 @@ def _headline(summary: Summary, run_dir: Path | None = None) -> list[RenderableT
     lines.append(
         _line(
             "rollouts",
-            f"{num(rewarded)} / {num(counts.slots)} rewarded · {num(lost)} lost "
+            f"{num(rewarded)} / {num(counts.slots)} rewarded{_floors(summary)} · {num(lost)} lost "
             f"(no reward) · {num(pending)} pending · {_retries(counts.retries)}",
         )
     )

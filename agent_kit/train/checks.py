@@ -9,7 +9,11 @@ how it holds and keeps its run directory.
   checked at the CLI's door, before any of this); it checks the warm start's inputs
   (:func:`check_warm_start`: each ``--warm-start`` a run directory whose store holds a job, a
   finite ``--warm-start-min-reward``) before the model loads (40–60 s), and hands on a line
-  when a warm-start run was recorded with another entrypoint than the one trained. Each
+  when a warm-start run was recorded with another agent than the one trained: what a policy
+  saw of it (its system prompt and its tools' names, read from the run's first recorded turn)
+  differs from the trained entrypoint's (its ``RolloutApp``, imported), unless the run recorded
+  the same entrypoint contents (``entrypoint_sha256``); file names are compared only where
+  neither can be read. Each
   recorded run is checked once (:func:`recorded_run`); the :class:`RecordedRun` is handed on
   (:class:`Inputs`) to the warm start's examples, which read its job's rollouts.
 - :func:`claim` takes the run directory's lock (:class:`~agent_kit.store.runlock.RunLock`;
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.dataset import Dataset, load_dataset
+from agent_kit.driver.job_setup import file_digest
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RUN_FILE, JobRow, RunStore
@@ -186,7 +191,8 @@ def check_warm_start(config: TrainConfig) -> tuple[tuple[RecordedRun, ...], list
     run directory with a store holding a job. Returns the runs, checked, and a warning line for
     each run recorded with another entrypoint than the one trained: another file name with
     other contents (the same file name elsewhere, or a copy, is taken for the same agent, moved
-    or edited). Nothing to check when the run being resumed already holds its warm adapter."""
+    or edited), or another agent (module docstring). Nothing to check when the run being
+    resumed already holds its warm adapter."""
     if not config.warm_start:
         return (), []
     resume = config.run.resume
@@ -198,7 +204,7 @@ def check_warm_start(config: TrainConfig) -> tuple[tuple[RecordedRun, ...], list
     runs = tuple(recorded_run(run) for run in config.warm_start)
     lines = []
     for run in runs:
-        line = _other_entrypoint(run.path, run.entrypoint, config.run.entrypoint)
+        line = _other_agent(run, config.run.entrypoint)
         lines += [line] if line else []
     return runs, lines
 
@@ -222,6 +228,85 @@ def recorded_run(run: Path) -> RecordedRun:
             "with `agent-kit run ENTRYPOINT --dataset … --policy …`"
         )
     return RecordedRun(run, jobs[-1])
+
+
+@dataclass(frozen=True)
+class AgentFace:
+    """What a policy sees of an agent: its system prompt and its tools' names (sorted)."""
+
+    system_prompt: str
+    tools: tuple[str, ...]
+
+    def differences(self, other: AgentFace) -> list[str]:
+        """What differs from ``other``, in words (``its tools (guess) …``); empty if nothing."""
+        out = []
+        if self.tools != other.tools:
+            mine, theirs = ", ".join(self.tools) or "none", ", ".join(other.tools) or "none"
+            out.append(f"its tools ({mine}) are not this agent's ({theirs})")
+        if self.system_prompt != other.system_prompt:
+            out.append("its system prompt is not this agent's")
+        return out
+
+
+def _other_agent(run: RecordedRun, trained: str | None) -> str | None:
+    """A warning line when ``run`` was recorded with another agent than ``trained`` (the
+    module docstring's order: the recorded contents, then what a policy saw, then names)."""
+    recorded = run.entrypoint
+    if recorded is None or trained is None:
+        return None
+    mine = Path(trained).resolve()
+    digest = flat_config(run.job.config).get("entrypoint_sha256")
+    if isinstance(digest, str) and digest == file_digest(mine):
+        return None  # the very same contents
+    seen, ours = _recorded_face(run), _trained_face(mine)
+    if seen is None or ours is None:
+        return _other_entrypoint(run.path, recorded, trained)
+    differ = seen.differences(ours)
+    if not differ:
+        return None
+    return (
+        f"warning: --warm-start {run.path} was recorded with another agent ({recorded}) than "
+        f"the one trained ({mine}): {'; '.join(differ)}; its episodes may not match this "
+        "agent's prompts and tools"
+    )
+
+
+def _recorded_face(run: RecordedRun) -> AgentFace | None:
+    """The agent ``run`` recorded, as its first recorded turn's request shows it (None without
+    a turn, or a request that does not list its tools)."""
+    with RunStore.open(run.path, readonly=True) as store:
+        for trajectory in store.list_trajectories(run.job.arn):
+            turns = store.list_turns(trajectory.id)
+            if turns:
+                request = turns[0].request
+                break
+        else:
+            return None
+    tools, messages = request.get("tools"), request.get("messages")
+    if not isinstance(tools, list) or not isinstance(messages, list):
+        return None
+    names = (t.get("function") for t in tools if isinstance(t, dict))
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    content = first.get("content") if first.get("role") == "system" else ""
+    if isinstance(content, list):  # text parts
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return AgentFace(
+        str(content or ""),
+        tuple(sorted(str(f.get("name", "")) for f in names if f)),
+    )
+
+
+def _trained_face(entrypoint: Path) -> AgentFace | None:
+    """The trained entrypoint's agent (its ``RolloutApp``, imported; None when it cannot be:
+    the check never stops a run)."""
+    from agent_kit.driver.inprocess import load_app
+
+    try:
+        app = load_app(entrypoint)
+        tools = app.environment().tool_names()
+    except Exception:  # noqa: BLE001 - any failure of the author's code: compare names instead
+        return None
+    return AgentFace(app.settings.system_prompt or "", tuple(sorted(tools)))
 
 
 def _other_entrypoint(run: Path, recorded: str | None, trained: str | None) -> str | None:

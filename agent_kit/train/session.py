@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -125,8 +126,10 @@ async def train(
     echo: Echo = print,
     *,
     between_phases: Phases = None,
+    warming: threading.Event | None = None,
 ) -> TrainResult:
-    """Run (or resume) one training run; see the module docstring. Its settings, dataset,
+    """Run (or resume) one training run; see the module docstring. ``warming`` is set while
+    the warm start runs (what a signal's line says then is the warm start's). Its settings, dataset,
     holdout and run directory (the store and the last adapter of a resume) are checked before
     anything is written and before the model loads; the run directory's lock is taken first and
     held to the end (:class:`~agent_kit.errors.RunInUse` while another process plays it).
@@ -141,7 +144,9 @@ async def train(
     inputs = check_inputs(config, echo)
     lock, created = claim(run_dir, resume=config.run.resume is not None)
     try:
-        return await _train_locked(config, run_dir, inputs, lock, stop, echo, between_phases)
+        return await _train_locked(
+            config, run_dir, inputs, lock, stop, echo, between_phases, warming
+        )
     except WarmStartStopped as exc:  # resumable: its directory and settings are kept
         exc.run_dir = run_dir
         raise
@@ -163,6 +168,7 @@ async def _train_locked(
     stop: asyncio.Event | None,
     echo: Echo,
     phases: Phases,
+    warming: threading.Event | None = None,
 ) -> TrainResult:
     """The training run, its ``inputs`` checked and its run directory locked (``lock``)."""
     job = config.job
@@ -176,7 +182,13 @@ async def _train_locked(
         check_adapter(resumed[1])  # a damaged one is one line before the model loads
     first_step = resumed[0] + 1 if resumed is not None else 0
     loaded = await asyncio.to_thread(load_model, spec, config.device)
-    warm, extra = await _warm_start(config, loaded, run_dir, echo, stop, inputs.warm_start)
+    if warming is not None and config.warm_start:
+        warming.set()
+    try:
+        warm, extra = await _warm_start(config, loaded, run_dir, echo, stop, inputs.warm_start)
+    finally:
+        if warming is not None:
+            warming.clear()
     if phases is not None:
         phases()
     session = GRPOSession(
@@ -350,23 +362,28 @@ def play_train(
     on_stop: StopHook | None = None,
     echo: Echo = print,
     between_phases: Phases = None,
+    on_warm_stop: StopHook | None = None,
 ) -> TrainResult:
     """:func:`train` in a new event loop under a graceful stop (the first signal stops the run
     after the rollouts in flight, a second aborts); returns the signal in the result. A signal
     during the warm start stops it at its next step: :class:`WarmStartStopped`, with the
     signal and the run directory (kept, with the run's settings: ``resume`` starts it over).
     ``between_phases`` as for :func:`train`; the graceful stop's signal handlers are the
-    process's while it runs, and put back after."""
+    process's while it runs, and put back after. The first signal calls ``on_warm_stop`` while
+    the warm start runs (no rollout has started: the run's "no new rollouts" would be wrong),
+    ``on_stop`` otherwise."""
+    warming = threading.Event()
 
     async def job(stopped: asyncio.Event) -> TrainResult:
-        return await train(config, stopped, echo, between_phases=between_phases)
+        return await train(config, stopped, echo, between_phases=between_phases, warming=warming)
 
     received: list[Any] = []
 
     def noted(signum: Any) -> None:
         received.append(signum)
-        if on_stop is not None:
-            on_stop(signum)
+        hook = on_warm_stop if warming.is_set() and on_warm_stop is not None else on_stop
+        if hook is not None:
+            hook(signum)
 
     try:
         result, first = play_stoppable(job, noted)

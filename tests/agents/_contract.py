@@ -8,36 +8,24 @@ true``
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 from typing import Any
 
 import httpx
+from _tokens import presigned_token
 
 
 def _token() -> str:
     """A ``sagemaker-api-key-…`` bearer as the SDK signs it: a SigV4-presigned URL made with
     the AWS keys of this process's environment (the run's keys, which the emulator verifies)."""
     import botocore.session
-    from botocore.auth import SigV4QueryAuth
-    from botocore.awsrequest import AWSRequest
 
     session = botocore.session.get_session()
     credentials = session.get_credentials()
     assert credentials is not None, "the driver gives its agents AWS keys"
     region = os.environ.get("AWS_REGION", "us-west-2")
-    host = "sagemaker.amazonaws.com"
-    request = AWSRequest(
-        method="POST",
-        url=f"https://{host}/",
-        headers={"host": host},
-        params={"Action": "CallWithBearerToken"},
-    )
-    frozen = credentials.get_frozen_credentials()
-    SigV4QueryAuth(frozen, "sagemaker", region, expires=43200).add_auth(request)
-    url = request.url.removeprefix("https://") + "&Version=1"
-    return "sagemaker-api-key-" + base64.b64encode(url.encode()).decode()
+    return presigned_token(credentials.get_frozen_credentials(), region)
 
 
 TOKEN = _token()

@@ -390,9 +390,11 @@ def verifying(emulator: Any) -> Iterator[str]:
         yield url
 
 
-def _signed_at(url: str, emulator: Any, at: datetime.datetime, monkeypatch: Any) -> Any:
-    """POST one Sample signed by botocore's SigV4Auth as if its clock read ``at``; the
-    response (httpx) and the trajectory id."""
+def _signed_at(
+    url: str, emulator: Any, at: datetime.datetime, monkeypatch: Any, service: str = "sagemaker"
+) -> Any:
+    """POST one Sample signed by botocore's SigV4Auth (for ``service``) as if its clock read
+    ``at``; the response (httpx) and the trajectory id."""
     import botocore.auth
     import httpx
     from botocore.awsrequest import AWSRequest
@@ -409,9 +411,9 @@ def _signed_at(url: str, emulator: Any, at: datetime.datetime, monkeypatch: Any)
         },
     )
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: at)
-    botocore.auth.SigV4Auth(
-        Credentials("AKIDEXAMPLE", "secret"), "sagemaker", "us-west-2"
-    ).add_auth(request)
+    botocore.auth.SigV4Auth(Credentials("AKIDEXAMPLE", "secret"), service, "us-west-2").add_auth(
+        request
+    )
     monkeypatch.undo()
     return httpx.post(request.url, headers=dict(request.headers), content=BODY), tid
 
@@ -459,6 +461,52 @@ def test_verify_refuses_a_scope_of_another_region(emulator: Any, verifying: str)
     with pytest.raises(client.exceptions.AccessDeniedException, match="us-west-2"):
         client.sample(JobArn=emulator.default_job_arn, TrajectoryId=tid, Body=BODY)
     assert emulator.turn_count(tid) == 0
+
+
+def test_verify_refuses_a_scope_of_another_service(
+    emulator: Any, verifying: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request signed (botocore's SigV4Auth) for ``s3`` — a correct signature, another
+    service's scope — is 403 in AWS's words ("Credential should be scoped to correct service:
+    'sagemaker'", IAM's SigV4 troubleshooting page); no turn is recorded."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    for service in ("s3", "bedrock-agentcore"):
+        response, tid = _signed_at(verifying, emulator, now, monkeypatch, service=service)
+        assert response.status_code == 403, response.text
+        assert response.headers["x-amzn-ErrorType"] == "AccessDeniedException"
+        message = response.json()["Message"]
+        assert "Credential should be scoped to correct service: 'sagemaker'" in message
+        assert emulator.turn_count(tid) == 0
+
+
+def test_verify_refuses_a_bearer_token_presigned_for_another_service(
+    emulator: Any, verifying: str
+) -> None:
+    """A ``sagemaker-api-key-…`` token whose presigned URL is scoped to ``s3`` (botocore's
+    SigV4QueryAuth, the right key and region) is 403 naming the service; ``sagemaker``'s is
+    accepted."""
+    import httpx
+    from botocore.credentials import Credentials
+
+    from agent_kit.emulator.loader import load_module
+
+    # the test agents' token (tests/agents/_tokens.py), as the SDK signs it
+    presigned_token = load_module(
+        Path(__file__).parents[1] / "agents" / "_tokens.py"
+    ).presigned_token
+    keys = Credentials("AKIDEXAMPLE", "secret")
+    for service, status in (("s3", 403), ("sagemaker", 200)):
+        tid = emulator.open_trajectory(emulator.default_job_arn, "{}").id
+        token = presigned_token(keys, "us-west-2", service=service, expires=600)
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "X-Amzn-SageMaker-Job-Arn": emulator.default_job_arn,
+            "X-Amzn-SageMaker-Trajectory-Id": tid,
+        }
+        r = httpx.post(verifying + "/sample", headers=headers, content=BODY)
+        assert r.status_code == status, r.text
+        if status == 403:
+            assert "scoped to correct service: 'sagemaker'" in r.json()["Message"]
 
 
 def test_verify_refuses_the_scope_date_disagreeing_with_x_amz_date(

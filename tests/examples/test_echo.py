@@ -3,11 +3,15 @@ in-process through the real entrypoint with scripted replies."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
+from agent_kit.emulator.schemas import PolicyRequest
+from agent_kit.replay import replay_in_process, replay_run
+from agent_kit.replay.helpers import record
 from agent_kit.testing import run_episode
 
 ECHO = Path(__file__).resolve().parents[2] / "examples" / "echo"
@@ -37,3 +41,27 @@ def test_echo_datasets_are_disjoint_mtrl_rows() -> None:
         words[name] = {json.loads(row["prompt"])["word"] for row in rows}
         assert len(words[name]) == len(rows)
     assert not words["train"] & words["holdout"]
+
+
+def say_the_word(request: PolicyRequest) -> str:
+    """A scripted echo policy: the word the user named, alone."""
+    return str(request.messages[-1].get("content") or "").rsplit(" ", 1)[-1]
+
+
+@pytest.mark.e2e
+def test_in_process_replay_agrees_with_the_subprocess_replay(tmp_path: Path) -> None:
+    """A recorded echo run (a tool-less agent: its requests carry ``tools: []``) replays
+    identical both in-process and through agent subprocesses, episode by episode."""
+    rows = (ECHO / "holdout.jsonl").read_text().splitlines()[:2]
+    run_dir = record(
+        ECHO / "agent.py",
+        [json.loads(r)["prompt"] for r in rows],
+        policy=f"scripted:{Path(__file__).resolve()}:say_the_word",
+        out_dir=tmp_path,
+        name="echo",
+    )
+    inproc = replay_in_process(run_dir)
+    sub = asyncio.run(replay_run(run_dir, out_dir=tmp_path / "replays"))
+    verdicts = {e.trajectory_id: e.status for e in inproc.episodes}
+    assert verdicts == {e.trajectory_id: e.status for e in sub.episodes}
+    assert set(verdicts.values()) == {"identical"}, inproc.episodes[0]

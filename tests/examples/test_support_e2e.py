@@ -129,6 +129,54 @@ def test_a_replay_of_the_judged_simulated_run_is_identical_without_any_model(
     assert statuses == {"identical"}, report
 
 
+def test_in_process_replay_agrees_with_the_subprocess_replay(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """``agent-kit replay --in-process`` answers the customer's opening, its replies and the
+    judges from the recording by content: every episode's verdict equals the subprocess
+    replay's (identical), none ends after 0 turns."""
+    _, run_dir = judged_run
+    verdicts = {}
+    for extra in ((), ("--in-process",)):
+        proc = _agent_kit("replay", str(run_dir), "--json", *extra)
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        verdicts[extra] = {e["trajectory_id"]: e["status"] for e in report["episodes"]}
+    assert verdicts[()] == verdicts[("--in-process",)]
+    assert set(verdicts[()].values()) == {"identical"}
+
+
+def test_doctor_rescoring_with_the_entrypoint_plays_the_simulated_customer(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """``doctor reward --entrypoint`` re-scores each episode in-process with the recorded
+    customer and judge answers: the re-scored rewards are the recorded ones, 0 errors."""
+    _, run_dir = judged_run
+    proc = _agent_kit(
+        "doctor", "reward", str(run_dir), "--entrypoint", str(SUPPORT / "agent.py"), "--json",
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    audit = json.loads(proc.stdout)
+    assert [f for f in audit["findings"] if f["severity"] == "error"] == []
+
+
+def test_the_projection_and_the_job_plan_count_the_auxiliary_cost(
+    judged_run: tuple[dict[str, Any], Path],
+) -> None:
+    """The judge and customer calls are most of a support run's cost: the summary's projection
+    and ``job plan`` (its table and ``--json``) add them to the MTRL cost."""
+    summary, run_dir = judged_run
+    proj = summary["projection"]
+    assert proj["auxiliary"]["cost"] > 0
+    assert proj["total_cost"] == pytest.approx(proj["cost"]["total"] + proj["auxiliary"]["cost"])
+    assert "auxiliary calls" in proj["text"]
+    doc = json.loads(_agent_kit("job", "plan", str(run_dir), "--json").stdout)
+    assert doc["auxiliary"]["total_with_auxiliary"]["p50"] == pytest.approx(
+        doc["cost"]["total"]["p50"] + doc["auxiliary"]["cost"]
+    )
+    assert "total + auxiliary" in _agent_kit("job", "plan", str(run_dir)).stdout
+
+
 def test_doctor_passes_the_consistent_judge(judged_run: tuple[dict[str, Any], Path]) -> None:
     """``doctor reward`` re-judges the run's episodes and finds the example's judge steady
     under the padding, flattery, reorder and injection probes."""

@@ -95,3 +95,36 @@ def test_mlflow_gets_the_auxiliary_metrics_on_the_last_step() -> None:
     assert out[1].values["auxiliary/calls"] == 3.0
     assert out[1].values["auxiliary/judge/calls"] == 2.0
     assert out[1].values["a"] == 2.0
+
+
+def test_the_projection_prices_the_auxiliary_calls_with_the_job() -> None:
+    """The run summary's projection adds the auxiliary calls (per rollout × the projected
+    rollouts, at the auxiliary price) to the MTRL cost, says so in its text, and the doctor's
+    budget check reads the total with them."""
+    from fakes.rollouts import rollout
+
+    from agent_kit.doctor.reward import projection
+    from agent_kit.reporting.summary import summarize_records
+    from agent_kit.store.rows import JobRow
+
+    config = {"job": {"name": "j", "group_size": 2, "batch_size": 1, "steps": 1}}
+    job = JobRow("arn:j", "j", 1.0, config, "completed", None)
+    records = [
+        rollout(f"t{g + 1}", sample_index=g, reward=float(g), turns=1, prefill_tokens=100,
+                sample_tokens=10, ended_at=1.0)
+        for g in range(2)
+    ]  # fmt: skip
+    aux = auxiliary_of(CALLS, 2, default_pricing())
+    assert aux is not None
+    summary = summarize_records(job, records, auxiliary=aux)
+    proj = summary.projection
+    assert proj is not None
+    assert proj.auxiliary is not None
+    assert proj.auxiliary["cost"] == pytest.approx(aux.cost_per_rollout * proj.slots, rel=1e-6)
+    assert proj.total_cost == pytest.approx(proj.cost.total + proj.auxiliary["cost"])
+    assert "auxiliary calls" in proj.text
+    assert f"{proj.total_cost:,.2f} {proj.cost.currency} in all" in proj.text
+    budget = (proj.cost.total + proj.total_cost) / 2  # above the MTRL cost, under the total
+    (finding,) = projection(summary, budget)
+    assert finding.severity == "error"
+    assert summarize_records(job, records).projection.auxiliary is None  # type: ignore[union-attr]

@@ -280,3 +280,41 @@ def test_an_auxiliary_call_reads_no_earlier_call(make_emu: Callable[..., _Emu]) 
     assert per_call[1] == per_call[39]
     assert not any("SELECT *" in s or "SELECT a.*" in s for s in per_call[39]), per_call[39]
     assert emu.store.count_aux_turns(emu.traj.id) == 40
+
+
+def test_an_auxiliary_reply_over_the_request_bound_is_refused_with_the_reason(
+    make_emu: Callable[..., _Emu],
+) -> None:
+    """A judge whose model answers a 20 MB reason gets no score: the reply is over the 4 MiB
+    bound requests have (a JudgeError naming the bound, the rollout's reason), nothing is
+    recorded or counted, and the store stays small."""
+    emu = make_emu(lambda r: judge_reply(0.5, "x" * 20_000_000))
+    assert emu.emu.max_body_bytes == 4 << 20
+    with pytest.raises(JudgeError, match=r"over the 4 MiB bound") as caught:
+        _score(emu, Judge("Was the case resolved?", name="resolution"), _episode())
+    assert caught.value.message.startswith("resolution: ")
+    assert emu.store.count_aux_turns(emu.traj.id) == 0
+    store = Path(emu.store.path)
+    files = store.parent.glob(store.name + "*")
+    assert sum(f.stat().st_size for f in files) < 1 << 20
+
+
+def test_a_simulated_user_without_the_judges_extra_names_the_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without strands-agents-evals importable, the support example's episode fails at its
+    simulated customer with a reason that names ``pip install 'agent_kit[judges]'``."""
+    import json
+    import sys
+
+    from agent_kit.testing import run_episode
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "strands_evals"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "strands_evals", None)
+    support = Path(__file__).resolve().parents[2] / "examples" / "support"
+    row = json.loads((support / "cases.jsonl").read_text().splitlines()[0])
+    body = run_episode(support / "agent.py", row["prompt"], policy=lambda r: "Hello.")
+    reason = body["failure"]["reason"]
+    assert "pip install 'agent_kit[judges]'" in reason, reason
+    assert reason.count("\n") == 0

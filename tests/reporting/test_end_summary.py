@@ -394,3 +394,27 @@ def test_version_is_a_flag_in_the_help() -> None:
     run_help = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "120"}).output
     assert "--json" in run_help
     assert "<bool>" not in run_help
+
+
+def test_floor_rewards_are_counted_where_rewards_are_and_a_missing_extra_is_named() -> None:
+    """Rollouts all on the floor read "8 / 8 rewarded (8 with the floor reward)", agreeing with
+    a verdict that none got a reward from the reward function; an agent failure of a missing
+    strands-agents-evals gives one hint line naming ``pip install 'agent_kit[judges]'``."""
+    reason = (
+        "environment: reset raised ModuleNotFoundError: No module named 'strands_evals' "
+        "(at agent.py:62 in reset)"
+    )
+    records = [
+        _record(p, g, "REWARDED", 0.0, agent_failure=reason, floor_reward=True)
+        for p in range(2)
+        for g in range(4)
+    ]
+    summary = summarize_records(_job("rollouts_failed"), records)
+    text = " ".join(" ".join(_narrow(summary, 200)).split())
+    assert "8 / 8 rewarded (8 with the floor reward) · 0 lost (no reward)" in text
+    (hint,) = summary.hints
+    assert "pip install 'agent_kit[judges]'" in hint
+    assert f"hint {hint}" in text
+    healthy = " ".join(" ".join(_narrow(_healthy(), 200)).split())
+    assert "8 / 8 rewarded · 0 lost" in healthy
+    assert _healthy().hints == []

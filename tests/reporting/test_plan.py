@@ -330,7 +330,8 @@ def test_a_latency_that_is_no_models_is_flagged(
 ) -> None:
     """The plan flags ``policy-latency`` (a warning naming --turn-latency) when the recorded
     calls are a scripted, random or replayed policy's or faster than a model's, unless
-    ``--turn-latency`` replaces them."""
+    ``--turn-latency`` replaces them; it names the planned wall clock, not where it is printed
+    (the table comes before the flags)."""
     settings = PlanSettings(turn_latency_s=turn_latency)
     plan = plan_job(_run(latency_s=latency_s), _shape(), default_pricing(), settings, policy=policy)
     assert ("policy-latency" in _codes(plan.flags)) is flagged
@@ -338,3 +339,6 @@ def test_a_latency_that_is_no_models_is_flagged(
         if flag.code == "policy-latency":
             assert flag.level == "warning"
             assert "--turn-latency" in flag.message
+            # printed after the wall clock table (and in --json): it points nowhere
+            assert "the planned wall clock is the agent's time alone" in flag.message
+            assert "below" not in flag.message

@@ -98,3 +98,22 @@ def test_the_support_project_filters_warnings_as_the_agent_template(tmp_path: Pa
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert "test_the_agent_runs_offline_with_a_judged_reward" in collected.stdout
     assert "configfile: pyproject.toml" in collected.stdout
+
+
+def _readme_run_line(readme: str) -> str:
+    """The README's ``agent-kit run`` command, its continuation lines joined into one."""
+    import re
+
+    found = re.search(r"^agent-kit run (?:.*\\\n)*.*$", readme, re.M)
+    assert found is not None
+    return " ".join(found.group(0).replace("\\\n", " ").split())
+
+
+def test_the_next_steps_run_line_is_the_readmes(tmp_path: Path) -> None:
+    """``agent-kit new -t support``'s next steps run the project exactly as its README's run
+    line does (``--success-threshold 1.5`` included)."""
+    made = scaffold.create_project("support", project_name="Help Desk", output_dir=tmp_path)
+    readme = _readme_run_line((made.path / "README.md").read_text())
+    (step,) = [s for s in made.next_steps if s.startswith("agent-kit run")]
+    assert " ".join(step.split("#")[0].split()) == readme
+    assert "--success-threshold 1.5" in readme

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from agent_kit.model.loading import load_model, parse_model_spec
 from agent_kit.store import RunStore
 from agent_kit.store.rows import TrajectoryRow, TurnRow
 from agent_kit.train import session
-from agent_kit.train.checks import check_inputs
+from agent_kit.train.checks import check_inputs, check_warm_start
 from agent_kit.train.config import TrainConfig
 from agent_kit.train.warm import _max_tokens
 from agent_kit.train.warm_data import warm_examples
@@ -250,3 +251,36 @@ def test_a_warm_start_leaves_its_adapter_and_no_scratch_folder(
     assert (adapter / "adapter_model.safetensors").is_file()
     assert not (RunLayout(run).trainer / "warm").exists()
     assert not adapter.with_name("warm.partial").exists()
+
+
+@pytest.mark.e2e
+def test_wordle_episodes_offered_to_the_echo_agent_are_named_though_both_are_agent_py(
+    tmp_path: Path,
+) -> None:
+    """Two ``agent.py`` files are not one agent: Wordle episodes (a recorded run, its tools and
+    system prompt) offered to warm-start the echo agent give a warning line saying what
+    differs; offered to the Wordle agent itself, or to an edited copy of it under another name
+    (the same tools and system prompt), none."""
+    from helpers import play_wordle, wordle_config
+
+    root = Path(__file__).resolve().parents[2]
+    dataset = tmp_path / "one.jsonl"
+    rows = (root / "examples" / "wordle" / "train.jsonl").read_text().splitlines()[:1]
+    dataset.write_text(rows[0] + "\n", encoding="utf-8")
+    wordle = play_wordle(dataset, tmp_path / "runs", wordle_config("w", group_size=2))
+    echo = root / "examples" / "echo" / "agent.py"
+    shutil.copytree(root / "examples" / "wordle", tmp_path / "moved")
+    copy = tmp_path / "moved" / "wordle_agent.py"  # another name, other bytes: the same agent
+    copy.write_bytes((root / "examples" / "wordle" / "agent.py").read_bytes() + b"# edited\n")
+
+    def lines(entrypoint: Path) -> list[str]:
+        run = RunConfig(entrypoint=str(entrypoint), dataset=dataset)
+        return check_warm_start(TrainConfig(run=run, warm_start=(wordle,)))[1]
+
+    (line,) = lines(echo)
+    assert line.startswith(f"warning: --warm-start {wordle} was recorded with another agent")
+    assert "tools" in line
+    assert "system prompt" in line
+    assert str(echo.resolve()) in line
+    assert lines(root / "examples" / "wordle" / "agent.py") == []
+    assert lines(copy) == []

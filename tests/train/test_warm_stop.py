@@ -72,8 +72,9 @@ class _SignalOnProgress(io.StringIO):
 def test_the_first_ctrl_c_stops_the_warm_start_and_resume_trains_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """SIGINT during the warm start (at its first progress line) stops it at the next step:
-    exit 130, one "interrupted: …" line naming the --resume command and one bare "interrupted"
+    """SIGINT during the warm start (at its first progress line) stops it at the next step,
+    saying so in the warm start's own line (not the run's "no new rollouts"): exit 130, one
+    "interrupted: …" line naming the --resume command and one bare "interrupted"
     (the root command's), no adapter saved, the run's directory kept with its settings and no
     job, no thread left running, SIGINT's handler given back. That --resume then starts the run
     over in place (its lock free): the warm start whole, the preflight, the GRPO step."""
@@ -106,6 +107,9 @@ def test_the_first_ctrl_c_stops_the_warm_start_and_resume_trains_the_run(
     run = RunLayout(runs / "warm")
     assert line.endswith(f"; continue with {run.resume_command()} (the warm start starts over)")
     assert err.splitlines().count("interrupted") == 1, err
+    [said] = [x for x in err.splitlines() if x.startswith("SIGINT: ")]
+    assert said.startswith("SIGINT: stopping the warm start after its current step"), said
+    assert "rollouts" not in said  # the run's line ("no new rollouts, …") is not this one
     stopping = [x for x in err.splitlines() if x.startswith("warm start: stopping after step")]
     assert len(stopping) == 1
     assert sorted(p.name for p in runs.iterdir()) == ["expert", "warm"]
