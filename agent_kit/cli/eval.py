@@ -40,12 +40,22 @@ from agent_kit.cli.eval_jobs import (
     job_settings,
     submit_grid,
 )
+from agent_kit.cli.eval_options import (
+    CheckpointsOption,
+    EvalEntrypoint,
+    PilotOption,
+    SpreadOption,
+    TargetOption,
+    checkpoints_of,
+    named,
+    power_of,
+    power_rows,
+)
 from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import (
     AgentMemoryOption,
     AsJsonOption,
     ConcurrencyOption,
-    EntrypointArgument,
     LenientAuthOption,
     MaxRetriesOption,
     MlflowExperimentOption,
@@ -63,6 +73,7 @@ from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.errors import JobFailed, UsageError
 from agent_kit.evaluation.grid import GridSpec, grid_spec
+from agent_kit.evaluation.groups import grid_groups
 from agent_kit.evaluation.job_cells import JobGridRun
 from agent_kit.evaluation.job_specs import JobSettings, job_policy
 from agent_kit.evaluation.local_cells import (
@@ -181,6 +192,8 @@ def _print_plan(doc: dict[str, Any], console: Console, *, as_json: bool) -> None
                 "jobs' wall clock",
                 f"{wall['low']:.0f} – {wall['high']:.0f} s (rounds in turn; start-up not counted)",
             )
+    if "power" in doc:
+        power_rows(table, doc["power"], doc["samples"])
     console.print(table)
 
 
@@ -190,6 +203,7 @@ def _plan(
     plan_from: Path | None,
     options: dict[str, Any],
     jobs: JobSettings | None,
+    power: dict[str, Any] | None = None,
 ) -> None:
     source = plan_from
     if source is not None and not resolve_path(source).exists():
@@ -215,13 +229,15 @@ def _plan(
     )
     if jobs is not None:
         doc = job_plan(doc, jobs.max_concurrent, jobs.max_runtime_s)
+    if power is not None:
+        doc["power"] = power
     _print_plan(doc, Console(highlight=False, soft_wrap=True), as_json=options["as_json"])
 
 
 def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
     layout = EvalLayout(out)
     layout.table.write_text(json.dumps(table.document(), indent=2) + "\n", encoding="utf-8")
-    layout.page.write_text(render_page(table), encoding="utf-8")
+    layout.page.write_text(render_page(table, grid_groups(table)), encoding="utf-8")
     return layout.table, layout.page
 
 
@@ -231,11 +247,12 @@ _JOB: Final = JobConfig()
 
 def eval_cmd(
     ctx: typer.Context,
-    entrypoint: EntrypointArgument = None,
+    entrypoint: EvalEntrypoint = None,
     dataset: Annotated[
         Path | None, typer.Option(help="The holdout: .jsonl, .json, .csv or .parquet.")
     ] = None,
     policy: PoliciesOption = [],  # noqa: B006 - typer reads the default
+    checkpoints: CheckpointsOption = None,
     grid: GridOption = None,
     samples: Annotated[int, typer.Option(help="Rollouts per prompt (the group size; pass@K).")] = 4,
     out: Annotated[
@@ -267,6 +284,9 @@ def eval_cmd(
         Path | None,
         typer.Option(help="--plan: the recorded run to plan from (default: a finished cell)."),
     ] = None,
+    pilot: PilotOption = None,
+    spread: SpreadOption = None,
+    target: TargetOption = None,
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
     mlflow_experiment: MlflowExperimentOption = None,
@@ -287,27 +307,39 @@ def eval_cmd(
     """Evaluate policies × settings on a holdout: one table, mean ± SE and differences."""
     options = {k: v for k, v in locals().items() if k != "ctx"}
     jobs = job_settings(options)
-    agent = jobs.runtime_arn if jobs is not None else entrypoint
-    if agent is None or dataset is None:
-        raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
-    base = _base(options, list(grid or []))
-    where = jobs.dataset_uri if jobs is not None else str(dataset)
-    check = job_policy if jobs is not None else None
-    spec = grid_spec(agent, where, policy, list(grid or []), samples, base, check)
-    comparisons(spec, compare)  # a bad --compare is refused before anything runs
+    spec, dataset = _spec(options, jobs)
     prompts = _prompts(dataset)
+    power = power_of(options, spec, prompts)
     if jobs is not None:
         check_quota(spec, jobs)
     if plan:
-        _plan(spec, prompts, plan_from, options, jobs)
+        _plan(spec, prompts, plan_from, options, jobs, power)
         return
     run = _local_run(options, door_settings(ctx))
-    tune_process(policies=policy)
+    tune_process(policies=list(spec.policies))
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.tracking import require_mlflow
 
         require_mlflow()  # a missing extra is said before anything runs
     _run_and_report(spec, out, run, options, (jobs, prompts))
+
+
+def _spec(options: dict[str, Any], jobs: JobSettings | None) -> tuple[GridSpec, Path]:
+    """The grid the options give (a ``--checkpoints`` run's policies first, named) and its
+    local holdout; a bad ``--compare`` is refused here, before anything runs."""
+    found = checkpoints_of(options, submitted=jobs is not None)  # their agent, holdout, policies
+    agent = jobs.runtime_arn if jobs is not None else options["entrypoint"]
+    dataset: Path | None = options["dataset"]
+    if agent is None or dataset is None:
+        raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
+    axes = list(options["grid"] or [])
+    where = jobs.dataset_uri if jobs is not None else str(dataset)
+    check = job_policy if jobs is not None else None
+    base = _base(options, axes)
+    spec = grid_spec(agent, where, options["policy"], axes, options["samples"], base, check)
+    spec = named(spec, found, options)
+    comparisons(spec, options["compare"], options.get("pairs"))
+    return spec, dataset
 
 
 def _local_run(options: dict[str, Any], settings: Settings) -> RunConfig:
@@ -355,6 +387,7 @@ def _run_and_report(
         spec,
         done.figures,
         compare=options["compare"],
+        pairs=options.get("pairs"),
         k=spec.samples,
         threshold=threshold,
         location=str(out),

@@ -84,13 +84,19 @@ def test_the_table_has_every_cell_and_the_differences(grid: tuple[Path, dict[str
     ]
     assert all(c["figures"]["state"] == "completed" for c in doc["cells"])
     assert all(c["figures"]["n"] == 4 for c in doc["cells"])
-    assert [(d["a"], d["b"]) for d in doc["differences"]] == [(ids[0], ids[1]), (ids[2], ids[3])]
+    assert [(d["a"], d["b"]) for d in doc["differences"]] == [
+        (ids[0], ids[1]),
+        (ids[2], ids[3]),
+        (ids[2], ids[0]),
+        (ids[3], ids[1]),
+    ]
     assert json.loads((out / "table.json").read_text(encoding="utf-8")) == doc
 
 
 def test_figures_are_those_of_the_cells_runs(grid: tuple[Path, dict[str, Any]]) -> None:
-    """Each cell's mean, SE and pass@2 recomputed from its own run store; the difference is
-    mean_a − mean_b with SE √(se_a² + se_b²)."""
+    """Each cell's mean, SE and pass@2 recomputed from its own run store; every difference is
+    paired by prompt (the cells played the same two prompts): the mean of the per-prompt
+    differences, with the SE of those differences, the unpaired √(se_a² + se_b²) beside it."""
     out, doc = grid
     figures = {c["id"]: c["figures"] for c in doc["cells"]}
     for ident, fig in figures.items():
@@ -106,9 +112,14 @@ def test_figures_are_those_of_the_cells_runs(grid: tuple[Path, dict[str, Any]]) 
         assert fig["location"] == str(out / ident)
     for d in doc["differences"]:
         a, b = figures[d["a"]], figures[d["b"]]
+        diffs = [a["per_prompt"][p] - b["per_prompt"][p] for p in ("0", "1")]
+        assert d["paired"] is True
+        assert d["prompts"] == 2
         assert d["difference"] == pytest.approx(a["mean"] - b["mean"])
-        assert d["se"] == pytest.approx((a["se"] ** 2 + b["se"] ** 2) ** 0.5)
-        assert d["significant"] == (abs(d["difference"]) > 2 * d["se"])
+        assert d["se"] == pytest.approx(abs(diffs[0] - diffs[1]) / 2)  # sd/√2 of two values
+        assert d["unpaired_se"] == pytest.approx((a["se"] ** 2 + b["se"] ** 2) ** 0.5)
+        if d["se"] > 0:
+            assert d["significant"] == (abs(d["difference"]) > 2 * d["se"])
 
 
 def test_the_page_has_grouped_bars_with_error_bars(grid: tuple[Path, dict[str, Any]]) -> None:

@@ -99,7 +99,8 @@ def test_cells_ids_and_default_comparisons() -> None:
         "sloppy-temperature-0-7",
     ]
     pairs = [(a.id, b.id) for a, b in comparisons(spec, None)]
-    assert pairs == [(ids[0], ids[1]), (ids[2], ids[3])]
+    # the policies at every setting, then each policy's other setting against its first
+    assert pairs == [(ids[0], ids[1]), (ids[2], ids[3]), (ids[2], ids[0]), (ids[3], ids[1])]
     assert next((a.id, b.id) for a, b in comparisons(spec, ["Sloppy", "Solver"])) == (
         ids[1],
         ids[0],
