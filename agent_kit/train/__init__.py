@@ -8,7 +8,7 @@ only when a run starts (the ``train`` extra). See docs/train.md.
 - :mod:`~agent_kit.train.config`: :class:`TrainConfig`, the settings and their bounds.
 - :mod:`~agent_kit.train.samples`: rollouts → training samples (prefix-merged, ``env_mask``).
 - :mod:`~agent_kit.train.grpo`: TRL's trainer fed one step at a time; adapters per step.
-- :mod:`~agent_kit.train.evaluate`: the holdout played by the base model and by the adapter.
+- :mod:`~agent_kit.train.evaluate`: the holdout, an evaluation grid played by the live model.
 - :mod:`~agent_kit.train.session`: :func:`play_train`, the whole run;
   :mod:`~agent_kit.train.outputs` its ``train.json`` and ``train.html``.
 """
