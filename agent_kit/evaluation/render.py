@@ -107,6 +107,19 @@ def cell_notes(row: GridRow) -> list[str]:
     return notes
 
 
+def _table(title: str, headers: list[str], rows: list[list[str | Text]], left: int = 1) -> Table:
+    """A table whose every column is as wide as its widest cell: on a narrow terminal it runs
+    past the edge rather than squeezing a label or a number (the first ``left`` columns are
+    text, the rest right-aligned)."""
+    out = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
+    for i, name in enumerate(headers):
+        width = max([len(name), *(len(str(row[i])) for row in rows)])
+        out.add_column(name, justify="left" if i < left else "right", no_wrap=True, min_width=width)
+    for row in rows:
+        out.add_row(*row)
+    return out
+
+
 def _cells(table: GridTable, setting: str) -> Table:
     """The cells of one setting (the table's title), a row each; a state column when a cell
     of the grid did not complete (its reason is a note below, never folded into the column)."""
@@ -114,14 +127,9 @@ def _cells(table: GridTable, setting: str) -> Table:
     states = any(r.figures.state != "completed" for r in table.rows)
     tasks = task_names(table)
     best = table.best(setting)
-    out = Table(title=setting, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
-    out.add_column("policy", no_wrap=True)
-    for name in ("mean ± SE", "succ", f"pass@{table.k}", *tasks, "turns", "in tok", "out tok"):
-        out.add_column(name, justify="right", no_wrap=True)
-    out.add_column(f"cost {currency}", justify="right", no_wrap=True)
-    out.add_column("n", justify="right", no_wrap=True)
-    if states:
-        out.add_column("state", no_wrap=True)
+    headers = ["policy", "mean ± SE", "succ", f"pass@{table.k}", *tasks, "turns", "in tok"]
+    headers += ["out tok", f"cost {currency}", "n", *(["state"] if states else [])]
+    rows: list[list[str | Text]] = []
     for row in (r for r in table.rows if r.cell.setting_label == setting):
         f = row.figures
         label = row.cell.label + (" (best)" if best is not None and row is best else "")
@@ -139,8 +147,8 @@ def _cells(table: GridTable, setting: str) -> Table:
         ]
         if states:
             cells.append(Text(f.state, style="green" if f.state == "completed" else "bold red"))
-        out.add_row(*cells)
-    return out
+        rows.append(cells)
+    return _table(setting, headers, rows)
 
 
 def _verdict(d: Difference) -> Text:
@@ -153,11 +161,9 @@ def _verdict(d: Difference) -> Text:
 
 
 def _differences(table: GridTable) -> Table:
-    out = Table(title="differences (a − b)", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("setting", "a", "b", "a − b", "SE", "over", "beyond 2 SE"):
-        out.add_column(name, no_wrap=name not in ("a", "b"))
-    for d in table.differences:
-        out.add_row(
+    headers = ["setting", "a", "b", "a − b", "SE", "over", "beyond 2 SE"]
+    rows: list[list[str | Text]] = [
+        [
             d.setting or "–",
             side(table, d.a, d),
             side(table, d.b, d),
@@ -165,8 +171,10 @@ def _differences(table: GridTable) -> Table:
             _num(d.se),
             pairing(d),
             _verdict(d),
-        )
-    return out
+        ]
+        for d in table.differences
+    ]
+    return _table("differences (a − b)", headers, rows, left=3)
 
 
 def render_table(table: GridTable) -> RenderableType:

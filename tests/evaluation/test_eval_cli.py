@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,46 @@ def test_plan_from_a_finished_cell(
     assert plan["source"] == str(out / "solver-temperature-0")
     assert plan["tokens"]["sample"]["p50"] > 0
     assert plan["cost"]["p90"] >= plan["cost"]["p10"] > 0
+
+
+def _rewards(run_dir: Path) -> dict[int, list[float]]:
+    with RunStore.open(run_dir, readonly=True) as store:
+        records = load_rollouts(store, store.list_jobs()[-1].arn)
+    out: dict[int, list[float]] = {}
+    for r in records:
+        out.setdefault(r.prompt_index, []).append(r.reward if r.reward is not None else 0.0)
+    return out
+
+
+def _var(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def test_plan_takes_the_spread_from_a_pilot(
+    grid: tuple[Path, dict[str, Any]], dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--pilot EVAL_DIR: the first two cells' per-prompt differences (sd σ_p at the pilot's 2
+    samples), within-prompt variances s_A², s_B²: σ_d² = max(0, σ_p² − (s_A²+s_B²)/2) +
+    (s_A²+s_B²)/4 at 4 samples; --pilot RUN_DIR: √(2·s²/4). Computed here from the stores."""
+    out, _ = grid
+    a, b = _rewards(out / "solver-temperature-0"), _rewards(out / "sloppy-temperature-0")
+    d = [sum(a[p]) / 2 - sum(b[p]) / 2 for p in (0, 1)]
+    noise = sum(_var(a[p]) for p in (0, 1)) / 2 + sum(_var(b[p]) for p in (0, 1)) / 2
+    sd = (max(0.0, _var(d) - noise / 2) + noise / 4) ** 0.5
+    # the plan's --samples 4 comes last: it wins over the pilot grid's 2
+    argv = [*_argv(dataset, out), "--samples", "4", "--plan", "--json", "--pilot", str(out)]
+    assert main([*argv, "--target", "0.5"]) == 0
+    power = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["power"]
+    assert power["spread"] == pytest.approx(sd)
+    assert power["detectable_difference"] == pytest.approx(2 * sd / 2**0.5)
+    assert power["prompts_needed"] == max(2, math.ceil((2.8 * sd / 0.5) ** 2))
+    one = [*argv[: argv.index("--pilot")], "--pilot", str(out / "solver-temperature-0")]
+    assert main(one) == 0
+    power = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["power"]
+    within = sum(_var(a[p]) for p in (0, 1)) / 2
+    assert power["spread"] == pytest.approx((2 * within / 4) ** 0.5)
+    assert "lower bound" in power["source"]
 
 
 def test_mlflow_export_is_a_parent_with_a_child_per_cell(
