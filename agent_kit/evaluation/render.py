@@ -111,10 +111,18 @@ def _table(title: str, headers: list[str], rows: list[list[str | Text]], left: i
     """A table whose every column is as wide as its widest cell: on a narrow terminal it runs
     past the edge rather than squeezing a label or a number (the first ``left`` columns are
     text, the rest right-aligned)."""
-    out = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
-    for i, name in enumerate(headers):
-        width = max([len(name), *(len(str(row[i])) for row in rows)])
-        out.add_column(name, justify="left" if i < left else "right", no_wrap=True, min_width=width)
+    widths = [
+        max([len(name), *(len(str(row[i])) for row in rows)]) for i, name in enumerate(headers)
+    ]
+    # the whole width, so that no console narrower than it squeezes a column: the columns, a
+    # space of padding on each side of each, a separator between two, the two edges
+    whole = sum(widths) + 3 * len(widths) + 1
+    out = Table(
+        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, width=whole
+    )
+    for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
+        justify = "left" if i < left else "right"
+        out.add_column(name, justify=justify, no_wrap=True, min_width=width)
     for row in rows:
         out.add_row(*row)
     return out

@@ -90,10 +90,12 @@ def test_a_one_policy_grid_compares_its_settings_and_compare_names_both() -> Non
     assert d.paired
     assert d.difference is not None
     assert abs(d.difference - 0.2) < 1e-12
-    text = _text(render_table(table), width=120)
-    assert "Solver (env.EFFORT=medium)" in text
-    assert "Solver (env.EFFORT=low)" in text
-    assert "paired, 2 prompts" in text
+    text = _text(render_table(table))  # 80 columns: the row runs past them, whole
+    row = next(line for line in text.splitlines() if "Solver (env.EFFORT=medium)" in line)
+    assert "Solver (env.EFFORT=low)" in row
+    assert "+0.200" in row
+    assert "0.050" in row  # the paired SE: sd(0.25, 0.15) / √2
+    assert "paired, 2 prompts" in row
 
 
 def test_the_page_shows_percentages_signed_differences_and_an_axis_over_the_bars() -> None:
