@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from agent_kit.evaluation.rollouts import (
-    hit_token_limit,
     holdout_cuts,
     holdout_failure,
     task_figures,
+    token_limited,
     tool_call_rate,
 )
 from agent_kit.reporting import paired
@@ -119,7 +119,8 @@ class CellFigures:
     :data:`CELL_STATES`, ``reason`` why a cell is not ``completed``; ``source`` says what
     played it (``local``: a run directory, ``job``: an evaluation job) and ``location`` where
     (the run directory, the job's ARN). From the rollouts (:mod:`~agent_kit.evaluation.
-    rollouts`): ``tool_call_rate``, ``token_limited`` (rollouts that hit the token limit),
+    rollouts`): ``tool_call_rate``, ``token_limited`` (of the ``n``, those that hit the token
+    limit),
     ``cut`` and ``failure`` (one phrase each, or None) and ``task`` (the task's own figures).
     """
 
@@ -181,7 +182,7 @@ class CellFigures:
         return cls.from_rewards(
             reward_figures(per_prompt, threshold, sorted({1, k})),
             tool_call_rate=tool_call_rate(records),
-            token_limited=sum(hit_token_limit(r) for r in records),
+            token_limited=token_limited(records),
             cut=holdout_cuts(records),
             failure=holdout_failure(records, max_tokens),
             task=task_figures(groups),

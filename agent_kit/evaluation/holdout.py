@@ -142,7 +142,7 @@ class Holdout:
     ) -> CellFigures:
         """The figures of a label's cell: kept when finished, else played now by ``backend``
         (the live model as the caller set it for this label) and read back; ``echo`` gets its
-        progress and, when it failed as a whole, why; ``after`` is called once it is played."""
+        progress; ``after`` is called once it is played."""
         found = self.kept(label)
         if found is not None:
             return found
@@ -152,10 +152,7 @@ class Holdout:
         failed = await play_cell(config, f"holdout {label}", echo, policy=backend)
         if after is not None:
             after()  # the sampler's caches, before the next phase
-        figures = failed or self._figures(label) or CellFigures(state="error", reason="no run")
-        if figures.failure:
-            echo(f"{label} holdout: {figures.failure}")
-        return figures
+        return failed or self._figures(label) or CellFigures(state="error", reason="no run")
 
     def table(self, figures: Mapping[str, CellFigures] | None = None) -> GridTable:
         """The holdout's table: every cell's figures (``figures`` by label, else read from its

@@ -121,8 +121,7 @@ def _table(title: str, headers: list[str], rows: list[list[str | Text]], left: i
         title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, width=whole
     )
     for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
-        justify = "left" if i < left else "right"
-        out.add_column(name, justify=justify, no_wrap=True, min_width=width)
+        out.add_column(name, justify="left" if i < left else "right", no_wrap=True, min_width=width)
     for row in rows:
         out.add_row(*row)
     return out

@@ -2,7 +2,7 @@
 the grid's table read from the store (docs/eval.md, "The table").
 
 - **tool-call rate**: the share of the rollouts' turns whose answer called a tool;
-- **token limit**: the rollouts that hit ``max_tokens`` (a turn that ended with
+- **token limit**: the slots whose rollout hit ``max_tokens`` (a turn that ended with
   ``finish_reason: length``, or a failure reason that names the limit, e.g. Strands'
   ``MaxTokensReachedException``);
 - **cut**: how many rewarded rollouts the agent ended early (a limit, an error it scored
@@ -33,6 +33,7 @@ __all__ = [
     "holdout_cuts",
     "holdout_failure",
     "task_figures",
+    "token_limited",
     "tool_call_rate",
 ]
 
@@ -65,6 +66,20 @@ def hit_token_limit(record: Rollout) -> bool:
     if _TOKEN_LIMIT.search(record.agent_failure or record.reason or ""):
         return True
     return any(finish == "length" for _, finish in map(_answer, record.turn_rows))
+
+
+def token_limited(records: Sequence[Rollout]) -> int:
+    """How many slots hit the token limit (:func:`hit_token_limit`): each slot by the rollout
+    the figures count (its highest rewarded attempt, else its last one)."""
+    slots: dict[tuple[int, int, int], list[Rollout]] = defaultdict(list)
+    for record in records:
+        slots[record.slot].append(record)
+    count = 0
+    for attempts in slots.values():
+        ordered = sorted(attempts, key=lambda r: (r.attempt, r.started_at))
+        rewarded = [r for r in ordered if r.rewarded]
+        count += hit_token_limit((rewarded or ordered)[-1])
+    return count
 
 
 def _most_frequent(reasons: Counter[str]) -> tuple[str, int]:

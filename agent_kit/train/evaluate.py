@@ -74,14 +74,20 @@ class HoldoutPlayer:
             self.backend.recorder = recorder
 
     async def play(self, label: str, what: str) -> CellFigures | None:
-        """Play (or keep) a label's cell, saying ``evaluating <what> on the holdout``; None when
-        the grid has no such cell."""
+        """Play (or keep) a label's cell, saying ``evaluating <what> on the holdout`` and, when
+        its rollouts failed as a whole, why (``warm start holdout: every rollout ended at the
+        token limit …``); None when the grid has no such cell."""
         if not self.holdout.has(label):
             return None
-        if self.holdout.kept(label) is None:
-            self.echo(f"evaluating {what} on the holdout")
+        found = self.holdout.kept(label)
+        if found is not None:
+            return found
+        self.echo(f"evaluating {what} on the holdout")
         with self._unrecorded():
-            return await self.holdout.play(label, self.backend, self.echo, self.after)
+            figures = await self.holdout.play(label, self.backend, self.echo, self.after)
+        if figures.failure:
+            self.echo(f"{what.removeprefix('the ')} holdout: {figures.failure}")
+        return figures
 
     async def checkpoint(self, step: int) -> None:
         """Play the checkpoint of ``step`` when ``--eval-every`` names it (the model holds that
