@@ -44,6 +44,7 @@ __all__ = [
     "holdout_labels",
     "holdout_notes",
     "holdout_row",
+    "holdout_series",
     "load_train_figures",
     "train_section",
 ]
@@ -201,12 +202,13 @@ def eval_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | 
     return {**found, "beats_base_by_2se": beats}
 
 
-def _holdout_series(
-    figures: TrainFigures, xs: Sequence[float]
+def holdout_series(
+    evals: Mapping[str, Mapping[str, Any]], xs: Sequence[float]
 ) -> tuple[list[tuple[str, Sequence[float | None]]], dict[str, Sequence[float | None]]]:
-    """The holdout over the steps: base, warm and adapter as flat lines, and the checkpoints
-    (``--eval-every``, the adapter at the last step) as points with their ± 1 SE band."""
-    rows = {label: holdout_row(detail) for label, detail in figures.evals.items()}
+    """The holdout over the steps ``xs``, for :func:`agent_kit.reporting.svg.lines`: base,
+    warm and adapter as flat lines, and the checkpoints (``--eval-every``, the adapter at the
+    last step) as points with their ± 1 SE band; (series, bands)."""
+    rows = {label: holdout_row(detail) for label, detail in evals.items()}
     series: list[tuple[str, Sequence[float | None]]] = []
     for label in EVAL_LABELS:
         mean = (rows.get(label) or {}).get("mean")
@@ -226,7 +228,7 @@ def _curves(figures: TrainFigures, summary: Summary) -> list[str]:
     """The reward per step against the holdout, the recorded train metrics, tokens."""
     rows = {s.step: s for s in summary.steps}
     xs = [float(x) for x in sorted(set(rows) | set(figures.steps))]
-    holdout, bands = _holdout_series(figures, xs)
+    holdout, bands = holdout_series(figures.evals, xs)
     reward: list[tuple[str, Sequence[float | None]]] = [
         ("train reward", [rows[int(x)].reward_mean if int(x) in rows else None for x in xs]),
         *holdout,

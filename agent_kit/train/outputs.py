@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,11 +32,11 @@ from agent_kit.reporting.metrics import build_groups, training_metrics
 from agent_kit.reporting.page import document, esc, section, table
 from agent_kit.reporting.svg import lines
 from agent_kit.reporting.train_view import (
-    EVAL_LABELS,
     eval_comparison,
     holdout_differences,
     holdout_labels,
     holdout_row,
+    holdout_series,
 )
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
@@ -159,18 +160,17 @@ def write_train_outputs(
 
 
 def render_train_html(doc: dict[str, Any]) -> str:
-    """The self-contained training page: the reward curve (train vs the holdout), the holdout's
-    cells and their paired differences, and the steps."""
+    """The self-contained training page: the reward curve (train vs the holdout, its
+    checkpoints with their SE band), the holdout's cells and their paired differences, and the
+    steps."""
     steps = doc["steps"]
     xs = [float(s["step"]) for s in steps]
-    series: list[tuple[str, list[float | None]]] = [
-        ("train reward", [s.get("rollout/reward/mean") for s in steps])
+    holdout, bands = holdout_series(doc["eval"], xs)
+    series: list[tuple[str, Sequence[float | None]]] = [
+        ("train reward", [s.get("rollout/reward/mean") for s in steps]),
+        *holdout,
     ]
-    for label in EVAL_LABELS:
-        mean = holdout_row(doc["eval"].get(label) or {})["mean"]
-        if mean is not None:
-            series.append((f"holdout {label}", [mean] * len(xs)))
-    chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True)
+    chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True, bands=bands)
     columns = ["step", "rollout/reward/mean", "train/loss", "train/grad_norm", "train/tokens"]
     rows = [[s.get(c) for c in columns] for s in steps]
     evals = [
