@@ -205,6 +205,9 @@ def test_report_of_the_training_run_shows_the_training_and_train_vs_eval(trained
     assert "holdout checkpoints" in training
     assert 'class="band"' in training
     assert 'id="train-differences"' in training
+    # a step's button opens its groups in the group view (the Groups section)
+    assert 'class="show show-group" data-group="s2-p0"' in training
+    assert '<section id="groups">' in page
     assert "Loss per step (train/loss)" in training
     assert "Tokens per step (prefill, sample, train)" in training
     for label in ("base", "adapter"):
