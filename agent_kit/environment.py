@@ -7,6 +7,11 @@ instance attributes are the episode's state and nothing leaks between concurrent
 A tool may call :meth:`Environment.finish` to end the episode: the agent loop then stops right
 after the current tool batch, without spending another policy call.
 
+**The task's own figures**: :meth:`Environment.metrics` returns what the task counts beside the
+reward (Wordle: ``solved``, ``valid_guess_rate``), read once the episode is scored and recorded
+with the rollout (the answer's ``metrics``); ``agent-kit eval`` and ``train --eval`` report
+each one's mean over prompts as a column of the table (docs/eval.md).
+
 **Simulated users**: a :class:`SimulatedUser` is an environment whose user turns come from
 strands-evals' ActorSimulator. It plays a conversation: its ``reset`` calls
 :meth:`SimulatedUser.start_user` with a persona, a goal and the user's opening message (all from
@@ -37,7 +42,7 @@ them (env_mask 0). A simulator that fails or answers without a message ends the 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -101,6 +106,13 @@ class Environment:
     def result(self) -> Any:
         """What was passed to :meth:`finish` (``None`` until then)."""
         return self._result
+
+    def metrics(self) -> Mapping[str, float]:
+        """The task's own figures of the finished episode, by name (e.g. ``{"solved": 1.0}``;
+        a share in 0..1 is shown as a percentage). Read once after the reward; a bool counts
+        as 0/1, a value that is not a finite number is left out, and one that raises leaves
+        the episode without figures. Default: none."""
+        return {}
 
     @property
     def episode(self) -> Episode:

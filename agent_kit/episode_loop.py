@@ -20,6 +20,10 @@ simulated user's model calls go) is the current one. When the agent ends its tur
 environment's :meth:`~agent_kit.environment.Environment.next_user_message` may answer as the
 user (a simulated user), and the conversation goes on.
 
+Once scored, the environment's own figures (:meth:`~agent_kit.environment.Environment.metrics`)
+are read and go into the answer as ``metrics``; a ``metrics()`` that raises is logged and leaves
+the episode without them.
+
 A rollout that made no policy call at all is retried once (fresh environment and conversation)
 while the wall-clock budget lasts: the service fails a job whose rollout never sampled.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -94,6 +99,8 @@ class EpisodeOutcome:
     reported: bool | None = None
     report_error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The environment's own figures (:meth:`Environment.metrics`), finite numbers by name.
+    metrics: dict[str, float] = field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
         """The JSON the entrypoint returns to the invoker (the service does not rely on it)."""
@@ -113,6 +120,8 @@ class EpisodeOutcome:
         if self.reward.floor:
             out["floor_reward"] = True
         out["tool_log"] = _final_tool_log(ep)
+        if self.metrics:
+            out["metrics"] = dict(self.metrics)
         if ep.failure is not None:
             out["failure"] = {"boundary": ep.failure.boundary, "reason": ep.failure.reason}
             if ep.failure.where is not None:
@@ -265,9 +274,27 @@ async def _play_and_score(
             trajectory_id,
             episode.failure.reason if episode.failure else "",
         )
+    scored = await _score(env, episode, reward, settings)
     return EpisodeOutcome(
-        episode=episode, reward=await _score(env, episode, reward, settings), attempts=attempts
+        episode=episode, reward=scored, attempts=attempts, metrics=_task_metrics(env)
     )
+
+
+def _task_metrics(env: Environment) -> dict[str, float]:
+    """The environment's own figures as finite floats (a bool as 0/1); none when its
+    ``metrics()`` raises or returns no mapping (logged: a broken figure never costs the
+    episode)."""
+    try:
+        found = env.metrics()
+        items = list(found.items())
+    except Exception as exc:  # noqa: BLE001 - the author's code; the episode is scored already
+        logger.warning("%s.metrics() failed: %s", type(env).__name__, describe_exception(exc))
+        return {}
+    out: dict[str, float] = {}
+    for name, value in items:
+        if isinstance(value, int | float) and math.isfinite(value):
+            out[str(name)] = float(value)
+    return out
 
 
 async def _score(

@@ -175,7 +175,8 @@ def redacted_payload(raw: dict[str, Any]) -> dict[str, Any]:
 
 def episode_metrics(outcome: EpisodeOutcome) -> dict[str, float]:
     """The episode's figures as floats only (what trainers log): turns, tool calls, tokens,
-    whether it got the floor reward, and each reward component's contribution."""
+    whether it got the floor reward, each reward component's contribution and the environment's
+    own figures (``task/NAME``, :meth:`~agent_kit.environment.Environment.metrics`)."""
     ep = outcome.episode
     usage = ep.usage
     metrics = {
@@ -188,6 +189,8 @@ def episode_metrics(outcome: EpisodeOutcome) -> dict[str, float]:
     }
     for name, component in outcome.reward.components.items():
         metrics[f"reward/{name}"] = float(component.contribution)
+    for name, value in outcome.metrics.items():
+        metrics[f"task/{name}"] = value
     return metrics
 
 

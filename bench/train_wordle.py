@@ -43,10 +43,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from agent_kit.evaluation.rollouts import tool_call_rate  # noqa: E402
 from agent_kit.reporting.metrics import build_groups  # noqa: E402
 from agent_kit.reporting.paired import difference  # noqa: E402
 from agent_kit.store import RunStore, load_rollouts  # noqa: E402
-from agent_kit.train.evaluate import tool_call_rate  # noqa: E402
 
 WORDLE = Path("examples") / "wordle"
 LABELS = (("base", "base"), ("warm", "warm start"), ("adapter", "trained"))

@@ -33,8 +33,8 @@ FLOORS = [
     {"emulator"},
     {"reporting", "deploy", "scaffold"},
     {"driver"},
-    {"replay", "export", "train"},
-    {"testing", "doctor", "evaluation"},
+    {"replay", "export", "train", "evaluation"},
+    {"testing", "doctor"},
     {"dev"},
     {"cli"},
 ]

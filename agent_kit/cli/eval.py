@@ -43,12 +43,22 @@ from agent_kit.cli.eval_jobs import (
     job_settings,
     submit_grid,
 )
+from agent_kit.cli.eval_options import (
+    CheckpointsOption,
+    EvalEntrypoint,
+    PilotOption,
+    SpreadOption,
+    TargetOption,
+    checkpoints_of,
+    named,
+    power_of,
+    power_rows,
+)
 from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import (
     AgentMemoryOption,
     AsJsonOption,
     ConcurrencyOption,
-    EntrypointArgument,
     LenientAuthOption,
     MaxRetriesOption,
     MlflowExperimentOption,
@@ -66,6 +76,7 @@ from agent_kit.driver.dataset import load_dataset
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.errors import JobFailed, UsageError
 from agent_kit.evaluation.grid import GridSpec, grid_spec
+from agent_kit.evaluation.groups import grid_groups
 from agent_kit.evaluation.job_cells import JobGridRun
 from agent_kit.evaluation.job_specs import JobSettings, job_policy
 from agent_kit.evaluation.local_cells import (
@@ -187,6 +198,8 @@ def _print_plan(doc: dict[str, Any], console: Console, *, as_json: bool) -> None
                 "jobs' wall clock",
                 f"{wall['low']:.0f} – {wall['high']:.0f} s (rounds in turn; start-up not counted)",
             )
+    if "power" in doc:
+        power_rows(table, doc["power"], doc["samples"])
     console.print(table)
 
 
@@ -196,6 +209,7 @@ def _plan(
     plan_from: Path | None,
     options: dict[str, Any],
     jobs: JobSettings | None,
+    power: dict[str, Any] | None = None,
 ) -> None:
     source = plan_from
     if source is not None and not resolve_path(source).exists():
@@ -223,6 +237,8 @@ def _plan(
     )
     if jobs is not None:
         doc = job_plan(doc, jobs.max_concurrent, jobs.max_runtime_s)
+    if power is not None:
+        doc["power"] = power
     _print_plan(doc, Console(highlight=False, soft_wrap=True), as_json=options["as_json"])
 
 
@@ -231,7 +247,7 @@ def _write(table: GridTable, out: Path) -> tuple[Path, Path]:
     naming the file that could not be written: a full disk)."""
     layout = EvalLayout(out)
     write_file(layout.table, json.dumps(table.document(), indent=2, default=str) + "\n")
-    write_file(layout.page, render_page(table))
+    write_file(layout.page, render_page(table, grid_groups(table)))
     return layout.table, layout.page
 
 
@@ -241,11 +257,12 @@ _JOB: Final = JobConfig()
 
 def eval_cmd(
     ctx: typer.Context,
-    entrypoint: EntrypointArgument = None,
+    entrypoint: EvalEntrypoint = None,
     dataset: Annotated[
         Path | None, typer.Option(help="The holdout: .jsonl, .json, .csv or .parquet.")
     ] = None,
     policy: PoliciesOption = [],  # noqa: B006 - typer reads the default
+    checkpoints: CheckpointsOption = None,
     grid: GridOption = None,
     samples: Annotated[int, typer.Option(help="Rollouts per prompt (the group size; pass@K).")] = 4,
     out: Annotated[
@@ -277,6 +294,9 @@ def eval_cmd(
         Path | None,
         typer.Option(help="--plan: the recorded run to plan from (default: a finished cell)."),
     ] = None,
+    pilot: PilotOption = None,
+    spread: SpreadOption = None,
+    target: TargetOption = None,
     mlflow: MlflowOption = False,
     mlflow_uri: MlflowUriOption = None,
     mlflow_experiment: MlflowExperimentOption = None,
@@ -299,11 +319,12 @@ def eval_cmd(
     jobs = job_settings(options)
     settings = door_settings(ctx)
     spec, prompts = _checked_grid(options, jobs, settings)
+    power = power_of(options, spec, prompts)
     if plan:
-        _plan(spec, prompts, plan_from, options, jobs)
+        _plan(spec, prompts, plan_from, options, jobs, power)
         return
     run = _local_run(options, settings)
-    tune_process(policies=policy)
+    tune_process(policies=list(spec.policies))
     if mlflow or mlflow_uri or mlflow_experiment or jobs is not None:
         from agent_kit.export.tracking import require_mlflow
 
@@ -314,11 +335,13 @@ def eval_cmd(
 def _checked_grid(
     options: dict[str, Any], jobs: JobSettings | None, settings: Settings
 ) -> tuple[GridSpec, int]:
-    """The grid the options give and the holdout's prompts, everything checked before any
-    cell plays (``--plan`` included): the grid, ``--compare``, the holdout, and every cell's
-    settings and policy (:func:`check_cells`) or job (:func:`check_quota`)."""
-    entrypoint, dataset = options["entrypoint"], options["dataset"]
-    agent = jobs.runtime_arn if jobs is not None else entrypoint
+    """The grid the options give (a ``--checkpoints`` run's policies first, named) and the
+    holdout's prompts, everything checked before any cell plays (``--plan`` included): the
+    grid, ``--compare``, the holdout, and every cell's settings and policy
+    (:func:`check_cells`) or job (:func:`check_quota`)."""
+    found = checkpoints_of(options, submitted=jobs is not None)  # their agent, holdout, policies
+    agent = jobs.runtime_arn if jobs is not None else options["entrypoint"]
+    dataset: Path | None = options["dataset"]
     if agent is None or dataset is None:
         raise UsageError("give ENTRYPOINT and --dataset HOLDOUT")
     axes = list(options["grid"] or [])
@@ -326,7 +349,8 @@ def _checked_grid(
     where = jobs.dataset_uri if jobs is not None else str(dataset)
     check = job_policy if jobs is not None else None
     spec = grid_spec(agent, where, options["policy"], axes, options["samples"], base, check)
-    comparisons(spec, options["compare"])
+    spec = named(spec, found, options)
+    comparisons(spec, options["compare"], options.get("pairs"))
     prompts = _prompts(dataset)
     if jobs is not None:
         check_quota(spec, jobs, float(options["success_threshold"]))
@@ -380,6 +404,7 @@ def _run_and_report(
         spec,
         done.figures,
         compare=options["compare"],
+        pairs=options.get("pairs"),
         k=spec.samples,
         threshold=threshold,
         location=str(out),

@@ -50,6 +50,12 @@ from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted, war
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.job import JobResult
 from agent_kit.errors import RewardError, UsageError, WarmStartStopped
+from agent_kit.reporting.train_view import (
+    difference_line,
+    holdout_labels,
+    holdout_notes,
+    holdout_row,
+)
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 from agent_kit.train import TrainConfig, TrainResult, play_train
@@ -67,21 +73,26 @@ ModelOption = Annotated[
 ]
 
 
-def _fmt(figures: dict[str, Any]) -> str:
-    mean, se = figures.get("mean"), figures.get("se")
+def _fmt(figures: dict[str, Any], label: str = "") -> str:
+    """One holdout row: mean ± SE, pass@k, tool-call rate, the task's own figures, then its
+    notes (rollouts at the token limit, a failure as a whole, rollouts cut early)."""
+    row = holdout_row(figures)
+    mean, se = row["mean"], row["se"]
     if mean is None:
-        return "no reward"
-    text = f"{mean:.3f}" + (f" ± se {se:.3f}" if se is not None else "")
-    pass_k = figures.get("eval/reward/pass_at_k")
-    text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
-    rate = figures.get("tool_call_rate")
-    text += f", tool-call rate {rate:.0%}" if rate is not None else ""
-    notes = [str(figures[key]) for key in ("failure", "cut") if figures.get(key)]
-    return text + "".join(f" ({note})" for note in notes)
+        text = "no reward"
+    else:
+        text = f"{mean:.3f}" + (f" ± se {se:.3f}" if se is not None else "")
+        pass_k = row["pass_at_k"]
+        text += f", pass@k {pass_k:.3f}" if pass_k is not None else ""
+        rate = row["tool_call_rate"]
+        text += f", tool-call rate {rate:.0%}" if rate is not None else ""
+        for name, value in row["task"].items():
+            text += f", {name} {value:.0%}" if 0 <= value <= 1 else f", {name} {value:.3g}"
+    return text + "".join(f" ({note})" for note in holdout_notes(label or "holdout", row))
 
 
-#: The holdout rows, in order, and how the terminal names them.
-_EVAL_ROWS = (("base", "base"), ("warm", "warm start"), ("adapter", "trained"))
+#: How the terminal names the holdout's cells (a checkpoint by its label).
+_EVAL_NAMES = {"base": "base", "warm": "warm start", "adapter": "trained"}
 
 
 def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) -> None:
@@ -90,17 +101,14 @@ def _print(result: TrainResult, model: str, console: Console, *, as_json: bool) 
         typer.echo(json.dumps(doc, ensure_ascii=False, default=str))
         return
     console.print(f"run directory: {result.run_dir} ({doc['status']})", markup=False)
-    for label, name in _EVAL_ROWS:
-        if label in doc["eval"]:
-            console.print(f"holdout, {name}: {_fmt(doc['eval'][label])}", markup=False)
-    comparison = doc.get("comparison")
-    if comparison is not None:
-        verdict = "beats" if comparison["beats_base_by_2se"] else "does not beat"
-        console.print(
-            f"the adapter {verdict} the base by two standard errors "
-            f"(difference {comparison['difference']:+.3f} ± se {comparison['se']:.3f})",
-            markup=False,
-        )
+    for label in holdout_labels(doc["eval"]):
+        name = _EVAL_NAMES.get(label, label)
+        console.print(f"holdout, {name}: {_fmt(doc['eval'][label], label)}", markup=False)
+    for difference in doc.get("differences") or []:
+        console.print(f"  {difference_line(difference)}", markup=False)
+    where = doc.get("holdout") or {}
+    if where.get("page"):
+        console.print(f"holdout table: {where['page']}", markup=False)
     if doc.get("adapter"):
         console.print(f"adapter: {doc['adapter']}", markup=False)
         console.print(f"play it: --policy 'hf:{model}+{doc['adapter']}'", markup=False)
@@ -117,9 +125,21 @@ _MicroBatch = Annotated[
 ]
 _EvalFile = Annotated[
     Path | None,
-    typer.Option("--eval", help="Holdout prompts, played by the base model and the adapter."),
+    typer.Option(
+        "--eval",
+        help="Holdout prompts: an evaluation grid of the base model, the warm start and the "
+        "trained adapter (RUN_DIR/eval/), with their paired differences.",
+    ),
 ]
 _EvalSamples = Annotated[int, typer.Option(help="Samples per holdout prompt (k).")]
+_EvalEvery = Annotated[
+    int | None,
+    typer.Option(
+        help="Also play the holdout with every Nth step's checkpoint, during the run (a curve "
+        "of the holdout reward over the steps in the report).",
+        show_default=False,
+    ),
+]
 _Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
 _WarmStart = Annotated[
     list[Path] | None,
@@ -192,6 +212,7 @@ def train_cmd(
     micro_batch: _MicroBatch = _TRAIN.micro_batch,
     eval_file: _EvalFile = _TRAIN.eval,
     eval_samples: _EvalSamples = _TRAIN.eval_samples,
+    eval_every: _EvalEvery = _TRAIN.eval_every,
     device: _Device = _TRAIN.device,
     warm_start: _WarmStart = None,
     warm_start_min_reward: _WarmStartMinReward = _TRAIN.warm_start_min_reward,

@@ -13,26 +13,43 @@ first and then averaged over the prompts:
 - **success rate** = the mean over prompts of the share of its rollouts whose reward reaches
   the success threshold (lost ones fail);
 - **pass@k** = the mean over prompts of the unbiased estimator ``1 − C(n−c, k)/C(n, k)`` for n
-  rollouts with c successes (:func:`agent_kit.reporting.metrics.pass_at_k`), over prompts with
-  at least k rollouts;
-- the **difference** of cells A and B is ``mean_A − mean_B`` with standard error
-  ``√(SE_A² + SE_B²)`` (independent cells); it is *significant* when ``|difference| > 2·SE``.
-  There is no verdict (``significant`` None) without both means and SEs, nor when a cell did
-  not play all its rollouts (a state other than ``completed`` / ``rollouts_failed``: an
-  interrupted cell's figures are partial).
+  rollouts with c successes (:func:`agent_kit.reporting.metrics.mean_pass`, the one pass@k of
+  the project), over prompts with at least k rollouts;
+- the **difference** of cells A and B (:func:`difference`) goes through
+  :func:`agent_kit.reporting.paired.difference`: when both played the same prompts it is the
+  mean of the per-prompt differences with the standard error of those differences (paired);
+  else ``mean_A − mean_B`` with ``√(SE_A² + SE_B²)``; it is *beyond two SE* when
+  ``|difference| > 2·SE``. A cell known only by its mean and SE (an evaluation job's metrics)
+  is compared unpaired.
+  There is no verdict without both means and SEs, nor when a cell did not play all its rollouts
+  (a state other than ``completed`` / ``rollouts_failed``: an interrupted cell's figures are
+  partial).
 
-Turns, tokens and cost come with the run (its ``summary.json``): turns and prompt / sample
-tokens are means per rewarded rollout, cost the run's total estimate.
+Beside the reward (:meth:`CellFigures.from_rollouts`, :mod:`~agent_kit.evaluation.rollouts`):
+the tool-call rate, the rollouts that hit the token limit, the rollouts cut early, why a cell
+failed as a whole, and the task's own figures. Turns, tokens and cost come with the run (its
+``summary.json``): turns and prompt / sample tokens are means per rewarded rollout, cost the
+run's total estimate.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from agent_kit.reporting.metrics import mean_and_se, pass_at_k
+from agent_kit.evaluation.rollouts import (
+    holdout_cuts,
+    holdout_failure,
+    task_figures,
+    token_limited,
+    tool_call_rate,
+)
+from agent_kit.reporting import paired
+from agent_kit.reporting.metrics import build_groups, mean_and_se, mean_pass
+from agent_kit.store import Rollout
 
 __all__ = [
     "CELL_STATES",
@@ -65,7 +82,8 @@ _WHOLE: Final = ("completed", "rollouts_failed")
 
 @dataclass(frozen=True)
 class RewardFigures:
-    """The reward figures of a cell's rollouts (see the module docstring)."""
+    """The reward figures of a cell's rollouts (see the module docstring); ``per_prompt`` is
+    each prompt's mean reward, keyed by the prompt (its dataset row, as text)."""
 
     mean: float | None
     se: float | None
@@ -73,6 +91,7 @@ class RewardFigures:
     pass_at_k: dict[int, float | None]
     rollouts: int
     prompts: int
+    per_prompt: dict[str, float] = field(default_factory=dict)
 
 
 def reward_figures(
@@ -83,25 +102,20 @@ def reward_figures(
     rewarded = any(r is not None for rs in per_prompt.values() for r in rs)
     rewards = {p: [0.0 if r is None else float(r) for r in rs] for p, rs in per_prompt.items()}
     rewards = {p: rs for p, rs in rewards.items() if rs}
-    mean, se = mean_and_se([math.fsum(rs) / len(rs) for rs in rewards.values()])
+    means = {str(p): math.fsum(rs) / len(rs) for p, rs in rewards.items()}
+    mean, se = mean_and_se(list(means.values()))
     if not rewarded:  # no rollout got a reward: there is no mean to report
         mean, se = None, None
     shares = [sum(r >= threshold for r in rs) / len(rs) for rs in rewards.values()]
-    passes: dict[int, float | None] = {}
-    for k in sorted(set(ks)):
-        at = [
-            pass_at_k(len(rs), sum(r >= threshold for r in rs), k)
-            for rs in rewards.values()
-            if len(rs) >= k
-        ]
-        passes[k] = math.fsum(at) / len(at) if at else None
+    counts = [(len(rs), sum(r >= threshold for r in rs)) for rs in rewards.values()]
     return RewardFigures(
         mean=mean,
         se=se,
         success_rate=math.fsum(shares) / len(shares) if shares else None,
-        pass_at_k=passes,
+        pass_at_k={k: mean_pass(counts, k) for k in sorted(set(ks))},
         rollouts=sum(len(rs) for rs in rewards.values()),
         prompts=len(rewards),
+        per_prompt=means,
     )
 
 
@@ -110,11 +124,15 @@ class CellFigures:
     """Everything the table shows of one cell, from whatever played it (a local run, a job).
 
     Undefined figures are None. ``n`` counts the rollouts the figures are over, ``prompts``
-    the prompts; ``prompt_tokens`` / ``sample_tokens`` / ``turns`` are means per rollout;
-    ``cost`` the cell's total estimate in ``currency``. ``state`` is one of
+    the prompts, ``per_prompt`` each prompt's mean reward (what a paired difference pairs;
+    empty for a job's cell); ``prompt_tokens`` / ``sample_tokens`` / ``turns`` are means per
+    rollout; ``cost`` the cell's total estimate in ``currency``. ``state`` is one of
     :data:`CELL_STATES`, ``reason`` why a cell is not ``completed``; ``source`` says what
     played it (``local``: a run directory, ``job``: an evaluation job) and ``location`` where
-    (the run directory, the job's ARN).
+    (the run directory, the job's ARN). From the rollouts (:mod:`~agent_kit.evaluation.
+    rollouts`): ``tool_call_rate``, ``token_limited`` (of the ``n``, those that hit the token
+    limit),
+    ``cut`` and ``failure`` (one phrase each, or None) and ``task`` (the task's own figures).
     """
 
     state: CellState
@@ -132,6 +150,12 @@ class CellFigures:
     prompts: int = 0
     source: str = "local"
     location: str | None = None
+    per_prompt: dict[str, float] = field(default_factory=dict)
+    tool_call_rate: float | None = None
+    token_limited: int = 0
+    cut: str | None = None
+    failure: str | None = None
+    task: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_rewards(cls, rewards: RewardFigures, **rest: Any) -> CellFigures:
@@ -147,6 +171,36 @@ class CellFigures:
             pass_at_k=dict(rewards.pass_at_k),
             n=rewards.rollouts,
             prompts=rewards.prompts,
+            per_prompt=dict(rewards.per_prompt),
+            **rest,
+        )
+
+    @classmethod
+    def from_rollouts(
+        cls,
+        records: Sequence[Rollout],
+        *,
+        threshold: float,
+        k: int,
+        max_tokens: int | None = None,
+        **rest: Any,
+    ) -> CellFigures:
+        """The figures of a cell's rollouts (loaded with their turns): the rewards per prompt
+        (a slot's rollout, lost slots as 0), pass@1 and pass@``k``, and what the rollouts say
+        beside (module docstring); ``max_tokens`` is the cap the policy had (named by
+        ``failure``); ``rest`` as for :meth:`from_rewards`."""
+        groups = build_groups(records)
+        per_prompt: dict[int, list[float | None]] = defaultdict(list)
+        for group in groups:
+            per_prompt[group.prompt_index].extend(group.rewards)
+            per_prompt[group.prompt_index].extend([None] * group.lost)
+        return cls.from_rewards(
+            reward_figures(per_prompt, threshold, sorted({1, k})),
+            tool_call_rate=tool_call_rate(records),
+            token_limited=token_limited(records),
+            cut=holdout_cuts(records),
+            failure=holdout_failure(records, max_tokens),
+            task=task_figures(groups),
             **rest,
         )
 
@@ -171,8 +225,11 @@ class CellFigures:
 
 @dataclass(frozen=True)
 class Difference:
-    """``a − b``: two cells' mean rewards, the difference's standard error and whether the
-    difference exceeds two of them (None where a mean or an SE is missing)."""
+    """``a − b`` of two cells (ids ``a``, ``b``; ``setting`` the setting they share, else
+    empty): the difference of their mean rewards, the standard error the verdict uses (``se``:
+    the paired one when ``paired``), the unpaired SE beside it, the prompts it rests on, and
+    whether the difference is beyond two SE (``significant``). Figures are None where a mean
+    or an SE is missing."""
 
     a: str
     b: str
@@ -180,6 +237,9 @@ class Difference:
     difference: float | None
     se: float | None
     significant: bool | None
+    unpaired_se: float | None = None
+    paired: bool = False
+    prompts: int = 0
 
     def document(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -187,13 +247,23 @@ class Difference:
 
 
 def difference(a: str, b: str, fa: CellFigures, fb: CellFigures, setting: str = "") -> Difference:
-    """Cell ``a`` minus cell ``b`` (ids ``a``, ``b``, figures ``fa``, ``fb``): see the module
-    docstring."""
+    """Cell ``a`` minus cell ``b`` (ids ``a``, ``b``, figures ``fa``, ``fb``): paired by prompt
+    when both hold per-prompt means of the same prompts, else unpaired (module docstring)."""
     if fa.mean is None or fb.mean is None:
         return Difference(a, b, setting, None, None, None)
-    diff = fa.mean - fb.mean
-    if fa.se is None or fb.se is None:
-        return Difference(a, b, setting, diff, None, None)
-    se = math.hypot(fa.se, fb.se)
-    whole = fa.state in _WHOLE and fb.state in _WHOLE
-    return Difference(a, b, setting, diff, se, abs(diff) > 2 * se if whole else None)
+    found = paired.difference(fa.per_prompt, fb.per_prompt)
+    if found is None:  # a cell known by its mean and SE only (a job's metrics)
+        se = None if fa.se is None or fb.se is None else math.hypot(fa.se, fb.se)
+        found = paired.Difference(fa.mean - fb.mean, se, se, False, min(fa.prompts, fb.prompts))
+    whole = fa.state in _WHOLE and fb.state in _WHOLE  # a partial cell's figures get no verdict
+    return Difference(
+        a,
+        b,
+        setting,
+        found.mean,
+        found.se,
+        found.beyond() if whole else None,
+        unpaired_se=found.unpaired_se,
+        paired=found.paired,
+        prompts=found.prompts,
+    )

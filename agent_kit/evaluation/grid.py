@@ -243,7 +243,9 @@ class Cell:
 @dataclass(frozen=True)
 class GridSpec:
     """A grid: the agent, the holdout, the policies, the other axes, the samples per prompt and
-    the base run settings (see the module docstring). :meth:`cells` expands it."""
+    the base run settings (see the module docstring); ``names`` gives a policy spec its label
+    (a training run's checkpoints: ``base``, ``warm``, ``step-0003``) instead of
+    :func:`policy_label`'s. :meth:`cells` expands it."""
 
     entrypoint: str
     dataset: str
@@ -251,14 +253,16 @@ class GridSpec:
     axes: tuple[Axis, ...] = ()
     samples: int = 4
     base: Mapping[str, Any] = field(default_factory=dict)
+    names: Mapping[str, str] = field(default_factory=dict)
 
     def labels(self) -> dict[str, str]:
         """Policy spec → its label, made unique (``-2``, ``-3`` … on a repeat)."""
         out: dict[str, str] = {}
         for spec in self.policies:
-            label, n = policy_label(spec)[:_LABEL_LIMIT], 2
+            given = (self.names.get(spec) or policy_label(spec))[:_LABEL_LIMIT]
+            label, n = given, 2
             while label in out.values():
-                label, n = f"{policy_label(spec)[:_LABEL_LIMIT]}-{n}", n + 1
+                label, n = f"{given}-{n}", n + 1
             out[spec] = label
         return out
 
@@ -292,6 +296,7 @@ class GridSpec:
             "axes": {a.name: list(a.values) for a in self.axes},
             "samples": self.samples,
             "base": dict(self.base),
+            **({"names": dict(self.names)} if self.names else {}),
             "cells": [c.document() for c in self.cells()],
         }
 

@@ -3,7 +3,7 @@
 The eval directory (``--out``) holds ``grid.json`` (the spec, :class:`EvalLayout`), one run
 directory per cell (``OUT/<cell id>/``: ``run.sqlite``, ``summary.json``, ``report.html``,
 replayable with ``agent-kit replay OUT/<cell id>``), and the table's ``table.json`` and
-``eval.html``. A cell is played by :func:`agent_kit.driver.local.play_local` with a
+``eval.html``. A cell is played by :func:`play_cell` (the driver's ``run_local``) with a
 :class:`~agent_kit.driver.config.RunConfig`: the grid's entrypoint and holdout, one step of
 every prompt × ``samples``, the cell's policy and inference settings, its ``env.*`` settings in
 the agent processes' environment (``RunConfig.extra_env``, recorded with the run as its
@@ -28,11 +28,11 @@ eval directory is written whole or not at all (:func:`write_file`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
 import signal
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -40,15 +40,15 @@ from typing import Any, Final
 
 from agent_kit.driver.config import JobConfig, RunConfig, recorded_agent_env
 from agent_kit.driver.dataset import Dataset, load_dataset
-from agent_kit.driver.hooks import Progress
+from agent_kit.driver.hooks import JobHooks, Progress, ProgressHook
 from agent_kit.driver.job_setup import dataset_digest
-from agent_kit.driver.local import play_local
-from agent_kit.driver.stop import StopHook
+from agent_kit.driver.local import run_local
+from agent_kit.driver.stop import StopHook, play_stoppable
+from agent_kit.emulator.policies import PolicyBackend
 from agent_kit.emulator.policies.registry import load_policy
 from agent_kit.errors import AgentKitError, RunStoreError, UsageError
-from agent_kit.evaluation.figures import CellFigures, CellState, reward_figures
+from agent_kit.evaluation.figures import CellFigures, CellState
 from agent_kit.evaluation.grid import GRID_SCHEMA, Cell, GridSpec
-from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.summary_schema import Summary, read_summary
 from agent_kit.settings import DEFAULTS, Settings
 from agent_kit.store import JobRow, RunStore, load_rollouts, resolve_path
@@ -65,6 +65,8 @@ __all__ = [
     "base_settings",
     "cell_config",
     "check_cells",
+    "play_cell",
+    "progress_lines",
     "read_cell",
     "run_grid",
     "survey",
@@ -142,23 +144,23 @@ class EvalLayout:
 
 
 def _cell_figures(summary: Summary, run_dir: Path, k: int, threshold: float) -> CellFigures:
-    """The figures of a cell's run: rewards per prompt from its store, the rest from its
+    """The figures of a cell's run: from its store's rollouts (with their turns: rewards per
+    prompt, tool calls, the token limit, :meth:`CellFigures.from_rollouts`), the rest from its
     summary (turns, tokens per rewarded rollout, prefill + sample cost)."""
     with RunStore.open(run_dir, readonly=True) as store:
-        records = load_rollouts(store, summary.job.arn)
-    per_prompt: dict[int, list[float | None]] = defaultdict(list)
-    for group in build_groups(records):
-        per_prompt[group.prompt_index].extend(group.rewards)
-        per_prompt[group.prompt_index].extend([None] * group.lost)
-    rewards = reward_figures(per_prompt, threshold, sorted({1, k}))
+        records = load_rollouts(store, summary.job.arn, with_turns=True)
     status = summary.job.status
     state = _FINISHED.get(status, "interrupted")
     reason = None
     if state != "completed":
         reason = (summary.run.failure_reason if summary.run is not None else None) or status
     per = summary.tokens.per_rollout
-    return CellFigures.from_rewards(
-        rewards,
+    max_tokens = summary.flat_config().get("max_tokens")
+    return CellFigures.from_rollouts(
+        records,
+        threshold=threshold,
+        k=k,
+        max_tokens=max_tokens if isinstance(max_tokens, int) else None,
         state=state,
         reason=reason,
         turns=summary.metrics.get("rollout/turns/mean"),
@@ -346,27 +348,52 @@ class GridRun:
 Echo = Callable[[str], None]
 
 
-def _progress(cell: Cell, echo: Echo) -> Callable[[Progress], None]:
+def progress_lines(name: str, echo: Echo) -> ProgressHook:
+    """A progress hook that echoes ``<name>: N/M rollouts`` each time a quarter more (or the
+    last) of a cell's rollouts are done: the one progress line of a grid's cells and of a
+    training run's holdout."""
     shown = [-1]
 
     def hook(progress: Progress) -> None:
         quarter = progress.done * 4 // max(1, progress.total)
         if progress.done and quarter > shown[0]:
             shown[0] = quarter
-            echo(f"  {cell.id}: {progress.done}/{progress.total} rollouts")
+            echo(f"{name}: {progress.done}/{progress.total} rollouts")
 
     return hook
+
+
+async def play_cell(
+    config: RunConfig,
+    name: str,
+    echo: Echo,
+    *,
+    stop: asyncio.Event | None = None,
+    policy: PolicyBackend | None = None,
+) -> CellFigures | None:
+    """Play one cell's run (:func:`cell_config`) through the driver, its outputs written as it
+    ends; ``policy`` a backend object to play instead of the one the config names (a training
+    run's live model). Returns the cell's figures when it could not run (``error``, with the
+    reason), else None: its figures are read back from its run directory (:func:`read_cell`).
+    The one runner of a grid's cells and a training run's holdout."""
+    hooks = JobHooks(progress=progress_lines(name, echo), stop=stop)
+    try:
+        await run_local(config, hooks, policy=policy)
+    except AgentKitError as exc:
+        return CellFigures(state="error", reason=exc.message)
+    return None
 
 
 def _play_cell(
     config: RunConfig, cell: Cell, echo: Echo, on_stop: StopHook | None
 ) -> tuple[CellFigures | None, signal.Signals | None]:
-    """Play one cell; (figures when it could not run, the signal that stopped it)."""
-    try:
-        played = play_local(config, progress=_progress(cell, echo), on_stop=on_stop)
-    except AgentKitError as exc:
-        return CellFigures(state="error", reason=exc.message), None
-    return None, played.stopped_by
+    """Play one cell in its own event loop under a graceful stop; (figures when it could not
+    run, the signal that stopped it)."""
+
+    async def job(stopped: asyncio.Event) -> CellFigures | None:
+        return await play_cell(config, f"  {cell.id}", echo, stop=stopped)
+
+    return play_stoppable(job, on_stop)
 
 
 def run_grid(

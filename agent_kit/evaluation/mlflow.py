@@ -1,13 +1,15 @@
 """The grid in MLflow: one parent run, a child run per cell (``agent-kit eval … --mlflow``).
 
 The parent run (name ``eval <grid>``) has the grid as params (entrypoint, dataset, samples,
-policies, axes), the differences as metrics (``difference/<a>/<b>``, ``difference_se/…``) and
-the table's ``table.json`` and ``eval.html`` as artifacts. Each child (tag
-``mlflow.parentRunId``) has its cell's settings as params (``policy``, ``cell``, one per axis)
-and its figures as metrics (``reward_mean``, ``reward_se``, ``success_rate``, ``pass_at_k``,
-``turns``, ``prompt_tokens``, ``sample_tokens``, ``cost``, ``n``), its state as a tag, and its
-run's ``summary.json`` when it has one. Re-exporting the same eval directory replaces the
-earlier parent and children (tag ``agent_kit.eval_key``: the directory's absolute path).
+policies, axes), the differences as metrics (``difference/<a>/<b>``, ``difference_se/…``:
+paired by prompt where the cells played the same prompts) and the table's ``table.json`` and
+``eval.html`` as artifacts. Each child (tag ``mlflow.parentRunId``) has its cell's settings as
+params (``policy``, ``cell``, one per axis) and its figures as metrics (``reward_mean``,
+``reward_se``, ``success_rate``, ``pass_at_k``, ``turns``, ``prompt_tokens``,
+``sample_tokens``, ``cost``, ``n``, ``tool_call_rate``, ``token_limited``, ``task/<name>``),
+its state as a tag, and its run's ``summary.json`` when it has one. Re-exporting the same eval
+directory replaces the earlier parent and children (tag ``agent_kit.eval_key``: the directory's
+absolute path).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def _child(
             "sample_tokens": f.sample_tokens,
             "cost": f.cost,
             "n": f.n,
+            "tool_call_rate": f.tool_call_rate,
+            "token_limited": f.token_limited,
+            **{f"task/{name}": value for name, value in f.task.items()},
         },
     )
     summary = Path(f.location) / SUMMARY_FILE if f.location else None

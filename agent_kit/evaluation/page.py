@@ -1,20 +1,36 @@
-"""The grid's HTML page (``eval.html``): grouped bars with error bars, the table, differences.
+"""The grid's HTML page (``eval.html``): grouped bars with error bars, the checkpoint curve,
+the table, the differences and the group view.
 
-One group of bars per setting, one bar per policy (mean reward), its error bar ± 1 SE; no
-script of its own and no external resource (the shared scaffolding of
-:mod:`agent_kit.reporting.page`), so it opens from ``file://`` without a server.
+One group of bars per setting, one bar per policy (mean reward), its error bar ± 1 SE, the y
+axis up to a tick above the highest bar; for a grid of a training run's checkpoints, the holdout
+reward against the step with its ± 1 SE band (the base and warm start as flat lines), the best
+step marked in the table. Success, pass@k and the task's shares are percentages and differences
+keep their sign, as in the terminal. The group view (:mod:`agent_kit.reporting.group_view`)
+puts two cells' rollouts of one prompt side by side. No external resource (the shared
+scaffolding of :mod:`agent_kit.reporting.page`), so it opens from ``file://`` without a server.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from typing import Final
 
-from agent_kit.evaluation.render import fmt_mean
+from agent_kit.evaluation.render import (
+    cell_notes,
+    fmt_diff,
+    fmt_mean,
+    fmt_pct,
+    fmt_task,
+    pairing,
+    side,
+    task_names,
+    verdict,
+)
 from agent_kit.evaluation.table import GridTable
 from agent_kit.reporting import page
-from agent_kit.reporting.svg import ticks
+from agent_kit.reporting.svg import lines, ticks
 
 __all__ = ["grouped_bars", "render_page"]
 
@@ -25,6 +41,15 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 60, 14, 44, 70
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _covering(lo: float, hi: float) -> tuple[float, float]:
+    """``[lo, hi]`` widened to the ticks just outside it, so the axis covers every bar."""
+    marks = ticks(lo, hi)
+    if len(marks) < 2:
+        return lo, hi
+    step = marks[1] - marks[0]
+    return math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
 
 
 def grouped_bars(
@@ -39,7 +64,7 @@ def grouped_bars(
     error bar; ``values[g][s]`` is (value, error) or None parts (no bar / no error bar)."""
     tops = [v + (e or 0.0) for row in values for v, e in row if v is not None]
     lows = [min(0.0, v - (e or 0.0)) for row in values for v, e in row if v is not None]
-    lo, hi = min([0.0, *lows]), max([1e-9, *tops])
+    lo, hi = _covering(min([0.0, *lows]), max([1e-9, *tops]))
     width = max(540, _LEFT + _RIGHT + len(groups) * (len(series) * 26 + 30))
     plot_w, plot_h = width - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
@@ -125,32 +150,68 @@ def _plot(table: GridTable) -> str:
     )
 
 
-def render_page(table: GridTable) -> str:
-    """The whole page of ``table``."""
-    k = table.k
-    rows = [
+def _curves(table: GridTable) -> list[str]:
+    """Per setting with checkpoints: the holdout reward against the step, ± 1 SE band, and the
+    base and warm start (when evaluated) as flat lines."""
+    charts = []
+    for setting in table.settings():
+        curve = table.curve(setting)
+        if not curve:
+            continue
+        xs = [float(step) for step, _ in curve]
+        series: list[tuple[str, Sequence[float | None]]] = [
+            ("checkpoint", [r.figures.mean for _, r in curve])
+        ]
+        for r in table.rows:
+            if r.cell.setting_label == setting and r.cell.label in ("base", "warm"):
+                series.append((r.cell.label, [r.figures.mean] * len(xs)))
+        charts.append(
+            lines(
+                xs,
+                series,
+                title=f"Holdout reward per checkpoint ± 1 SE ({setting})",
+                x_label="training step of the checkpoint (adapters/step-NNNN)",
+                y_label="mean reward (unitless)",
+                integer_x=True,
+                bands={"checkpoint": [r.figures.se for _, r in curve]},
+            )
+        )
+    return charts
+
+
+def _cell_rows(table: GridTable) -> tuple[list[str], list[list[object]]]:
+    k, tasks = table.k, task_names(table)
+    headers = ["setting", "policy", "mean ± SE", "success", f"pass@{k}", *tasks, "turns"]
+    headers += ["prompt tok / rollout", "sample tok / rollout", "cost", "n", "state", "cell"]
+    best = {s: b.cell.id for s in table.settings() if (b := table.best(s)) is not None}
+    rows: list[list[object]] = [
         [
             r.cell.setting_label,
-            r.cell.label,
+            r.cell.label + (" (best)" if best.get(r.cell.setting_label) == r.cell.id else ""),
             fmt_mean(r.figures),
-            r.figures.success_rate,
-            r.figures.pass_at_k.get(k),
+            fmt_pct(r.figures.success_rate),
+            fmt_pct(r.figures.pass_at_k.get(k)),
+            *(fmt_task(table, name, r.figures.task.get(name)) for name in tasks),
             r.figures.turns,
             r.figures.prompt_tokens,
             r.figures.sample_tokens,
             r.figures.cost,
             r.figures.n,
-            r.figures.state + (f": {r.figures.reason}" if r.figures.reason else ""),
+            "; ".join(cell_notes(r)) or r.figures.state,
             r.cell.id,
         ]
         for r in table.rows
     ]
-    headers = ["setting", "policy", "mean ± SE", "success", f"pass@{k}", "turns"]
-    headers += ["prompt tok / rollout", "sample tok / rollout", "cost", "n", "state", "cell"]
-    labels = {r.cell.id: r.cell.label for r in table.rows}
+    return headers, rows
+
+
+def render_page(table: GridTable, groups: str = "") -> str:
+    """The whole page of ``table``; ``groups`` is its group view's section (markup), if any."""
+    k = table.k
+    headers, rows = _cell_rows(table)
     diffs = [
-        [d.setting, labels.get(d.a, d.a), labels.get(d.b, d.b), d.difference, d.se,
-         "–" if d.significant is None else ("yes" if d.significant else "no")]
+        [d.setting or "–", side(table, d.a, d), side(table, d.b, d), fmt_diff(d.difference),
+         d.se, pairing(d), verdict(d)]
         for d in table.differences
     ]  # fmt: skip
     spec = table.spec
@@ -159,11 +220,14 @@ def render_page(table: GridTable) -> str:
         f'<p class="muted">{page.esc(spec.entrypoint)} on {page.esc(spec.dataset)}, '
         f"{spec.samples} samples per prompt; mean ± SE over prompts (SE: the standard deviation "
         f"of the per-prompt means / √prompts); success and pass@{k} at reward ≥ "
-        f"{table.threshold:g}.</p>",
-        f'<div class="plots">{_plot(table)}</div>',
+        f"{table.threshold:g}; a difference of two cells that played the same prompts is paired "
+        "(SE: the standard deviation of the per-prompt differences / √prompts).</p>",
+        f'<div class="plots">{_plot(table)}{"".join(_curves(table))}</div>',
         page.section("cells", "Cells", page.table(headers, rows)),
     ]
     if diffs:
-        head = ["setting", "a", "b", "a − b", "SE", "beyond 2 SE"]
+        head = ["setting", "a", "b", "a − b", "SE", "over", "beyond 2 SE"]
         parts.append(page.section("differences", "Differences", page.table(head, diffs)))
+    if groups:
+        parts.append(groups)
     return page.document("agent-kit eval", parts)

@@ -18,19 +18,26 @@ dropped turns, the signal shares ``train/signal/*``, dynamic sampling's ``train/
 and ``timing_s/train_step`` (with ``timing_s/sample``, ``timing_s/update``) beside its
 ``rollout/*``, and
 :func:`holdout_metrics` gives the holdout evaluations as ``holdout/<label>/*`` (``base`` at the
-first step, as is ``warm`` (after the warm start, before GRPO), ``adapter`` and
-``holdout/difference`` at the last) and as params.
+first step, as is ``warm`` (after the warm start, before GRPO), a checkpoint at its step,
+``adapter`` and the paired differences at the last) and as params.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agent_kit.reporting.breakdown import RunData
 from agent_kit.reporting.metrics import eval_metrics, training_metrics
 from agent_kit.reporting.summary_schema import Summary
-from agent_kit.reporting.train_view import EVAL_LABELS, TrainFigures, eval_comparison
+from agent_kit.reporting.train_view import (
+    TrainFigures,
+    eval_comparison,
+    holdout_differences,
+    holdout_labels,
+    holdout_row,
+)
 from agent_kit.store import RunStore
 
 __all__ = ["StepMetrics", "holdout_metrics", "step_metrics", "with_train_metrics"]
@@ -94,53 +101,68 @@ def with_train_metrics(steps: list[StepMetrics], figures: TrainFigures | None) -
     return [replace(s, values={**s.values, **figures.steps.get(s.step, {})}) for s in steps]
 
 
-def _holdout_values(label: str, figures: dict[str, object]) -> dict[str, float]:
-    names = {
-        "mean": "reward_mean",
-        "se": "reward_se",
-        "prompts": "prompts",
-        "rollouts": "rollouts",
-        "tool_call_rate": "tool_call_rate",
+def _holdout_values(label: str, figures: dict[str, Any]) -> dict[str, float]:
+    """A holdout cell's figures under ``holdout/<label>/``: ``reward_mean``, ``reward_se``,
+    ``pass_at_k`` (the largest k) and ``pass_at_<k>``, ``tool_call_rate``, ``prompts``,
+    ``rollouts``, ``token_limited`` and the task's own as ``task/<name>`` (a run recorded
+    before the holdout was a grid: its ``eval/reward/*`` figures too)."""
+    row = holdout_row(figures)
+    named: dict[str, Any] = {
+        "reward_mean": row["mean"],
+        "reward_se": row["se"],
+        "pass_at_k": row["pass_at_k"],
+        "tool_call_rate": row["tool_call_rate"],
+        "prompts": row["prompts"],
+        "rollouts": row["rollouts"],
+        "token_limited": row["token_limited"],
+        **{f"task/{name}": value for name, value in row["task"].items()},
     }
-    values: dict[str, float] = {}
+    passes = figures.get("pass_at_k")
+    for k, value in (passes if isinstance(passes, dict) else {}).items():
+        named[f"pass_at_{k}"] = value
     for key, value in figures.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if not math.isfinite(value):
-            continue
-        name = names.get(key) or (
-            key.removeprefix("eval/reward/") if key.startswith("eval/") else ""
-        )
-        if name:
-            values[f"holdout/{label}/{name}"] = float(value)
-    return values
+        if key.startswith("eval/reward/"):
+            named.setdefault(key.removeprefix("eval/reward/"), value)
+    return {
+        f"holdout/{label}/{name}": float(value)
+        for name, value in named.items()
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    }
 
 
 def holdout_metrics(
     steps: list[StepMetrics], figures: TrainFigures | None
 ) -> tuple[list[StepMetrics], dict[str, str]]:
-    """The holdout evaluations of a training run as metrics and params: ``base`` at the first
-    step (the model before training), ``adapter`` and the difference at the last (after);
-    params ``holdout.<label>.status`` and ``holdout.beats_base_by_2se``. Nothing without
-    figures, evaluations or steps."""
+    """The holdout evaluations of a training run as metrics and params: ``base`` and ``warm``
+    at the first step (before training), a checkpoint at its step, ``adapter`` and the
+    differences at the last (after: ``holdout/difference`` is trained − base,
+    ``holdout/difference/<a>-<b>`` every paired difference, each with its ``…_se``); params
+    ``holdout.<label>.status`` and ``holdout.beats_base_by_2se``. Nothing without figures,
+    evaluations or steps."""
     if figures is None or not figures.evals or not steps:
         return [], {}
     first, last = steps[0], steps[-1]
+    by_step = {s.step: s for s in steps}
     points: list[StepMetrics] = []
     params: dict[str, str] = {}
-    for label in (*EVAL_LABELS, *sorted(set(figures.evals) - set(EVAL_LABELS))):
-        evaluation = figures.evals.get(label)
-        if evaluation is None:
-            continue
+    for label in holdout_labels(figures.evals):
+        evaluation = figures.evals[label]
         at = first if label in ("base", "warm") else last
+        if label.startswith("step-") and label[5:].isdigit():
+            at = by_step.get(int(label[5:]), last)
         points.append(replace(at, values=_holdout_values(label, evaluation)))
-        params[f"holdout.{label}.status"] = str(evaluation.get("status", ""))
+        params[f"holdout.{label}.status"] = str(holdout_row(evaluation)["status"] or "")
+    values: dict[str, float] = {}
+    for d in holdout_differences(figures.evals):
+        values[f"holdout/difference/{d['a']}-{d['b']}"] = float(d["difference"])
+        if d["se"] is not None:
+            values[f"holdout/difference_se/{d['a']}-{d['b']}"] = float(d["se"])
     comparison = eval_comparison(figures.evals)
     if comparison is not None:
-        values = {
-            "holdout/difference": float(comparison["difference"]),
-            "holdout/difference_se": float(comparison["se"]),
-        }
-        points.append(replace(last, values=values))
+        values["holdout/difference"] = float(comparison["difference"])
+        if comparison["se"] is not None:
+            values["holdout/difference_se"] = float(comparison["se"])
         params["holdout.beats_base_by_2se"] = str(comparison["beats_base_by_2se"])
+    if values:
+        points.append(replace(last, values=values))
     return points, params

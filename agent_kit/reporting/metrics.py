@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final, Literal
@@ -42,6 +42,7 @@ __all__ = [
     "group_advantages",
     "is_degenerate",
     "mean_and_se",
+    "mean_pass",
     "pass_at_k",
     "pass_power_k",
     "reward_metrics",
@@ -122,6 +123,19 @@ def pass_power_k(n: int, c: int, k: int) -> float:
     succeed, ``C(c, k)/C(n, k)``; exact rational arithmetic."""
     _check_nck(n, c, k)
     return float(Fraction(math.comb(c, k), math.comb(n, k)))
+
+
+def mean_pass(
+    counts: Iterable[tuple[int, int]],
+    k: int,
+    estimator: Callable[[int, int, int], float] = pass_at_k,
+) -> float | None:
+    """The mean over groups of ``estimator(n, c, k)`` (:func:`pass_at_k` by default, or
+    :func:`pass_power_k`) for groups given as (n rollouts, c successes), over the groups with
+    n ≥ k; None when none qualifies. The one pass@k of the project: ``summary.json``'s
+    ``eval/reward/pass_at_k`` and the evaluation grid's (``agent-kit eval``, ``train --eval``)."""
+    values = [estimator(n, c, k) for n, c in counts if n >= k]
+    return math.fsum(values) / len(values) if values else None
 
 
 def value_stats(values: Iterable[float]) -> dict[str, float | None]:
@@ -330,17 +344,12 @@ def eval_metrics(
         "eval/reward/failed_rollouts": float(finished - succeeded),
     }
     wanted = sorted({int(k) for k in ks if int(k) >= 1})
+    counts = [
+        (g.finished_slots, sum(1 for r in g.rewards if r >= success_threshold)) for g in groups
+    ]
     for k in wanted:
-        at: list[float] = []
-        power: list[float] = []
-        for g in groups:
-            n = g.finished_slots
-            if n >= k:
-                c = sum(1 for r in g.rewards if r >= success_threshold)
-                at.append(pass_at_k(n, c, k))
-                power.append(pass_power_k(n, c, k))
-        metrics[f"eval/reward/pass_at_{k}"] = math.fsum(at) / len(at) if at else None
-        metrics[f"eval/reward/pass_power_{k}"] = math.fsum(power) / len(power) if power else None
+        metrics[f"eval/reward/pass_at_{k}"] = mean_pass(counts, k)
+        metrics[f"eval/reward/pass_power_{k}"] = mean_pass(counts, k, pass_power_k)
     if wanted:
         metrics["eval/reward/pass_at_k"] = metrics[f"eval/reward/pass_at_{wanted[-1]}"]
         metrics["eval/reward/pass_power_k"] = metrics[f"eval/reward/pass_power_{wanted[-1]}"]

@@ -66,10 +66,13 @@ button.show{all:unset;cursor:pointer;color:#0969da;text-decoration:underline}
 .filters{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #d0d7de;
 display:flex;gap:16px;align-items:center;z-index:1}[hidden]{display:none!important}
 tr.differs td{background:#fff8c5}
+.gv-panes{display:flex;flex-wrap:wrap;gap:16px}.gv-pane{flex:1 1 420px;min-width:0}
+.group-view tbody th{text-align:left;white-space:nowrap}
 """
 
-#: The page's only script: sortable tables, the transcript filters, and opening the transcript
-#: a link or the address's ``#tx-ID`` points at. Static text — no run
+#: The page's only script: sortable tables, the transcript filters, opening the transcript
+#: a link or the address's ``#tx-ID`` points at, and the group view (showing the pre-rendered
+#: block its selects name: :mod:`agent_kit.reporting.group_view`). Static text — no run
 #: data is ever put in it (the page's data lives in escaped attributes) — and allowed by hash
 #: in the page's Content-Security-Policy, so no other script can run.
 SCRIPT: Final = """
@@ -156,6 +159,37 @@ SCRIPT: Final = """
   }
   window.addEventListener("hashchange", openTarget);
   openTarget();
+  function groupView(view) {
+    var pool = view.querySelector(".gv-pool");
+    var prompts = view.querySelector("select.gv-prompt");
+    var panes = view.querySelectorAll(".gv-pane");
+    function show() {
+      for (var i = 0; i < panes.length; i++) {
+        var cell = panes[i].querySelector("select.gv-cell");
+        var key = (cell ? cell.value + "|" : "") + (prompts ? prompts.value : "");
+        var shown = panes[i].querySelector(".gv-shown"), found = null;
+        for (var b = 0; pool && b < pool.children.length; b++) {
+          if (pool.children[b].getAttribute("data-key") === key) { found = pool.children[b]; }
+        }
+        shown.textContent = "";
+        if (found) { shown.appendChild(found.cloneNode(true)); }
+        else { shown.textContent = "no rollout of this cell on this prompt"; }
+      }
+    }
+    var selects = view.querySelectorAll("select");
+    for (var s = 0; s < selects.length; s++) { selects[s].addEventListener("change", show); }
+    var picks = document.querySelectorAll("button.show-group[data-group]");
+    for (var p = 0; p < picks.length; p++) {
+      picks[p].addEventListener("click", function (event) {
+        if (prompts) { prompts.value = event.currentTarget.getAttribute("data-group"); }
+        show();
+        if (view.scrollIntoView) { view.scrollIntoView(); }
+      });
+    }
+    show();
+  }
+  var views = document.querySelectorAll(".group-view");
+  for (var v = 0; v < views.length; v++) { groupView(views[v]); }
 })();
 """
 

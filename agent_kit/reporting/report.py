@@ -35,12 +35,13 @@ from agent_kit.reporting.failure_view import (
     failures_section,
     hints_html,
 )
+from agent_kit.reporting.group_view import run_groups
 from agent_kit.reporting.page import cell, document, esc, section, table, wide
 from agent_kit.reporting.reward_view import breakdown_section, plots_section, prompts_section
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.train_view import load_train_figures, train_section
 from agent_kit.reporting.transcripts import fmt, select_transcripts, transcript_html, value_attr
-from agent_kit.store import Rollout, RunStore
+from agent_kit.store import Rollout, RunStore, load_rollouts
 from agent_kit.store.layout import RunLayout
 
 __all__ = ["render_html", "write_reports"]
@@ -81,6 +82,7 @@ _NAV: Final = (
     ("chaos", "Chaos"),
     ("breakdown", "Reward breakdown"),
     ("prompts", "Per prompt"),
+    ("groups", "Groups"),
     ("plots", "Plots"),
     ("metrics", "Metrics"),
     ("tokens", "Tokens and cost"),
@@ -170,6 +172,19 @@ def _transcripts_section(store: RunStore | None, data: RunData | None) -> str:
     return section("transcripts", "Transcripts", intro + controls + items)
 
 
+def _groups_section(store: RunStore | None, data: RunData | None) -> str:
+    """Every group's rollouts side by side (:mod:`agent_kit.reporting.group_view`)."""
+    if store is None or data is None:
+        return section("groups", "Groups side by side", "<p class=muted>needs the run store</p>")
+    with_turns = {r.id: r for r in load_rollouts(store, data.job.arn, with_turns=True)}
+    intro = (
+        "<p>Pick a group (a step's prompt): its rollouts side by side, with their rewards, "
+        "advantages (the group's spread is where GRPO's gradient comes from), reward terms, "
+        "turns, and what each did at the first turn where they part.</p>"
+    )
+    return section("groups", "Groups side by side", intro + run_groups(data.groups, with_turns))
+
+
 def _cards(summary: Summary) -> list[str]:
     """The headline cards: rollouts rewarded of the slots, the headline metrics, tokens,
     the estimated cost and the agent-side failures."""
@@ -217,9 +232,9 @@ def render_html(
     Sections, in order: the cost banner; hints; training (a run of ``agent-kit train`` only:
     :mod:`~agent_kit.reporting.train_view`); failures (agent-side, floor and non-finite
     rewards, job failures, failed rollouts); chaos (a ``--chaos`` run only); reward breakdown;
-    per-prompt table (sortable); plots (distributions for one step, curves for several);
-    metrics; tokens and cost; per-step table; transcripts with prompt and outcome filters;
-    slowest rollouts; configuration.
+    per-prompt table (sortable); groups side by side; plots (distributions for one step,
+    curves for several); metrics; tokens and cost; per-step table; transcripts with prompt
+    and outcome filters; slowest rollouts; configuration.
     Without ``store`` the sections that need it say so; ``records`` (the job's
     :func:`~agent_kit.store.load_rollouts`) saves reading them again. All run text
     is HTML-escaped, and a Content-Security-Policy allows only the page's own script (by hash)
@@ -253,11 +268,12 @@ def render_html(
         "</div>",
         cost_banner(summary),
         hints_html(summary),
-        *([train_section(trained, summary)] if trained is not None else []),
+        *([train_section(trained, summary, data)] if trained is not None else []),
         failures_section(summary, data),
         chaos_section(summary),
         breakdown_section(data),
         prompts_section(data),
+        _groups_section(store, data),
         plots_section(summary, data),
         _metrics_section(summary),
         _tokens_section(summary),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 __all__ = ["LABEL_GAP_PX", "bars", "histogram", "lines", "strip", "ticks"]
@@ -224,18 +224,28 @@ def lines(
     y_label: str = "",
     ylim: tuple[float, float] | None = None,
     integer_x: bool = False,
+    bands: Mapping[str, Sequence[float | None]] | None = None,
 ) -> str:
     """Line chart of several named series over ``xs``; None values leave gaps; a legend on top.
 
-    ``ylim`` fixes the y range (e.g. (0, 1) for fractions); ``integer_x`` ticks whole x only.
+    ``ylim`` fixes the y range (e.g. (0, 1) for fractions); ``integer_x`` ticks whole x only;
+    ``bands`` gives a series (by name) a half-width at each x: a shaded band ``y ± width``
+    around it (``class="band"``: an SE band), inside the y range.
     """
+    bands = bands or {}
     ys = [y for _, values in series for y in values if y is not None and math.isfinite(y)]
+    for name, values in series:
+        for y, w in zip(values, bands.get(name, ()), strict=False):
+            if y is not None and w is not None and math.isfinite(y) and math.isfinite(w):
+                ys += [y - w, y + w]
     if not xs or not ys:
         return _empty(title, x_label, y_label)
     frame = _Frame(_padded(min(xs), max(xs)), _padded(*(ylim or (min(ys), max(ys)))))
     body = frame.axes(title, x_label, y_label, integer_x=integer_x)
     for n, (name, values) in enumerate(series):
         color = _PALETTE[n % len(_PALETTE)]
+        if name in bands:
+            body += _band(frame, xs, values, bands[name], color)
         segments: list[list[str]] = [[]]
         for x, y in zip(xs, values, strict=False):
             if y is None or not math.isfinite(y):
@@ -260,6 +270,33 @@ def lines(
             f'<text x="{lx + 14}" y="32" font-size="10">{_e(name)}</text>'
         )
     return _svg(_W, body, title, "lines")
+
+
+def _band(
+    frame: _Frame,
+    xs: Sequence[float],
+    values: Sequence[float | None],
+    widths: Sequence[float | None],
+    color: str,
+) -> list[str]:
+    """The shaded ``y ± width`` polygons of one series, one per run of defined points."""
+    runs: list[list[tuple[float, float, float]]] = [[]]
+    for x, y, w in zip(xs, values, widths, strict=False):
+        if y is None or w is None or not (math.isfinite(y) and math.isfinite(w)):
+            runs.append([])
+        else:
+            runs[-1].append((x, y, w))
+    out = []
+    for run in (r for r in runs if r):
+        upper = [f"{frame.px(x):.1f},{frame.py(y + w):.1f}" for x, y, w in run]
+        lower = [f"{frame.px(x):.1f},{frame.py(y - w):.1f}" for x, y, w in reversed(run)]
+        if len(run) == 1:  # one point: a short vertical bar of its band
+            upper.append(upper[0])
+        out.append(
+            f'<polygon class="band" fill="{color}" fill-opacity="0.18" stroke="none" '
+            f'points="{" ".join(upper + lower)}"/>'
+        )
+    return out
 
 
 def strip(

@@ -17,6 +17,7 @@ number.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -32,6 +33,7 @@ __all__ = [
     "agent_failure_of",
     "breakdown_of",
     "load_rollouts",
+    "metrics_of",
     "turn_totals_of",
 ]
 
@@ -70,6 +72,18 @@ def breakdown_of(body: Mapping[str, Any] | None) -> dict[str, dict[str, Any]] | 
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         return None
     return {str(k): dict(v) for k, v in value.items()}
+
+
+def metrics_of(body: Mapping[str, Any] | None) -> dict[str, float]:
+    """The ``metrics`` of an agent answer (name → finite number), empty when it has none."""
+    value = (body or {}).get("metrics")
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(name): float(v)
+        for name, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def turn_totals_of(turns: Iterable[TurnRow]) -> TurnTotals:
@@ -232,6 +246,13 @@ class Rollout:
     def reward_breakdown(self) -> dict[str, dict[str, Any]] | None:
         """The agent's ``{component: {value, weight, contribution, kind}}``, when it sent one."""
         return breakdown_of(self.body)
+
+    @property
+    def task_metrics(self) -> dict[str, float]:
+        """The task's own figures of this episode (``Environment.metrics()``: Wordle's
+        ``solved``, ``valid_guess_rate``), from the agent's answer: its finite numbers only,
+        empty when it sent none."""
+        return metrics_of(self.body)
 
 
 def load_rollouts(

@@ -12,7 +12,7 @@ only when a run starts (the ``train`` extra). See docs/train.md.
   :mod:`~agent_kit.train.outcomes` (a step's signal, the outcome gate),
   :mod:`~agent_kit.train.refill` (dynamic sampling), :mod:`~agent_kit.train.provenance` (which
   adapter sampled what) and :mod:`~agent_kit.train.prompt_filter` (prompts that can teach).
-- :mod:`~agent_kit.train.evaluate`: the holdout played by the base model and by the adapter.
+- :mod:`~agent_kit.train.evaluate`: the holdout, an evaluation grid played by the live model.
 - :mod:`~agent_kit.train.session`: :func:`play_train`, the whole run;
   :mod:`~agent_kit.train.outputs` its ``train.json`` and ``train.html``.
 """

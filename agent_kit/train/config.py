@@ -48,7 +48,9 @@ class TrainConfig:
     recorded runs whose good rollouts fine-tune the adapter before GRPO
     (:mod:`~agent_kit.train.warm`), each example cut to ``max_length`` tokens (None: the model's
     context, at most 4,096); ``force`` trains even when the preflight finds nothing to
-    learn (:mod:`~agent_kit.train.preflight`)."""
+    learn (:mod:`~agent_kit.train.preflight`). ``eval`` is the holdout, played ``eval_samples``
+    times per prompt by the base, the warm start, the trained adapter and, with ``eval_every``
+    N, the checkpoint of every Nth step (:mod:`~agent_kit.train.evaluate`)."""
 
     run: RunConfig
     model: str = "smollm2-135m"
@@ -60,6 +62,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
     eval: Path | None = None
     eval_samples: int = 2
+    eval_every: int | None = None
     device: str = "auto"
     warm_start: tuple[Path, ...] = ()
     warm_start_min_reward: float | None = None
@@ -140,6 +143,13 @@ class TrainConfig:
             )
         if self.eval is not None and not self.eval.is_file():
             raise UsageError(f"--eval file {self.eval} not found")
+        if self.eval_every is not None:
+            if self.eval is None:
+                raise UsageError("--eval-every needs --eval HOLDOUT (the prompts it plays)")
+            if not 1 <= self.eval_every <= job.steps:
+                raise UsageError(
+                    f"--eval-every must be 1..{job.steps} (--steps), got {self.eval_every}"
+                )
         for run in self.warm_start:
             if not run.is_dir():
                 raise UsageError(f"--warm-start run directory {run} not found")

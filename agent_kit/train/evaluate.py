@@ -1,205 +1,104 @@
-"""Before and after: the holdout played by the base model and by the trained adapter.
+"""A training run's holdout: an evaluation grid played by the training process's live model.
 
-Each evaluation is an ordinary local job (``RUN_DIR/eval/base``, ``RUN_DIR/eval/adapter``: a
-run directory each, with its store, summary.json and report.html) played through the same
-driver, agent processes and emulator as training, with the ``hf`` policy on the run's model
-(the adapter switched off for ``base``). Every holdout prompt is played ``eval_samples`` times at
-the training temperature; the figures are the service's ``eval/reward/*`` (pass@k over those
-samples) and the mean reward ± its standard error over prompts (the standard deviation of the
-per-prompt mean rewards / √prompts: samples of one prompt are not independent).
+``train --eval HOLDOUT`` evaluates through :mod:`agent_kit.evaluation` (one runner, one mean ±
+SE, one pass@k, one table): :func:`holdout_of` makes the run's
+:class:`~agent_kit.evaluation.holdout.Holdout` (the base, the warm start, the checkpoints of
+``--eval-every N`` and the trained adapter as the policies of one grid in ``RUN_DIR/eval/``, at
+the training job's settings), and :class:`HoldoutPlayer` plays its cells at the moments the
+model is in their state: the base with the adapter switched off before the first step, the
+warm start after it, a checkpoint right after its step's update (between two steps: the driver
+waits for the step hook), the adapter after the last step. The training job's token recorder
+is off while a cell plays (a holdout's turns are not training samples).
 """
 
 from __future__ import annotations
 
-import math
-import re
-import shutil
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
 
-from agent_kit.driver.hooks import JobHooks, Progress, ProgressHook
-from agent_kit.driver.job import JobResult
-from agent_kit.driver.local import run_local
 from agent_kit.emulator import HFPolicyBackend
-from agent_kit.reporting.metrics import build_groups, eval_metrics, mean_and_se
-from agent_kit.reporting.words import first_line
-from agent_kit.store import Rollout, RunStore, load_rollouts
+from agent_kit.evaluation.figures import CellFigures
+from agent_kit.evaluation.holdout import Holdout, step_label
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.provenance import tag_run
 
-__all__ = [
-    "eval_figures",
-    "holdout_cuts",
-    "holdout_failure",
-    "progress_lines",
-    "run_eval",
-    "tool_call_rate",
-]
+__all__ = ["HoldoutPlayer", "eval_steps", "holdout_of"]
+
+Echo = Callable[[str], None]
 
 
-def tool_call_rate(records: Sequence[Rollout]) -> float | None:
-    """The share of the rollouts' turns whose answer called a tool (None: no turn)."""
-    turns = [row for r in records for row in r.turn_rows]
-    if not turns:
-        return None
-    calls = 0
-    for row in turns:
-        choices = row.response.get("choices") if isinstance(row.response, dict) else None
-        message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
-        calls += bool(isinstance(message, dict) and message.get("tool_calls"))
-    return calls / len(turns)
+def eval_steps(config: TrainConfig) -> list[int]:
+    """The steps whose checkpoint ``--eval-every N`` evaluates: every Nth update (steps N−1,
+    2N−1, …), the last step aside (it is the trained adapter's cell)."""
+    every, last = config.eval_every, config.job.steps - 1
+    if not every:
+        return []
+    return [s for s in range(config.job.steps) if (s + 1) % every == 0 and s != last]
 
 
-#: A failure reason that says the policy's answer was cut at ``--max-tokens``.
-_TOKEN_LIMIT = re.compile(r"MaxTokensReached|max_tokens|token limit", re.IGNORECASE)
-#: An exception's name within a failure reason (``policy: MaxTokensReachedException: …``).
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Exception|Error)\b")
-
-
-#: How a line names an evaluation (its label otherwise).
-_NAMES: Final = {"base": "base model", "warm": "warm start", "adapter": "trained adapter"}
-
-
-def _most_frequent(reasons: Counter[str]) -> tuple[str, int]:
-    """The most frequent reason and its count (ties: the first in sorted order)."""
-    return min(reasons.items(), key=lambda item: (-item[1], item[0]))
-
-
-def holdout_failure(records: Sequence[Rollout], max_tokens: int | None) -> str | None:
-    """Why an evaluation failed as a whole, in one phrase, from its rollouts' most frequent
-    failure reason (the agent's own for a floor reward, the rollout's for a lost one); it names
-    ``--max-tokens`` when that reason is the token limit. None when some rollout got a real
-    reward (or there is none)."""
-    if not records or any(r.rewarded and not r.floor_reward for r in records):
-        return None
-    reasons = Counter(
-        first_line(r.agent_failure or r.reason or "no reason recorded").removeprefix("agent: ")
-        for r in records
-    )
-    reason, count = _most_frequent(reasons)
-    named = _EXCEPTION.search(reason)
-    name = named.group(0) if named else reason
-    if _TOKEN_LIMIT.search(reason) and count * 2 > len(records):
-        which = "every" if count == len(records) else f"{count} of {len(records)}"
-        return (
-            f"{which} rollout ended at the token limit (--max-tokens {max_tokens}: {name} "
-            f"×{count}); raise --max-tokens"
-        )
-    return f"every rollout failed; most often: {reason} ×{count} of {len(records)}"
-
-
-def holdout_cuts(records: Sequence[Rollout]) -> str | None:
-    """How many of an evaluation's rewarded rollouts the agent ended early (a limit, an error
-    it scored anyway), with the most frequent reason, in one phrase; for the wall-clock budget
-    it names the remedy (the rollouts in flight share the machine). None when none was."""
-    reasons = Counter(
-        first_line(r.agent_failure).removeprefix("agent: ")
-        for r in records
-        if r.rewarded and not r.floor_reward and r.agent_failure
-    )
-    if not reasons:
-        return None
-    reason, count = _most_frequent(reasons)
-    text = f"{sum(reasons.values())} of {len(records)} rollouts ended early; most often: {reason}"
-    text += f" ×{count}"
-    if "wall-clock budget" in reason:
-        text += " (the rollouts in flight share the machine: lower --concurrency"
-        text += " or raise --rollout-timeout)"
-    return text
-
-
-def eval_figures(run_dir: Path, k: int, max_tokens: int | None = None) -> dict[str, Any]:
-    """The figures of a finished evaluation run (see the module docstring), with the share of
-    its turns that called a tool (``tool_call_rate``) and, when its rollouts failed as a whole,
-    why (``failure``: :func:`holdout_failure`; ``max_tokens`` is the cap its policy had), and
-    when some of its rewarded rollouts were ended early, how many and why (``cut``:
-    :func:`holdout_cuts`)."""
-    store = RunStore.open(run_dir, readonly=True)
-    try:
-        job = store.list_jobs()[-1]
-        records = load_rollouts(store, job.arn, with_turns=True)
-    finally:
-        store.close()
-    groups = build_groups(records)
-    per_prompt: dict[int, list[float]] = defaultdict(list)
-    for group in groups:
-        per_prompt[group.prompt_index].extend(group.rewards)
-        per_prompt[group.prompt_index].extend([0.0] * group.lost)
-    mean, se = mean_and_se([math.fsum(v) / len(v) for v in per_prompt.values() if v])
-    figures: dict[str, Any] = {
-        "mean": mean,
-        "se": se,
-        "prompts": len(per_prompt),
-        "rollouts": sum(len(v) for v in per_prompt.values()),
-        "tool_call_rate": tool_call_rate(records),
-        "status": job.status,
-    }
-    failure = holdout_failure(records, max_tokens)
-    if failure is not None:
-        figures["failure"] = failure
-    cut = holdout_cuts(records)
-    if cut is not None:
-        figures["cut"] = cut
-    figures.update(eval_metrics(groups, ks=sorted({1, k})))
-    return figures
-
-
-def progress_lines(label: str, echo: Callable[[str], None]) -> ProgressHook:
-    """A progress hook that echoes ``<label>: N/M rollouts`` each time a quarter more (or the
-    last) of the job's rollouts are done."""
-    shown = [-1]
-
-    def hook(progress: Progress) -> None:
-        total = max(1, progress.total)
-        quarter = progress.done * 4 // total
-        if progress.done and quarter > shown[0]:
-            shown[0] = quarter
-            echo(f"{label}: {progress.done}/{progress.total} rollouts")
-
-    return hook
-
-
-async def run_eval(
-    config: TrainConfig,
-    backend: HFPolicyBackend,
-    run_dir: Path,
-    label: str,
-    echo: Callable[[str], None] | None = None,
-    after: Callable[[], object] | None = None,
-) -> dict[str, Any]:
-    """Play the holdout with ``backend`` as ``RUN_DIR/eval/<label>`` and return its figures;
-    a finished evaluation of the same label is read back, an unfinished one played again.
-    ``echo`` gets its progress (:func:`progress_lines`); ``after`` is called once it is played
-    (the command hands the sampler's freed memory back there)."""
+def holdout_of(config: TrainConfig, run_dir: Path) -> Holdout | None:
+    """The holdout grid of a training run (None without ``--eval``)."""
     if config.eval is None:
-        return {}
-    out = RunLayout(run_dir).evals
-    target = out / label
-    if target.is_dir():
-        try:
-            figures = eval_figures(target, config.eval_samples, config.job.max_tokens)
-        except Exception:  # noqa: BLE001 - an unreadable or unfinished one is played again
-            figures = {}
-        if figures.get("status") == "completed":
-            return figures
-        shutil.rmtree(target)
-    job = replace(
-        config.job,
-        name=label,
-        policy=backend.name,
-        group_size=config.eval_samples,
-        batch_size=None,
-        steps=1,
+        return None
+    return Holdout.of(
+        run_dir=run_dir,
+        model=config.model,
+        holdout=config.eval,
+        samples=config.eval_samples,
+        run=config.run,
+        job=config.job,
+        warm=bool(config.warm_start),
+        every=eval_steps(config),
     )
-    run = replace(config.run, dataset=config.eval, job=job, out=out, resume=None)
-    hooks = JobHooks(progress=progress_lines(f"holdout {label}", echo)) if echo else None
-    result: JobResult = await run_local(run, hooks, policy=backend)
-    if after is not None:
-        after()  # the sampler's caches, before the next phase
-    figures = eval_figures(result.run_dir, config.eval_samples, config.job.max_tokens)
-    if echo is not None and figures.get("failure"):
-        echo(f"{_NAMES.get(label, label)} holdout: {figures['failure']}")
-    return figures
+
+
+class HoldoutPlayer:
+    """Plays a training run's holdout cells with its live ``backend`` (module docstring);
+    ``after`` is called once each cell is played (the command hands memory back there)."""
+
+    def __init__(
+        self,
+        holdout: Holdout,
+        backend: HFPolicyBackend,
+        echo: Echo,
+        after: Callable[[], object] | None = None,
+    ) -> None:
+        self.holdout, self.backend, self.echo, self.after = holdout, backend, echo, after
+
+    @contextlib.contextmanager
+    def _unrecorded(self) -> Iterator[None]:
+        recorder, self.backend.recorder = self.backend.recorder, None
+        try:
+            yield
+        finally:
+            self.backend.recorder = recorder
+
+    async def play(self, label: str, what: str, adapter: str | None = None) -> CellFigures | None:
+        """Play (or keep) a label's cell, saying ``evaluating <what> on the holdout`` and, when
+        its rollouts failed as a whole, why (``warm start holdout: every rollout ended at the
+        token limit …``); None when the grid has no such cell. Its rollouts are recorded as
+        sampled by ``adapter`` (the ledger's name of the weights; the label by default)."""
+        if not self.holdout.has(label):
+            return None
+        found = self.holdout.kept(label)
+        if found is not None:
+            return found
+        self.echo(f"evaluating {what} on the holdout")
+        with self._unrecorded():
+            figures = await self.holdout.play(label, self.backend, self.echo, self.after)
+        target = self.holdout.cell_dir(label)
+        if RunLayout(target).store.is_file():
+            await asyncio.to_thread(tag_run, target, adapter or label)
+        if figures.failure:
+            self.echo(f"{what.removeprefix('the ')} holdout: {figures.failure}")
+        return figures
+
+    async def checkpoint(self, step: int) -> None:
+        """Play the checkpoint of ``step`` when ``--eval-every`` names it (the model holds that
+        step's adapter now)."""
+        label = step_label(step)
+        if self.holdout.has(label):
+            await self.play(label, f"the checkpoint of step {step}")

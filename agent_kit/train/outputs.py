@@ -8,12 +8,15 @@ tokens), the step's signal shares (``train/signal/*``: groups all equal, groups 
 by shaping), dynamic sampling's figures (``train/refill/*``), the seconds spent sampling and
 updating, the adapter that sampled the step (``sampled_by``) and the one saved, and the step's
 warnings (a stale adapter, weights that did not move: also gathered in ``warnings``); the
-evaluations (base and adapter: mean ± standard error, pass@k) and their difference; seconds per
-step (and apart: sampling, update) and the trainer process's peak RSS. ``train.html`` plots the
-training reward per step against the two holdout means, and lists the steps.
-:func:`record_evals` stores the evaluations in the run itself (event ``train_eval``) and writes
-its summary.json and report.html again, whose Training section
-(:mod:`~agent_kit.reporting.train_view`) and the MLflow export read them from there.
+holdout: its grid's cells (``eval``: base, warm, the checkpoints, adapter, each the grid's cell
+figures), the paired differences (``differences``: warm − base, trained − warm, trained − base,
+each checkpoint − base; ``comparison`` the trained − base one) and where its table is
+(``holdout``: ``eval/table.json``, ``eval/eval.html``); seconds per step (and apart: sampling,
+update) and the trainer process's peak RSS. ``train.html`` plots the training reward per step
+against the holdout, and lists the steps. :func:`record_evals` stores the holdout's cells in
+the run itself (event ``train_eval``) and writes its summary.json and report.html again, whose
+Training section (:mod:`~agent_kit.reporting.train_view`) and the MLflow export read them from
+there.
 """
 
 from __future__ import annotations
@@ -21,15 +24,24 @@ from __future__ import annotations
 import json
 import resource
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import write_run_outputs
+from agent_kit.evaluation.groups import grid_groups
+from agent_kit.evaluation.holdout import Holdout, cell_document
 from agent_kit.reporting.metrics import build_groups, training_metrics
 from agent_kit.reporting.page import document, esc, section, table
 from agent_kit.reporting.svg import lines
-from agent_kit.reporting.train_view import EVAL_LABELS, eval_comparison
+from agent_kit.reporting.train_view import (
+    eval_comparison,
+    holdout_differences,
+    holdout_labels,
+    holdout_row,
+    holdout_series,
+)
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.events import TRAIN_EVAL_EVENT, TRAIN_STEP_EVENT
 from agent_kit.store.layout import RunLayout
@@ -104,16 +116,33 @@ def _mean(steps: list[dict[str, Any]], key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def holdout_outputs(holdout: Holdout | None) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The holdout's cells by label (those played) and where its table is, once its
+    ``table.json`` and ``eval.html`` are written; ({}, None) without a holdout."""
+    if holdout is None:
+        return {}, None
+    grid = holdout.table()
+    table_file, page_file = holdout.write(grid, grid_groups(grid))
+    evals = {
+        row.cell.label: cell_document(row.cell.label, row.figures)
+        for row in grid.rows
+        if row.figures.state != "pending"
+    }
+    return evals, {"table": str(table_file), "page": str(page_file)}
+
+
 def write_train_outputs(
     run_dir: Path,
     config: TrainConfig,
     job: JobResult,
-    evals: dict[str, Any],
+    holdout: Holdout | None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Store the evaluations (:func:`record_evals`), write ``train.json`` and ``train.html``
-    into the run directory; return the document. ``extra`` (the warm start's and the
-    preflight's figures) is added to the document as it is."""
+    """Write the holdout's table (:func:`holdout_outputs`), store its cells
+    (:func:`record_evals`), write ``train.json`` and ``train.html`` into the run directory;
+    return the document. ``extra`` (the warm start's and the preflight's figures) is added to
+    the document as it is."""
+    evals, where = holdout_outputs(holdout)
     record_evals(run_dir, job.job_arn, evals)
     steps = _steps(run_dir, job.job_arn)
     timed = [s["timing_s/train_step"] for s in steps if "timing_s/train_step" in s]
@@ -126,7 +155,9 @@ def write_train_outputs(
         "settings": config.to_dict(),
         "steps": steps,
         "eval": evals,
+        "differences": holdout_differences(evals),
         "comparison": eval_comparison(evals),
+        "holdout": where,
         "adapter": str(run_dir / adapters[-1]) if adapters else None,
         "seconds_per_step": sum(timed) / len(timed) if timed else None,
         "seconds_per_step_sampling": _mean(steps, "timing_s/sample"),
@@ -142,17 +173,17 @@ def write_train_outputs(
 
 
 def render_train_html(doc: dict[str, Any]) -> str:
-    """The self-contained training page: the reward curve (train vs eval) and the steps."""
+    """The self-contained training page: the reward curve (train vs the holdout, its
+    checkpoints with their SE band), the holdout's cells and their paired differences, and the
+    steps."""
     steps = doc["steps"]
     xs = [float(s["step"]) for s in steps]
-    series: list[tuple[str, list[float | None]]] = [
-        ("train reward", [s.get("rollout/reward/mean") for s in steps])
+    holdout, bands = holdout_series(doc["eval"], xs)
+    series: list[tuple[str, Sequence[float | None]]] = [
+        ("train reward", [s.get("rollout/reward/mean") for s in steps]),
+        *holdout,
     ]
-    for label in EVAL_LABELS:
-        mean = (doc["eval"].get(label) or {}).get("mean")
-        if mean is not None:
-            series.append((f"holdout {label}", [mean] * len(xs)))
-    chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True)
+    chart = lines(xs, series, title="Reward per step", x_label="step", integer_x=True, bands=bands)
     columns = [
         "step",
         "rollout/reward/mean",
@@ -165,14 +196,24 @@ def render_train_html(doc: dict[str, Any]) -> str:
     ]
     rows = [[s.get(c) for c in columns] for s in steps]
     evals = [
-        [label, e.get("mean"), e.get("se"), e.get("eval/reward/pass_at_k"), e.get("tool_call_rate")]
-        for label, e in doc["eval"].items()
+        [label, r["mean"], r["se"], r["pass_at_k"], r["tool_call_rate"]]
+        for label in holdout_labels(doc["eval"])
+        if (r := holdout_row(doc["eval"][label]))
     ]
+    differences = [
+        [d["a"], d["b"], f"{d['difference']:+.3f}", d["se"], d["paired"], d["beyond_2se"]]
+        for d in doc.get("differences") or []
+    ]
+    where = doc.get("holdout") or {}
     parts = [
         f"<h1>Training run {esc(doc['job'])}</h1>",
         section("curve", "Reward", chart),
         section(
-            "eval", "Holdout", table(["model", "mean", "± se", "pass@k", "tool-call rate"], evals)
+            "eval",
+            "Holdout",
+            table(["model", "mean", "± se", "pass@k", "tool-call rate"], evals)
+            + table(["a", "b", "a − b", "se", "paired", "beyond 2 SE"], differences)
+            + (f"<p>the table: {esc(where['page'])}</p>" if where.get("page") else ""),
         ),
         section("steps", "Steps", table(columns, rows)),
     ]

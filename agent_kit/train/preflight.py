@@ -36,11 +36,12 @@ from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import PolicyBackend
 from agent_kit.errors import NothingToLearn, UsageError
+from agent_kit.evaluation.local_cells import progress_lines
+from agent_kit.evaluation.rollouts import tool_call_rate
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.reporting.summary_schema import flat_config
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import PREFLIGHT_DIR, RunLayout
-from agent_kit.train.evaluate import progress_lines, tool_call_rate
 from agent_kit.train.outcomes import signal_shares
 
 __all__ = [

@@ -29,11 +29,11 @@ from agent_kit.driver.hooks import JobHooks
 from agent_kit.driver.local import run_local
 from agent_kit.emulator import PolicyBackend
 from agent_kit.errors import NothingToLearn
+from agent_kit.evaluation.local_cells import progress_lines
 from agent_kit.reporting.metrics import build_groups
 from agent_kit.store import RunStore, load_rollouts
 from agent_kit.store.layout import FILTER_DIR, RunLayout
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.evaluate import progress_lines
 
 __all__ = ["PromptFilter", "filter_prompts", "kept_prompts"]
 

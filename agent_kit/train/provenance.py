@@ -32,7 +32,6 @@ from typing import Any, Final
 from agent_kit.store import RunStore, load_rollouts
 
 __all__ = [
-    "BASE_LABEL",
     "UNKNOWN_LABEL",
     "AdapterLedger",
     "lora_fingerprint",
@@ -41,8 +40,6 @@ __all__ = [
     "unmoved_line",
 ]
 
-#: The model before training (the adapter off, or a new adapter: its B matrices are zero).
-BASE_LABEL: Final = "base"
 #: A digest no saved adapter had.
 UNKNOWN_LABEL: Final = "unknown"
 

@@ -6,17 +6,21 @@ SIGINT/SIGTERM (as ``agent-kit run``):
 1. the model loads (:mod:`~agent_kit.model.loading`) and TRL's trainer wraps it with
    a LoRA adapter (:class:`~agent_kit.train.grpo.GRPOSession`); the ``hf`` policy backend samples
    that very model, so every step samples the policy as updated so far;
-2. with ``eval``, the holdout is played with the adapter switched off (``eval/base``);
+2. with ``eval``, the holdout is played with the adapter switched off (``eval/base``) and,
+   after a warm start, with the warm adapter (``eval/warm``): cells of the run's holdout grid
+   (:mod:`~agent_kit.train.evaluate`);
 3. the training job is an ordinary local job (:func:`~agent_kit.driver.local.run_local`: the
    emulator, the agent processes, the entrypoint unchanged, CompleteRollout/UpdateReward, the
    store, summary.json and report.html) with ``steps`` steps of ``batch_size`` prompts ×
    ``group_size`` rollouts. At every step boundary the driver awaits the trainer: the finished
    step's rollouts become samples (:mod:`~agent_kit.train.samples`), TRL makes one update, the
    adapter is saved as ``adapters/step-NNNN`` and the step's train metrics are stored (event
-   ``train_step``); the next step starts only then;
+   ``train_step``); with ``eval_every`` N, every Nth step's checkpoint plays the holdout then
+   (``eval/step-NNNN``); the next step starts only then;
 4. with ``eval``, the holdout is played again with the trained adapter (``eval/adapter``);
-5. the evaluations are stored in the run (event ``train_eval``) and its summary.json and
-   report.html written again, so the report's Training section shows them
+5. the holdout's table (``eval/table.json``, ``eval/eval.html``: the grid's, with the paired
+   differences) is written, its cells stored in the run (event ``train_eval``) and its
+   summary.json and report.html written again, so the report's Training section shows them
    (:mod:`~agent_kit.reporting.train_view`); ``train.json`` and ``train.html``
    (:mod:`~agent_kit.train.outputs`) sum it up.
 
@@ -51,6 +55,8 @@ from agent_kit.driver.local import run_local
 from agent_kit.driver.stop import StopHook, play_stoppable
 from agent_kit.emulator import HFPolicyBackend
 from agent_kit.errors import WarmStartStopped
+from agent_kit.evaluation.checkpoints import BASE_LABEL, WARM_LABEL
+from agent_kit.evaluation.holdout import ADAPTER_LABEL
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.store.layout import TRAIN_CONFIG_FILE, RunLayout
 from agent_kit.store.runlock import RunLock
@@ -65,14 +71,14 @@ from agent_kit.train.checks import (
     recorded_config,
 )
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.evaluate import eval_figures, run_eval
+from agent_kit.train.evaluate import HoldoutPlayer, holdout_of
 from agent_kit.train.grpo import GRPOSession, last_adapter
 from agent_kit.train.outputs import write_train_outputs
 from agent_kit.train.preflight import preflight_or_stop
 from agent_kit.train.prompt_filter import filter_prompts
-from agent_kit.train.provenance import BASE_LABEL, tag_run
+from agent_kit.train.provenance import tag_run
 from agent_kit.train.steps import TrainSteps
-from agent_kit.train.warm import WARM_LABEL, prepare_warm_start
+from agent_kit.train.warm import prepare_warm_start
 
 __all__ = ["CONFIG_FILE", "TrainResult", "play_train", "train"]
 
@@ -209,34 +215,31 @@ async def _train_locked(
         max_batch=settings.hf_batch,
         cache_mb=settings.hf_cache_mb,
     )
-    evals: dict[str, Any] = {}
+    holdout = holdout_of(config, run_dir)
+    player = None if holdout is None else HoldoutPlayer(holdout, backend, echo, phases)
     try:
         data = _train_data(run_dir, inputs.data)
         if config.run.resume is None:
             data, extra = await _before_training(config, backend, run_dir, data, extra, start, echo)
-        before = _evals_before(config, session, backend, run_dir, first_step, echo, phases)
-        evals.update(await before)
+        if player is not None:
+            await _holdout_before(player, session, first_step)
         session.start()
         hook = TrainSteps(
             config, session, backend, data, first_step=first_step, start_label=start, echo=echo,
-            stop=stop,
+            stop=stop, holdout=player,
         )  # fmt: skip
         hooks = JobHooks(on_step=hook, stop=stop, lock=lock)
         run = _run_config(config, backend.name, data)
         result = await run_local(run, hooks, policy=backend)
         backend.recorder = None
-        if config.eval is not None and result.status == "completed":
-            echo("evaluating the trained adapter on the holdout")
-            evals["adapter"] = await run_eval(
-                config, backend, run_dir, "adapter", echo, after=phases
-            )
-            _tag(RunLayout(run_dir).evals / "adapter", hook.ledger.latest or start)
-        elif config.eval is not None:
+        if player is not None and result.status == "completed":
+            await player.play(ADAPTER_LABEL, "the trained adapter", adapter=hook.ledger.latest)
+        elif player is not None:
             echo(f"trained adapter holdout: not played (the training job ended {result.status})")
     finally:
         await asyncio.to_thread(session.close)
         await backend.aclose()
-    document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, evals, extra)
+    document = await asyncio.to_thread(write_train_outputs, run_dir, config, result, holdout, extra)
     return TrainResult(job=result, document=document)
 
 
@@ -317,34 +320,17 @@ async def _warm_start(
         raise
 
 
-async def _evals_before(
-    config: TrainConfig,
-    session: GRPOSession,
-    backend: HFPolicyBackend,
-    run_dir: Path,
-    first_step: int,
-    echo: Echo,
-    phases: Phases,
-) -> dict[str, Any]:
+async def _holdout_before(player: HoldoutPlayer, session: GRPOSession, first_step: int) -> None:
     """The holdout before GRPO: the base model (adapter off) and, after a warm start, the warm
-    adapter (evaluated only before the first step; a resumed run reads a finished one back)."""
-    evals: dict[str, Any] = {}
-    if config.eval is None:
-        return evals
-    echo("evaluating the base model on the holdout")
+    adapter (played only before the first step: later the warm state is gone). A resumed run's
+    model holds the last saved step's adapter: its checkpoint plays now when a stop cut it
+    short (``--eval-every``)."""
     with session.model.disable_adapter():
-        evals["base"] = await run_eval(config, backend, run_dir, "base", echo, after=phases)
-    _tag(RunLayout(run_dir).evals / "base", BASE_LABEL)
-    if config.warm_start and first_step == 0:
-        echo("evaluating the warm start on the holdout")
-        evals[WARM_LABEL] = await run_eval(config, backend, run_dir, WARM_LABEL, echo, after=phases)
-        _tag(RunLayout(run_dir).evals / WARM_LABEL, WARM_LABEL)
-    elif config.warm_start and (RunLayout(run_dir).evals / WARM_LABEL).is_dir():
-        with contextlib.suppress(Exception):  # an unfinished one cannot be played again now
-            evals[WARM_LABEL] = eval_figures(
-                RunLayout(run_dir).evals / WARM_LABEL, config.eval_samples
-            )
-    return evals
+        await player.play(BASE_LABEL, "the base model")
+    if first_step == 0:
+        await player.play(WARM_LABEL, "the warm start")
+    else:
+        await player.checkpoint(first_step - 1)
 
 
 def _run_config(config: TrainConfig, policy: str, data: Dataset) -> RunConfig:

@@ -31,6 +31,7 @@ from agent_kit.reporting.metrics import GroupResult
 from agent_kit.store import RunStore
 from agent_kit.store.events import TRAIN_STEP_EVENT, TRAIN_TOKENS_EVENT
 from agent_kit.train.config import TrainConfig
+from agent_kit.train.evaluate import HoldoutPlayer
 from agent_kit.train.grpo import GRPOSession, StepUpdate
 from agent_kit.train.outcomes import gated_advantages, signal_shares
 from agent_kit.train.provenance import AdapterLedger, lora_fingerprint, stale_line, unmoved_line
@@ -103,9 +104,11 @@ class TrainSteps:
         start_label: str,
         echo: Echo,
         stop: asyncio.Event | None = None,
+        holdout: HoldoutPlayer | None = None,
     ) -> None:
         self.config, self.session, self.backend, self.data = config, session, backend, data
         self.first_step, self.echo, self.stop = first_step, echo, stop
+        self.holdout = holdout
         tokenizer = backend.loaded.tokenizer
         self.pad_id = int(tokenizer.pad_token_id or tokenizer.eos_token_id or 0)
         self.advantages = step_advantages(config)
@@ -140,6 +143,8 @@ class TrainSteps:
         for step in range(self.first_step, boundary.step):
             if step not in done:
                 await self._train(store, boundary.job_arn, step, boundary.steps)
+                if self.holdout is not None:  # --eval-every: the model holds this step's now
+                    await self.holdout.checkpoint(step)
         if boundary.step < boundary.steps:
             await asyncio.to_thread(self._name_sampler, boundary.step)
         self.started = time.monotonic()

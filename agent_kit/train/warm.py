@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_kit.errors import WarmStartStopped
+from agent_kit.evaluation.checkpoints import WARM_LABEL
 from agent_kit.model.loading import LoadedModel
 from agent_kit.model.lora import lora_config
 from agent_kit.reporting.words import plural
@@ -48,15 +49,12 @@ from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
     "PROGRESS_EVERY_S",
-    "WARM_LABEL",
     "batch_shape",
     "estimate_seconds",
     "fine_tune",
     "prepare_warm_start",
 ]
 
-#: The warm start's name: its adapter folder (``adapters/warm``) and its holdout evaluation.
-WARM_LABEL: Final = "warm"
 #: The longest wait between two progress lines of the warm start.
 PROGRESS_EVERY_S: float = 60.0
 #: The estimate's reference: SmolLM2-135M's warm start trained ≈ 144 tokens/s on 2 quiet cores

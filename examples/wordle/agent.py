@@ -254,6 +254,15 @@ class WordleEnv(Environment):
         """Invalid attempts so far (they never use up a guess)."""
         return sum(a.kind != "valid" for a in self.attempts)
 
+    def metrics(self) -> dict[str, float]:
+        """The game's own figures, reported beside the reward by ``agent-kit eval`` and
+        ``train --eval``: ``solved`` (1 or 0) and ``valid_guess_rate``, the share of guess
+        attempts that were words of the list (none before the first attempt)."""
+        out = {"solved": float(self.solved)}
+        if self.attempts:
+            out["valid_guess_rate"] = len(self.history) / len(self.attempts)
+        return out
+
     # -- the tool --------------------------------------------------------------------------
     @tool
     def guess_word(self, guess: str) -> str:

@@ -231,8 +231,9 @@ def test_once_exits_with_the_verdicts_code(project: Path, baseline: Path, tmp_pa
     agent.write_text(source.replace("import functools", "import functools, nowhere_to_be_found"))
     done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
     assert done.returncode == 2, done.stderr
+    line = source.splitlines().index("import functools") + 1  # where the import fails
     assert done.stdout.splitlines() == [
-        "#1 start: does not load: agent.py:18: ModuleNotFoundError: No module named "
+        f"#1 start: does not load: agent.py:{line}: ModuleNotFoundError: No module named "
         "'nowhere_to_be_found'"
     ]
     agent.write_text(source.replace(_REWARD_OLD, _REWARD_NEW), encoding="utf-8")

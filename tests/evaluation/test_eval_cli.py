@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -84,13 +85,19 @@ def test_the_table_has_every_cell_and_the_differences(grid: tuple[Path, dict[str
     ]
     assert all(c["figures"]["state"] == "completed" for c in doc["cells"])
     assert all(c["figures"]["n"] == 4 for c in doc["cells"])
-    assert [(d["a"], d["b"]) for d in doc["differences"]] == [(ids[0], ids[1]), (ids[2], ids[3])]
+    assert [(d["a"], d["b"]) for d in doc["differences"]] == [
+        (ids[0], ids[1]),
+        (ids[2], ids[3]),
+        (ids[2], ids[0]),
+        (ids[3], ids[1]),
+    ]
     assert json.loads((out / "table.json").read_text(encoding="utf-8")) == doc
 
 
 def test_figures_are_those_of_the_cells_runs(grid: tuple[Path, dict[str, Any]]) -> None:
-    """Each cell's mean, SE and pass@2 recomputed from its own run store; the difference is
-    mean_a − mean_b with SE √(se_a² + se_b²)."""
+    """Each cell's mean, SE and pass@2 recomputed from its own run store; every difference is
+    paired by prompt (the cells played the same two prompts): the mean of the per-prompt
+    differences, with the SE of those differences, the unpaired √(se_a² + se_b²) beside it."""
     out, doc = grid
     figures = {c["id"]: c["figures"] for c in doc["cells"]}
     for ident, fig in figures.items():
@@ -106,9 +113,14 @@ def test_figures_are_those_of_the_cells_runs(grid: tuple[Path, dict[str, Any]]) 
         assert fig["location"] == str(out / ident)
     for d in doc["differences"]:
         a, b = figures[d["a"]], figures[d["b"]]
+        diffs = [a["per_prompt"][p] - b["per_prompt"][p] for p in ("0", "1")]
+        assert d["paired"] is True
+        assert d["prompts"] == 2
         assert d["difference"] == pytest.approx(a["mean"] - b["mean"])
-        assert d["se"] == pytest.approx((a["se"] ** 2 + b["se"] ** 2) ** 0.5)
-        assert d["significant"] == (abs(d["difference"]) > 2 * d["se"])
+        assert d["se"] == pytest.approx(abs(diffs[0] - diffs[1]) / 2)  # sd/√2 of two values
+        assert d["unpaired_se"] == pytest.approx((a["se"] ** 2 + b["se"] ** 2) ** 0.5)
+        if d["se"] > 0:
+            assert d["significant"] == (abs(d["difference"]) > 2 * d["se"])
 
 
 def test_the_page_has_grouped_bars_with_error_bars(grid: tuple[Path, dict[str, Any]]) -> None:
@@ -148,6 +160,48 @@ def test_plan_from_a_finished_cell(
     assert plan["source"] == str(out / "solver-temperature-0")
     assert plan["tokens"]["sample"]["p50"] > 0
     assert plan["cost"]["p90"] >= plan["cost"]["p10"] > 0
+
+
+def _rewards(run_dir: Path) -> dict[int, list[float]]:
+    with RunStore.open(run_dir, readonly=True) as store:
+        records = load_rollouts(store, store.list_jobs()[-1].arn)
+    out: dict[int, list[float]] = {}
+    for r in records:
+        out.setdefault(r.prompt_index, []).append(r.reward if r.reward is not None else 0.0)
+    return out
+
+
+def _var(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def test_plan_takes_the_spread_from_a_pilot(
+    grid: tuple[Path, dict[str, Any]], dataset: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--pilot EVAL_DIR: the first two cells' per-prompt differences (sd σ_p at the pilot's 2
+    samples), within-prompt variances s_A², s_B²: σ_d² = max(0, σ_p² − (s_A²+s_B²)/2) +
+    (s_A²+s_B²)/4 at 4 samples; --pilot RUN_DIR: √(2·s²/4). Computed here from the stores."""
+    out, _ = grid
+    a, b = _rewards(out / "solver-temperature-0"), _rewards(out / "sloppy-temperature-0")
+    d = [sum(a[p]) / 2 - sum(b[p]) / 2 for p in (0, 1)]
+    noise = sum(_var(a[p]) for p in (0, 1)) / 2 + sum(_var(b[p]) for p in (0, 1)) / 2
+    sd = (max(0.0, _var(d) - noise / 2) + noise / 4) ** 0.5
+    # the plan's --samples 4 comes last: it wins over the pilot grid's 2; its --out is another
+    # directory (the plan refuses an --out whose runs are not its cells, as the run would)
+    plan_out = out.parent / "planned"
+    argv = [*_argv(dataset, plan_out), "--samples", "4", "--plan", "--json", "--pilot", str(out)]
+    assert main([*argv, "--target", "0.5"]) == 0
+    power = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["power"]
+    assert power["spread"] == pytest.approx(sd)
+    assert power["detectable_difference"] == pytest.approx(2 * sd / 2**0.5)
+    assert power["prompts_needed"] == max(2, math.ceil((2.8 * sd / 0.5) ** 2))
+    one = [*argv[: argv.index("--pilot")], "--pilot", str(out / "solver-temperature-0")]
+    assert main(one) == 0
+    power = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["power"]
+    within = sum(_var(a[p]) for p in (0, 1)) / 2
+    assert power["spread"] == pytest.approx((2 * within / 4) ** 0.5)
+    assert "lower bound" in power["source"]
 
 
 def test_mlflow_export_is_a_parent_with_a_child_per_cell(

@@ -350,7 +350,8 @@ def test_submit_prints_the_table_from_the_jobs_metrics(
         "gpt-oss-20b-temperature-1": 0.25,
         "wordle-3-temperature-1": 0.75,
     }
-    assert [d["difference"] for d in doc["differences"]] == [-0.5, -0.5]
+    # the policies at each temperature, then each policy at temperature 1 against 0
+    assert [d["difference"] for d in doc["differences"]] == [-0.5, -0.5, 0.0, 0.0]
     assert fake.max_running == 1
     assert (out / "table.json").is_file()
     assert (out / "eval.html").is_file()

@@ -103,7 +103,8 @@ def test_cells_ids_and_default_comparisons() -> None:
         "sloppy-temperature-0-7",
     ]
     pairs = [(a.id, b.id) for a, b in comparisons(spec, None)]
-    assert pairs == [(ids[0], ids[1]), (ids[2], ids[3])]
+    # the policies at every setting, then each policy's other setting against its first
+    assert pairs == [(ids[0], ids[1]), (ids[2], ids[3]), (ids[2], ids[0]), (ids[3], ids[1])]
     assert next((a.id, b.id) for a, b in comparisons(spec, ["Sloppy", "Solver"])) == (
         ids[1],
         ids[0],
@@ -217,12 +218,14 @@ def test_no_verdict_without_rewards_or_for_a_partial_cell() -> None:
         ids[3]: CellFigures("completed", mean=0.1, se=0.01, n=4),
     }
     table = build_table(spec, figures, k=2, threshold=1.0)
-    first, second = table.differences
+    by_pair = {(d.a, d.b): d for d in table.differences}
+    first, second = by_pair[(ids[0], ids[1])], by_pair[(ids[2], ids[3])]
     assert (first.difference, first.se, first.significant) == (None, None, None)
     assert second.difference == pytest.approx(0.8)
     assert second.significant is None  # |0.8| > 2 SE, but the cell is partial
     doc = table.document()
-    assert [d["significant"] for d in doc["differences"]] == [None, None]
+    # the settings compared too: every difference touches a cell without rewards or a partial one
+    assert [d["significant"] for d in doc["differences"]] == [None] * len(table.differences)
     assert doc["cells"][0]["figures"]["mean"] is None
     console = Console(file=io.StringIO(), width=200)
     console.print(render_table(table))

@@ -38,7 +38,7 @@ from agent_kit.store import INVOCATION_EVENT, RunStore, TrajectoryRow, TurnRow
 ARN = "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/rl-test"
 LAST = "LAST-RESULT-MARKER <b>solved</b>"
 NAN_REASON = "reward: reward component 'outcome' is not finite: nan"
-SECTIONS = ["failures", "breakdown", "prompts", "plots", "metrics", "tokens", "steps"]
+SECTIONS = ["failures", "breakdown", "prompts", "groups", "plots", "metrics", "tokens", "steps"]
 SECTIONS += ["transcripts", "slowest", "config"]
 
 # -- a tiny DOM over html.parser ------------------------------------------------------------------

@@ -226,3 +226,36 @@ def test_answer_carries_the_final_tool_results_bounded() -> None:
     assert isinstance(log[-1]["input"], str)
     assert len(log[-1]["input"]) == 500
     assert len(json.dumps(log)) < 8 * 2700
+
+
+class Counted(Environment):
+    """One tool; the environment declares its own figures (good ones, and ones left out)."""
+
+    def reset(self, task: dict[str, Any]) -> str:
+        self.calls = 0
+        self.broken = bool(task.get("broken"))
+        return "go"
+
+    @tool
+    def step(self) -> str:
+        """Count one step and finish."""
+        self.calls += 1
+        self.finish()
+        return "done"
+
+    def metrics(self) -> dict[str, Any]:
+        if self.broken:
+            raise RuntimeError("no figures today")
+        return {"solved": True, "calls": self.calls, "bad": float("nan"), "word": "x"}
+
+
+def test_the_environments_own_figures_are_recorded_with_the_answer() -> None:
+    """metrics() goes into the answer as finite floats (a bool as 1.0; nan and text left
+    out); one that raises leaves the episode scored, without figures."""
+    app = RolloutApp(Counted, reward=lambda env, ep: 1.0)
+    step = PolicyReply(tool_calls=(ToolCall("step", {}),))
+    body = run_episode(app, {}, policy=lambda r: step)
+    assert body["metrics"] == {"solved": 1.0, "calls": 1.0}
+    broken = run_episode(app, {"broken": True}, policy=lambda r: step)
+    assert broken["reward"] == 1.0
+    assert "metrics" not in broken

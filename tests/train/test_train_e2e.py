@@ -58,7 +58,8 @@ def _process() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Trained:
     """Three steps: stopped after the second update, then resumed for the third; a holdout of
-    two prompts, two samples each, played by the base model first and by the adapter last."""
+    two prompts, two samples each, played by the base model first, by every step's checkpoint
+    after its update (``eval_every=1``) and by the adapter last."""
     folder = tmp_path_factory.mktemp("train")
     data = folder / "data.jsonl"
     rows = [json.dumps({"prompt": json.dumps({"target": i})}) for i in range(4)]
@@ -80,6 +81,7 @@ def trained(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Train
         device="cpu",
         eval=holdout,
         eval_samples=2,
+        eval_every=1,
     )
 
     async def first_play() -> TrainResult:
@@ -177,16 +179,22 @@ def test_recorded_tokens_are_exactly_what_the_model_sampled(trained: Trained) ->
 
 
 def test_report_of_the_training_run_shows_the_training_and_train_vs_eval(trained: Trained) -> None:
-    """report.html has the Training section: reward over steps vs the holdout, loss, both means."""
+    """report.html has the Training section: reward over steps vs the holdout (the checkpoints
+    with their SE band), loss, every holdout mean, the paired differences."""
     run = trained.first.run_dir
     evals = trained.resumed.document["eval"]
-    assert set(evals) == {"base", "adapter"}
+    assert set(evals) == {"base", "step-0000", "step-0001", "adapter"}
     store = RunStore.open(run, readonly=True)
     try:
         labels = [e.detail["label"] for e in store.list_events(kind=TRAIN_EVAL_EVENT)]
     finally:
         store.close()
-    assert labels == ["base", "adapter"]  # the resume did not store the base again
+    # the resume did not store the base and the first checkpoint again; the checkpoint of
+    # step 1, played as the stop came (and cut short by it unless it ended within the grace),
+    # is played again by the resume, whose model holds that step's adapter
+    assert list(dict.fromkeys(labels)) == ["base", "step-0000", "step-0001", "adapter"]
+    assert (labels.count("base"), labels.count("step-0000"), labels[-1]) == (1, 1, "adapter")
+    assert evals["step-0001"]["state"] != "interrupted"
     page = (run / "report.html").read_text(encoding="utf-8")
     assert '<a href="#training">Training</a>' in page
     start = page.index('<section id="training">')
@@ -194,6 +202,12 @@ def test_report_of_the_training_run_shows_the_training_and_train_vs_eval(trained
     assert "Reward per step: train vs holdout" in training
     assert "holdout base" in training
     assert "holdout adapter" in training
+    assert "holdout checkpoints" in training
+    assert 'class="band"' in training
+    assert 'id="train-differences"' in training
+    # a step's button opens its groups in the group view (the Groups section)
+    assert 'class="show show-group" data-group="s2-p0"' in training
+    assert '<section id="groups">' in page
     assert "Loss per step (train/loss)" in training
     assert "Tokens per step (prefill, sample, train)" in training
     for label in ("base", "adapter"):
@@ -230,9 +244,68 @@ def test_mlflow_export_of_the_training_run_logs_train_metrics_and_the_holdout(
             assert client.get_metric_history(result.run_id, f"holdout/{label}/pass_at_k")
         (diff,) = client.get_metric_history(result.run_id, "holdout/difference")
         assert diff.value == pytest.approx(evals["adapter"]["mean"] - evals["base"]["mean"])
+        (paired,) = client.get_metric_history(result.run_id, "holdout/difference/adapter-base")
+        assert paired.value == pytest.approx(diff.value)
+        (point,) = client.get_metric_history(result.run_id, "holdout/step-0001/reward_mean")
+        assert (point.step, point.value) == (1, pytest.approx(evals["step-0001"]["mean"]))
         params = client.get_run(result.run_id).data.params
         artifacts = {a.path for a in client.list_artifacts(result.run_id)}
     for label in ("base", "adapter"):
-        assert params[f"holdout.{label}.status"] == evals[label]["status"]
+        assert params[f"holdout.{label}.status"] == evals[label]["state"]
     assert params["holdout.beats_base_by_2se"] in {"True", "False"}
     assert {"train.json", "train.html", "report.html", "summary.json"} <= artifacts
+
+
+def test_the_holdout_is_one_grid_with_paired_differences(trained: Trained) -> None:
+    """RUN_DIR/eval is an evaluation grid: grid.json, a cell per label, table.json whose figures
+    are train.json's and whose differences are paired by prompt (trained − base, each
+    checkpoint − base), eval.html with the checkpoint curve and its SE band."""
+    run, doc = trained.first.run_dir, trained.resumed.document
+    table = json.loads((run / "eval" / "table.json").read_text(encoding="utf-8"))
+    cells = {c["label"]: c["figures"] for c in table["cells"]}
+    assert list(cells) == ["base", "step-0000", "step-0001", "adapter"]
+    for label, figures in cells.items():
+        assert figures["mean"] == pytest.approx(doc["eval"][label]["mean"])
+        assert set(figures["per_prompt"]) == {"0", "1"}
+    found = {(d["a"], d["b"]): d for d in doc["differences"]}
+    assert set(found) == {("adapter", "base"), ("step-0000", "base"), ("step-0001", "base")}
+    for d in found.values():
+        assert d["paired"] is True
+        assert d["prompts"] == 2
+    adapter, base = cells["adapter"]["per_prompt"], cells["base"]["per_prompt"]
+    per_prompt = [adapter[p] - base[p] for p in ("0", "1")]
+    assert found["adapter", "base"]["se"] == pytest.approx(abs(per_prompt[0] - per_prompt[1]) / 2)
+    assert doc["holdout"]["page"] == str(run / "eval" / "eval.html")
+    page = (run / "eval" / "eval.html").read_text(encoding="utf-8")
+    assert "Holdout reward per checkpoint" in page
+    assert 'class="band"' in page
+
+
+def test_eval_takes_the_runs_checkpoints_and_draws_the_curve(
+    trained: Trained, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``agent-kit eval --checkpoints RUN_DIR:every=2``: the base, step 1 and the last step
+    (2) are the policies, the run's agent and holdout are the grid's; the table marks the best
+    step and differences every checkpoint from the base, paired. (The tiny random model's
+    rollouts fail as a whole, so the cells end ``rollouts_failed`` and the command exits 9
+    after the table.)"""
+    from agent_kit.cli import main
+
+    out = tmp_path / "ckpt"
+    argv = [
+        "eval", "--checkpoints", f"{trained.first.run_dir}:every=2", "--samples", "2",
+        "--max-tokens", "8", "--workers", "1", "--out", str(out), "--json",
+    ]  # fmt: skip
+    assert main(argv) in (0, 9)
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [c["label"] for c in doc["cells"]] == ["base", "step-0001", "step-0002"]
+    assert all(c["figures"]["mean"] is not None for c in doc["cells"])
+    assert doc["best"]["base"] in {"step-0001", "step-0002"}
+    assert [(d["a"], d["b"]) for d in doc["differences"]] == [
+        ("step-0001", "base"),
+        ("step-0002", "base"),
+    ]
+    assert all(d["paired"] for d in doc["differences"])
+    page = (out / "eval.html").read_text(encoding="utf-8")
+    assert "Holdout reward per checkpoint" in page
+    assert "(best)" in page

@@ -49,6 +49,7 @@ def test_a_holdout_on_the_floor_says_the_token_limit_capped_it(
     assert "trained adapter holdout: not played (the training job ended rollouts_failed)" in err
     [row] = [x for x in out.splitlines() if x.startswith("holdout, base:")]
     assert "--max-tokens 2" in row
+    assert "(4 of 4 base rollouts hit the token limit)" in row
     document = json.loads((runs / "t" / "train.json").read_text(encoding="utf-8"))
     assert "--max-tokens 2" in document["eval"]["base"]["failure"]
 
