@@ -24,12 +24,12 @@ Prefix reuse (``prefix_cache``, on by default; ``AGENT_KIT_HF_PREFIX_CACHE``): a
 leaves its ids and their keys and values (the rightmost ``length`` columns of its batch row) in
 a :class:`~agent_kit.model.prefix.PrefixStore` under its ``key`` (the rollout's trajectory id).
 A newcomer whose prompt shares a kept prefix (its rollout's previous turn, else the longest any
-kept one shares) is prefilled alone over the rest of its prompt, positions continuing, then
-joins the batch as the others do: a multi-turn rollout's later turns prefill their new tokens
-only. The kept prefixes count in the cache budget together with the running batch (the least
-recently used evicted first, before a newcomer waits); a rollout's prefix goes when it ends
-(:meth:`BatchSampler.forget`) and every one when the model's weights change. Its tokens and
-log-probabilities are a fresh prefill's, up to float rounding.
+kept one shares; at least :data:`REUSE_FROM` tokens) is prefilled alone over the rest of its
+prompt, positions continuing, then joins the batch as the others do: a multi-turn rollout's
+later turns prefill their new tokens only. The kept prefixes count in the cache budget together
+with the running batch (the least recently used evicted first, before a newcomer waits); a
+rollout's prefix goes when it ends (:meth:`BatchSampler.forget`) and every one when the model's
+weights change. Its tokens and log-probabilities are a fresh prefill's, up to float rounding.
 
 A model whose cache is not a plain growing key/value cache (sliding-window or hybrid layers)
 cannot be re-aligned this way: it samples one turn at a time through the same path, without
@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_MAX_BATCH",
     "DEFAULT_PREFIX_CACHE",
     "PREFILL_TOKENS",
+    "REUSE_FROM",
     "BatchSampler",
     "Pick",
     "SampleJob",
@@ -81,6 +82,9 @@ DEFAULT_PREFIX_CACHE: Final = DEFAULTS.hf_prefix_cache
 #: The most padded prompt tokens one prefill pass holds (bounds its attention memory); a prompt
 #: longer than this is prefilled alone.
 PREFILL_TOKENS: Final = 4096
+#: The fewest prompt tokens a kept prefix must spare to serve a newcomer: it is prefilled alone,
+#: and a pass of its own costs more than a few tokens prefilled with the other newcomers.
+REUSE_FROM: Final = 32
 
 Pick = Callable[[Any, float, float, Any], tuple[int, float]]
 """``(logits row, temperature, top_p, generator) -> (token, log-probability)``: one draw."""
@@ -270,6 +274,8 @@ class BatchSampler:
             prefix, reuse = (None, 0)
             if self.prefix_cache:
                 prefix, reuse = store.match(head.key, head.prompt)
+                if reuse < REUSE_FROM:
+                    prefix, reuse = None, 0
             wider = longest if prefix is not None else max(longest, len(head.prompt))
             if prefix is None and fresh and wider * (fresh + 1) > PREFILL_TOKENS:
                 break

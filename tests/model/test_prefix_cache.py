@@ -17,7 +17,7 @@ import torch
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.emulator.schemas import PolicyRequest
-from agent_kit.model.batch import BatchSampler, SampleJob
+from agent_kit.model.batch import REUSE_FROM, BatchSampler, SampleJob
 from agent_kit.model.prefix import Prefix, PrefixStore, shared_length
 from agent_kit.model.sampling import pick as draw
 from agent_kit.model.turns import TurnTokens
@@ -75,7 +75,7 @@ def _first_turns(
 ) -> list[tuple[SampleJob, list[int]]]:
     """``n`` rollouts' first turns sampled together (keys ``r0``…), each with its ids."""
     jobs = [
-        _job(_ids(backend, f"system: play {i}. user: " + "count " * (2 + 3 * i)), 10 + i, f"r{i}")
+        _job(_ids(backend, f"system: play {i}. user: " + "count " * (40 + 3 * i)), 10 + i, f"r{i}")
         for i in range(n)
     ]
     sampler.submit_together(jobs)
@@ -128,7 +128,8 @@ def test_a_rewritten_history_reuses_the_longest_shared_prefix(
     backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """A prompt that leaves its rollout's tokens part way reuses what it shares with them; a
-    new rollout whose prompt starts like a kept one (the same system prompt) reuses that."""
+    new rollout whose prompt starts like a kept one (the same system prompt) reuses that; one
+    that shares fewer than REUSE_FROM tokens is prefilled whole."""
     ((first, _),) = _first_turns(backend, sampler, 1)
     cut = len(first.prompt) - 2
     diverged = _job((*first.prompt[:cut], *_ids(backend, " something else entirely")), 5, "r0")
@@ -140,6 +141,11 @@ def test_a_rewritten_history_reuses_the_longest_shared_prefix(
     sampler.submit(other)
     _check_as_alone(backend, other)
     assert sampler.reused_tokens - reused == cut
+    short = _job((*first.prompt[: REUSE_FROM - 1], *_ids(backend, " then apart")), 7, "short")
+    reused = sampler.reused_tokens
+    sampler.submit(short)  # too little shared to be worth a pass of its own: prefilled whole
+    _check_as_alone(backend, short)
+    assert sampler.reused_tokens == reused
     assert shared_length((1, 2, 3, 4), (1, 2, 9)) == 2
     assert shared_length((1, 2), (1, 2, 3)) == 2
     assert shared_length((5,), (1,)) == 0
@@ -276,7 +282,7 @@ async def _rollouts(policy: HFPolicyBackend, turns: int) -> list[TurnTokens]:
 
     async def rollout(seed: int) -> None:
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": "Guess the number."},
+            {"role": "system", "content": "Guess the number between one and a hundred. " * 4},
             {"role": "user", "content": f"Game {seed}."},
         ]
         for turn in range(turns):
