@@ -182,6 +182,9 @@ class Settings:
     hf_cache_mb: int = setting(
         512, "most key/value cache the `hf` sampler holds", low=1, unit="MiB"
     )
+    hf_prefix_cache: bool = setting(
+        True, "keep a rollout's key/value cache between its turns (prefill only new tokens)"
+    )
     local_max_tokens: int = setting(256, "cap of one `local` policy answer", low=1, unit="tokens")
     local_ctx: int = setting(4096, "context of the `local` policy", low=256, unit="tokens")
     local_threads: int | None = setting(

@@ -42,6 +42,7 @@ ORDER = (
     "train_vs_trl",
     "hf_sampling",
     "train_wordle",
+    "wordle_step",
     "train_memory",
     "warm_tokens",
 )

@@ -142,6 +142,8 @@ class Emulator(TurnPath):
                 )
             if body.client_token:
                 self.store.remember_token(body.client_token, "CompleteRollout", digest)
+        if current is TrajectoryState.OPEN:
+            self.rollout_ended(body.trajectory_id)
         self._lost(fault)
 
     def update_reward(self, job_arn: str | None, body: UpdateRewardBody) -> None:

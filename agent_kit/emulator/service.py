@@ -249,9 +249,25 @@ class ServiceState:
             traj = self._table.get(trajectory_id)
             if traj is None:
                 raise UsageError(f"unknown trajectory {trajectory_id}")
+            was_open = traj.state is TrajectoryState.OPEN
             if not traj.state.is_finished:
                 self._table.transition(trajectory_id, traj, TrajectoryState.TIMED_OUT, reason)
-            return traj.state
+            state = traj.state
+        if was_open:
+            self.rollout_ended(trajectory_id)
+        return state
+
+    def rollout_ended(self, trajectory_id: str) -> None:
+        """A trajectory left OPEN (no more policy calls): the policy's optional
+        ``end_trajectory(trajectory_id)`` hook lets it drop what it kept for the rollout (the
+        ``hf`` policy's key/value cache, a turn still queued). Non-blocking; never raises."""
+        hook = getattr(self.policy, "end_trajectory", None)
+        if hook is None:
+            return
+        try:
+            hook(trajectory_id)
+        except Exception:  # noqa: BLE001 - a policy's bookkeeping never fails a report
+            return
 
     async def aclose(self) -> None:
         """Close the policy backend (the store is the caller's to close)."""

@@ -139,6 +139,10 @@ class Chains:
         while len(self._chains) > self.kept:
             self._chains.popitem(last=False)
 
+    def drop(self, trajectory_id: str) -> None:
+        """Forget a rollout's chain (it ended)."""
+        self._chains.pop(trajectory_id, None)
+
     def clear(self) -> None:
         """Forget every chain."""
         self._chains.clear()

@@ -15,8 +15,9 @@ rollout's trajectory id) and:
    format's syntax (:mod:`~agent_kit.model.tool_calls`), and whether the turn ended with an
    end-of-turn token (else its cap cut it).
 
-The per-rollout state is :attr:`ChatSampler.chains` (each rollout's ids so far): a cache kept
-per rollout between its turns would be kept beside it.
+The per-rollout state is :attr:`ChatSampler.chains` (each rollout's ids so far) and the batch's
+kept prefixes (each rollout's keys and values between its turns,
+:mod:`~agent_kit.model.prefix`); :meth:`ChatSampler.forget` drops both when a rollout ends.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_kit.errors import ValidationError
-from agent_kit.model.batch import DEFAULT_CACHE_MB, DEFAULT_MAX_BATCH, BatchSampler, SampleJob
+from agent_kit.model.batch import (
+    DEFAULT_CACHE_MB,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_PREFIX_CACHE,
+    BatchSampler,
+    SampleJob,
+)
 from agent_kit.model.chat import chat_format, render
 from agent_kit.model.continuation import Chain, Chains, encode
 from agent_kit.model.loading import LoadedModel
@@ -53,7 +60,8 @@ class Reply:
 
 class ChatSampler:
     """Samples chat turns from ``loaded`` (see the module docstring): at most ``max_batch``
-    turns together, holding at most ``cache_mb`` MiB of key/value cache."""
+    turns together, holding at most ``cache_mb`` MiB of key/value cache, each rollout's kept
+    between its turns unless ``prefix_cache`` is False."""
 
     def __init__(
         self,
@@ -61,6 +69,7 @@ class ChatSampler:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         cache_mb: int = DEFAULT_CACHE_MB,
+        prefix_cache: bool = DEFAULT_PREFIX_CACHE,
     ) -> None:
         self.loaded = loaded
         tokenizer = loaded.tokenizer
@@ -73,7 +82,12 @@ class ChatSampler:
         #: Each rollout's ids so far, by trajectory id.
         self.chains = Chains()
         self.batcher = BatchSampler(
-            loaded, pick=pick, stop_ids=self.stop_ids, max_rows=max_batch, cache_mb=cache_mb
+            loaded,
+            pick=pick,
+            stop_ids=self.stop_ids,
+            max_rows=max_batch,
+            cache_mb=cache_mb,
+            prefix_cache=prefix_cache,
         )
 
     # -- prompts
@@ -114,6 +128,13 @@ class ChatSampler:
         """Keep a turn's prompt and completion ``ids`` as its rollout's chain, so that the next
         turn continues them."""
         self.chains.keep(trajectory_id, Chain.after(messages, tools, ids))
+
+    def forget(self, trajectory_id: str) -> None:
+        """A rollout ended: its chain and kept prefix go, its waiting turns are answered with
+        no tokens and its turn in flight stops at the next token. Call it from the thread that
+        keeps the chains (:class:`Chains` is not thread-safe)."""
+        self.chains.drop(trajectory_id)
+        self.batcher.forget(trajectory_id)
 
     # -- sampling
 

@@ -37,7 +37,17 @@ transformers
     ``keys``/``values`` tensors, rewritten in place: continuous batching left-pads a newcomer's
     cache onto the running batch's, cuts the columns no row needs and zeroes the padding's NaN,
     which no public method does (:func:`plain_cache`, :func:`zero_padding`,
-    :func:`merge_caches`, :func:`cut_caches`).
+    :func:`merge_caches`, :func:`cut_caches`); the prefix store reads one row's last columns
+    out of them (:func:`row_states`) and builds a cache from kept ones with the public
+    ``DynamicCache(ddp_cache_data=...)`` (:func:`cache_of`).
+
+torch and PEFT
+  - A tensor's ``_version`` (its in-place write counter: ``copy_`` or a loaded state bumps it;
+    a fused optimiser step does not, hence the step count below) and PEFT tuner layers'
+    ``disable_adapters`` and ``active_adapters`` properties: no public API says whether a
+    model's weights changed since a key/value cache was computed, which the prefix store must
+    know (:func:`weights_version`, with the optimiser steps counted by torch's public global
+    post-step hook while a sampler watches: :func:`watch_optimizer_steps`).
 
 Nothing here imports torch, transformers or TRL at import time.
 """
@@ -46,11 +56,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Final
 
 __all__ = [
     "PINNED",
+    "cache_of",
     "cut_caches",
     "lm_head_tiles",
     "merge_caches",
@@ -58,7 +70,11 @@ __all__ = [
     "pass_split_trainer",
     "plain_cache",
     "quiet_gguf_load",
+    "row_states",
     "set_lm_head_tiles",
+    "unwatch_optimizer_steps",
+    "watch_optimizer_steps",
+    "weights_version",
     "zero_padding",
 ]
 
@@ -94,6 +110,8 @@ def missing() -> list[str]:
         gone.append("trl.GRPOTrainer.loss_is_scaled_for_ga is True")
     layer = importlib.import_module("transformers.cache_utils").DynamicLayer()
     gone += [f"DynamicLayer.{a}" for a in ("keys", "values") if not hasattr(layer, a)]
+    if not isinstance(getattr(importlib.import_module("torch").zeros(1), "_version", None), int):
+        gone.append("torch.Tensor._version")
     return gone
 
 
@@ -244,3 +262,77 @@ def cut_caches(cache: Any, cut: int) -> None:
     for layer in cache.layers:
         layer.keys = layer.keys[:, :, cut:]
         layer.values = layer.values[:, :, cut:]
+
+
+def row_states(cache: Any, row: int, length: int) -> tuple[tuple[Any, Any], ...]:
+    """Each layer's ``(keys, values)`` of ``cache``'s batch row ``row``, its last ``length``
+    columns, copied (one row: they outlive the batch's tensors)."""
+    return tuple(
+        (
+            layer.keys[row : row + 1, :, -length:].clone(),
+            layer.values[row : row + 1, :, -length:].clone(),
+        )
+        for layer in cache.layers
+    )
+
+
+def cache_of(model: Any, states: Sequence[tuple[Any, Any]], length: int) -> Any:
+    """A ``DynamicCache`` for ``model`` holding the first ``length`` columns of ``states`` (one
+    row's keys and values per layer); the kept tensors are never written (the cache grows by
+    concatenation)."""
+    import transformers
+
+    kept = [(keys[:, :, :length], values[:, :, :length]) for keys, values in states]
+    return transformers.DynamicCache(ddp_cache_data=kept, config=model.config)
+
+
+class _StepCount:
+    """The optimiser steps taken in this process while a sampler watches (torch's global
+    post-step hook, registered while :attr:`watchers` > 0)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.steps = 0
+        self.watchers = 0
+        self.handle: Any = None
+
+    def count(self, *_: Any) -> None:
+        self.steps += 1
+
+
+_STEPS: Final = _StepCount()
+
+
+def watch_optimizer_steps() -> None:
+    """Count every optimiser step of this process from now on (for :func:`weights_version`),
+    until as many :func:`unwatch_optimizer_steps` calls as calls to this one."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    with _STEPS.lock:
+        _STEPS.watchers += 1
+        if _STEPS.handle is None:
+            _STEPS.handle = register_optimizer_step_post_hook(_STEPS.count)
+
+
+def unwatch_optimizer_steps() -> None:
+    """One watcher less; the hook goes with the last (the process as it was)."""
+    with _STEPS.lock:
+        _STEPS.watchers = max(0, _STEPS.watchers - 1)
+        if _STEPS.watchers == 0 and _STEPS.handle is not None:
+            _STEPS.handle.remove()
+            _STEPS.handle = None
+
+
+def weights_version(model: Any) -> Hashable:
+    """What identifies ``model``'s weights as they are now: the optimiser steps taken while
+    watched (:func:`watch_optimizer_steps`), each parameter's identity and in-place version,
+    and each PEFT adapter layer's switch and active adapters (``disable_adapter()``,
+    ``set_adapter()``). Equal values: the same weights."""
+    params = tuple((id(p), p._version) for p in model.parameters())
+    adapters = []
+    for module in model.modules():
+        disabled = getattr(module, "disable_adapters", None)
+        if isinstance(disabled, bool):  # a PEFT tuner layer (a model's method is not a bool)
+            active = getattr(module, "active_adapters", ())
+            adapters.append((disabled, tuple(active) if isinstance(active, list | tuple) else ()))
+    return hash((_STEPS.steps, params, tuple(adapters)))

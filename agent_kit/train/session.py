@@ -214,6 +214,7 @@ async def _train_locked(
         max_tokens=job.max_tokens,
         max_batch=settings.hf_batch,
         cache_mb=settings.hf_cache_mb,
+        prefix_cache=settings.hf_prefix_cache,
     )
     holdout = holdout_of(config, run_dir)
     player = None if holdout is None else HoldoutPlayer(holdout, backend, echo, phases)

@@ -17,6 +17,7 @@ from agent_kit.emulator.policies.hf import HFPolicyBackend
 from agent_kit.emulator.schemas import PolicyRequest
 from agent_kit.errors import UsageError
 from agent_kit.model.batch import BatchSampler, SampleJob, cache_bytes_per_token
+from agent_kit.model.sampling import draw_index
 from agent_kit.model.sampling import pick as draw
 from agent_kit.model.turns import TurnTokens
 from agent_kit.settings import Settings
@@ -285,3 +286,17 @@ def test_the_cache_setting_sets_the_budget(tiny_model: Path) -> None:
     assert default.sampler.batcher.cache_tokens == 512 * 2**20 // per_token
     asyncio.run(default.aclose())
     asyncio.run(small.aclose())
+
+
+def test_a_draw_follows_the_weights_and_never_draws_a_zero_weight() -> None:
+    """The draw places one uniform number on the running total: 20,000 seeded draws land on
+    each index in proportion to its weight (within 2 points), never on a zero weight, and the
+    same seed draws the same index."""
+    weights = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0])
+    generator = torch.Generator().manual_seed(5)
+    drawn = [draw_index(weights, generator) for _ in range(20_000)]
+    shares = torch.bincount(torch.tensor(drawn), minlength=6).float() / len(drawn)
+    assert shares[[0, 2, 5]].sum() == 0
+    assert torch.allclose(shares, weights, atol=0.02)
+    again = [draw_index(weights, torch.Generator().manual_seed(s)) for s in range(50)]
+    assert again == [draw_index(weights, torch.Generator().manual_seed(s)) for s in range(50)]

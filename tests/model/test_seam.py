@@ -61,3 +61,39 @@ def test_a_trl_that_does_not_scale_its_loss_is_refused() -> None:
     fake = types.SimpleNamespace(GRPOTrainer=type("GRPOTrainer", (), {}))
     with pytest.raises(RuntimeError, match=r"loss_is_scaled_for_ga.*trl 1\.16\.0"):
         seam.pass_split_trainer(fake, lambda rows, width: [], lambda model, on: None)
+
+
+def test_weights_version_sees_a_fused_optimiser_step_only_while_watched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fused AdamW step (which leaves the tensors' in-place counters alone) changes the
+    weights' version while a sampler watches the optimiser steps, and not once the last
+    watcher is gone (the global hook removed: the process as it was); an in-place write
+    always does."""
+    import torch
+
+    monkeypatch.setattr(seam, "_STEPS", seam._StepCount())  # this test's watchers only
+    layer = torch.nn.Linear(4, 4)
+    optimiser = torch.optim.AdamW(layer.parameters(), lr=0.1, fused=True)
+
+    def step() -> None:
+        layer(torch.ones(1, 4)).sum().backward()
+        optimiser.step()
+
+    seam.watch_optimizer_steps()
+    seam.watch_optimizer_steps()
+    try:
+        before = seam.weights_version(layer)
+        step()
+        assert seam.weights_version(layer) != before
+    finally:
+        seam.unwatch_optimizer_steps()
+    assert seam._STEPS.handle is not None  # one watcher left
+    seam.unwatch_optimizer_steps()
+    assert seam._STEPS.handle is None
+    before = seam.weights_version(layer)
+    step()
+    assert seam.weights_version(layer) == before  # unwatched: the fused step is not seen
+    with torch.no_grad():
+        layer.weight.add_(1.0)
+    assert seam.weights_version(layer) != before

@@ -26,17 +26,18 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_holdout_on_the_floor_says_the_token_limit_capped_it(
-    tiny_model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With --max-tokens 2 every holdout rollout is cut (MaxTokensReachedException): a line
-    names the cap and the remedy, train.json's row carries it, and the missing trained row is
-    explained."""
+    """With --max-tokens 2 every holdout rollout is cut (MaxTokensReachedException; the model
+    has no end-of-turn bias, so no turn ends by itself): a line names the cap and the remedy,
+    train.json's row carries it, and the missing trained row is explained."""
+    model = build_tool_model(tmp_path / "model")
     data = id_dataset(tmp_path / "data.jsonl", 2)
     holdout = id_dataset(tmp_path / "holdout.jsonl", 2)
     runs = tmp_path / "runs"
     argv = [
         "train", AGENT, "--dataset", str(data), "--out", str(runs), "--name", "t",
-        "--model", str(tiny_model), "--steps", "1", "--group-size", "2", "--batch-size", "2",
+        "--model", str(model), "--steps", "1", "--group-size", "2", "--batch-size", "2",
         "--max-tokens", "2", "--eval", str(holdout), "--eval-samples", "2", "--device", "cpu",
         "--workers", "1", "--force",
     ]  # fmt: skip

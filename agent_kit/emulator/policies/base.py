@@ -29,7 +29,10 @@ a scripted policy may raise a :class:`~agent_kit.errors.JobRuntimeError` subclas
 offer ``async preflight()``, which :func:`check_policy` calls before a run's first rollout
 (``openai:`` probes its URL, ``local:`` loads its model): it raises
 :class:`~agent_kit.errors.PolicyError` when the backend cannot answer at all, and a missing or
-unreadable ``local:`` model file is a ``PolicyError`` at load time.
+unreadable ``local:`` model file is a ``PolicyError`` at load time. A backend that keeps
+something per rollout may offer ``end_trajectory(trajectory_id)`` (synchronous, non-blocking):
+the emulator calls it when a trajectory leaves OPEN (CompleteRollout, or the driver expiring it)
+— the ``hf`` policy drops the rollout's key/value cache and any turn of it still queued.
 """
 
 from __future__ import annotations

@@ -19,13 +19,19 @@ log-probabilities under the sampling temperature.
 Settings (environment, read at the CLI's door and handed to :func:`from_spec`):
 ``AGENT_KIT_HF_MAX_TOKENS`` (cap on generated tokens, default 256), ``AGENT_KIT_HF_BATCH`` (most
 turns sampled together, default 32; 1 samples one at a time), ``AGENT_KIT_HF_CACHE_MB`` (most
-key/value cache those turns hold together, in MiB, default 512), ``AGENT_KIT_HF_DEVICE``
-(``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops at the next token.
+key/value cache those turns and the kept prefixes hold together, in MiB, default 512),
+``AGENT_KIT_HF_PREFIX_CACHE`` (keep each rollout's key/value cache between its turns, so that a
+later turn prefills only its new tokens: :mod:`~agent_kit.model.prefix`; default on),
+``AGENT_KIT_HF_DEVICE`` (``auto``, ``cpu``, ``cuda``; default ``auto``). A cancelled turn stops
+at the next token. When a rollout ends the emulator calls :meth:`HFPolicyBackend.end_trajectory`:
+its kept prefix and chain go, and a turn of it still waiting in the batch's queue (its caller
+gone: an agent past its wall-clock budget) is answered with no tokens instead of being sampled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,7 +40,12 @@ from typing import Final
 from agent_kit.emulator.policies.base import PolicyResult, Usage, reply_to_completion
 from agent_kit.emulator.policies.base import completion_id_for as _completion_id
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
-from agent_kit.model.batch import DEFAULT_CACHE_MB, DEFAULT_MAX_BATCH, SampleJob
+from agent_kit.model.batch import (
+    DEFAULT_CACHE_MB,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_PREFIX_CACHE,
+    SampleJob,
+)
 from agent_kit.model.chat import ChatFormat, Syntax
 from agent_kit.model.loading import LoadedModel, load_model, parse_model_spec
 from agent_kit.model.sampler import ChatSampler
@@ -59,8 +70,9 @@ class HFPolicyBackend:
     ``loaded`` is the model, tokenizer and device (the trainer passes its PEFT-wrapped model);
     ``max_tokens`` caps every generation; ``max_batch`` caps how many turns sample together
     and ``cache_mb`` the key/value cache they hold (``AGENT_KIT_HF_BATCH``,
-    ``AGENT_KIT_HF_CACHE_MB``: default 32 and 512);
-    ``recorder`` receives every turn's :class:`TurnTokens`.
+    ``AGENT_KIT_HF_CACHE_MB``: default 32 and 512); ``prefix_cache`` False prefills every
+    prompt whole (``AGENT_KIT_HF_PREFIX_CACHE``); ``recorder`` receives every turn's
+    :class:`TurnTokens`.
     """
 
     def __init__(
@@ -71,6 +83,7 @@ class HFPolicyBackend:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_batch: int = DEFAULT_MAX_BATCH,
         cache_mb: int = DEFAULT_CACHE_MB,
+        prefix_cache: bool = DEFAULT_PREFIX_CACHE,
         recorder: Callable[[TurnTokens], None] | None = None,
     ) -> None:
         self.loaded = loaded
@@ -78,7 +91,9 @@ class HFPolicyBackend:
         self.max_tokens = max_tokens
         self.recorder = recorder
         #: The model room's sampler this policy plays through.
-        self.sampler = ChatSampler(loaded, max_batch=max_batch, cache_mb=cache_mb)
+        self.sampler = ChatSampler(
+            loaded, max_batch=max_batch, cache_mb=cache_mb, prefix_cache=prefix_cache
+        )
         # prompts are prepared and chains kept in one thread (the tokenizer's work, off the loop)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-kit-hf")
 
@@ -115,7 +130,9 @@ class HFPolicyBackend:
         seed = request.rng.getrandbits(63)
         loop = asyncio.get_running_loop()
         prompt, limit = await loop.run_in_executor(self._executor, self._prepare, request)
-        job = SampleJob(prompt, request.temperature, request.top_p, limit, seed)
+        job = SampleJob(
+            prompt, request.temperature, request.top_p, limit, seed, request.trajectory_id
+        )
         try:
             ids, logprobs = await asyncio.wrap_future(self.sampler.submit(job))
         except asyncio.CancelledError:
@@ -124,7 +141,8 @@ class HFPolicyBackend:
         tokens = TurnTokens(
             request.trajectory_id, request.turn, prompt, tuple(ids), tuple(logprobs)
         )
-        await loop.run_in_executor(self._executor, self._remember, request, tokens)
+        if ids:  # none: the rollout ended while its turn waited (end_trajectory)
+            await loop.run_in_executor(self._executor, self._remember, request, tokens)
         if self.recorder is not None:
             self.recorder(tokens)
         return self._result(request, tokens)
@@ -143,6 +161,11 @@ class HFPolicyBackend:
         if not reply.ended and not calls:
             completion["choices"][0]["finish_reason"] = "length"
         return PolicyResult(response=completion, usage=usage)
+
+    def end_trajectory(self, trajectory_id: str) -> None:
+        """The emulator's hook when a rollout ends (see the module docstring); non-blocking."""
+        with contextlib.suppress(RuntimeError):  # closed: nothing is kept any more
+            self._executor.submit(self.sampler.forget, trajectory_id)
 
     async def aclose(self) -> None:
         """Finish the turns in flight and release the worker threads."""
@@ -180,4 +203,5 @@ def from_spec(
         max_tokens=settings.hf_max_tokens,
         max_batch=settings.hf_batch,
         cache_mb=settings.hf_cache_mb,
+        prefix_cache=settings.hf_prefix_cache,
     )
