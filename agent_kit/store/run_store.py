@@ -23,7 +23,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from agent_kit.errors import UsageError
 from agent_kit.store.connection import StoreConnection
@@ -46,6 +46,8 @@ from agent_kit.store.rows import (
 )
 
 __all__ = ["RunStore", "TurnEvent"]
+
+_T = TypeVar("_T")
 
 
 def _dumps(value: Any) -> str:
@@ -99,6 +101,12 @@ class RunStore(StoreConnection):
         """The ``meta`` table (``schema_version``, ``created_at``)."""
         return dict(self._all("SELECT key, value FROM meta"))
 
+    def _stored(self, value: _T | None, what: str) -> _T:
+        """``value`` read back after a write; UsageError naming ``what`` when it is missing."""
+        if value is None:
+            raise UsageError(f"{what} was not stored in {self.path}")
+        return value
+
     # -- jobs --------------------------------------------------------------------------------
 
     def create_job(self, arn: str, name: str, config: dict[str, Any]) -> JobRow:
@@ -110,10 +118,7 @@ class RunStore(StoreConnection):
                 "VALUES (?, ?, ?, ?, 'running', NULL)",
                 (arn, name, now, _dumps(config)),
             )
-        job = self.get_job(arn)
-        if job is None:
-            raise UsageError(f"job {arn!r} was not stored in {self.path}")
-        return job
+        return self._stored(self.get_job(arn), f"job {arn!r}")
 
     @decodes
     def get_job(self, arn: str) -> JobRow | None:
@@ -176,10 +181,7 @@ class RunStore(StoreConnection):
                 )
         except sqlite3.IntegrityError:
             raise UsageError(f"trajectory {row.id!r} already exists") from None
-        stored = self.get_trajectory(row.id)
-        if stored is None:
-            raise UsageError(f"trajectory {row.id!r} was not stored in {self.path}")
-        return stored
+        return self._stored(self.get_trajectory(row.id), f"trajectory {row.id!r}")
 
     @decodes
     def get_trajectory(self, trajectory_id: str) -> TrajectoryRow | None:
@@ -420,10 +422,7 @@ class RunStore(StoreConnection):
                     _INSERT_EVENT,
                     (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": None}), now),
                 )
-        reward = self.get_reward(trajectory_id)
-        if reward is None:
-            raise UsageError(f"the reward of {trajectory_id!r} was not stored in {self.path}")
-        return reward
+        return self._stored(self.get_reward(trajectory_id), f"the reward of {trajectory_id!r}")
 
     def reward_totals(self, job_arn: str) -> dict[str, float]:
         """The reward total of every rewarded trajectory of the job (one query)."""
