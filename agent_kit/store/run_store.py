@@ -54,6 +54,17 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def _select(
+    sql: str, order: str, *conditions: tuple[str, list[Any] | None]
+) -> tuple[str, list[Any]]:
+    """``sql`` filtered by the conditions whose arguments are not None (ANDed), then ordered by
+    ``order``; and those arguments in order."""
+    kept = [(clause, args) for clause, args in conditions if args is not None]
+    if kept:
+        sql += " WHERE " + " AND ".join(clause for clause, _ in kept)
+    return f"{sql} ORDER BY {order}", [a for _, args in kept for a in args]
+
+
 _INSERT_EVENT: Final = (
     "INSERT INTO events(trajectory_id, kind, detail, created_at) VALUES (?,?,?,?)"
 )
@@ -214,19 +225,13 @@ class RunStore(StoreConnection):
         self, job_arn: str | None = None, states: Iterable[str] | None = None
     ) -> list[TrajectoryRow]:
         """Trajectories (optionally of one job and/or in some states), in creation order."""
-        sql = "SELECT * FROM trajectories"
-        clauses: list[str] = []
-        args: list[Any] = []
-        if job_arn is not None:
-            clauses.append("job_arn = ?")
-            args.append(job_arn)
-        if states is not None:
-            wanted = [str(getattr(s, "value", s)) for s in states]
-            clauses.append(f"state IN ({','.join('?' * len(wanted))})")
-            args.extend(wanted)
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY created_at, rowid"
+        wanted = None if states is None else [str(getattr(s, "value", s)) for s in states]
+        sql, args = _select(
+            "SELECT * FROM trajectories",
+            "created_at, rowid",
+            ("job_arn = ?", None if job_arn is None else [job_arn]),
+            (f"state IN ({','.join('?' * len(wanted or []))})", wanted),
+        )
         return [trajectory_from_row(r) for r in self._all(sql, args)]
 
     # -- turns -------------------------------------------------------------------------------
@@ -483,17 +488,12 @@ class RunStore(StoreConnection):
         self, trajectory_id: str | None = None, kind: str | None = None
     ) -> list[EventRow]:
         """Events in order, optionally of one trajectory and/or one kind."""
-        sql = "SELECT * FROM events"
-        clauses: list[str] = []
-        args: list[Any] = []
-        if trajectory_id is not None:
-            clauses.append("trajectory_id = ?")
-            args.append(trajectory_id)
-        if kind is not None:
-            clauses.append("kind = ?")
-            args.append(kind)
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        rows = self._all(sql + " ORDER BY id", args)
+        sql, args = _select(
+            "SELECT * FROM events",
+            "id",
+            ("trajectory_id = ?", None if trajectory_id is None else [trajectory_id]),
+            ("kind = ?", None if kind is None else [kind]),
+        )
+        rows = self._all(sql, args)
         details = decode_rows(rows, 3, "events.detail of event", dict)
         return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]
