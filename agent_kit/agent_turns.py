@@ -16,6 +16,7 @@ import os
 import sysconfig
 import time
 import traceback
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Final, Literal
 
 from pydantic import ValidationError as PydanticValidationError
@@ -185,30 +186,25 @@ async def _call_recovered(env: Environment, call: TextToolCall) -> tuple[str, st
     return "success", str(value)
 
 
+@dataclass(eq=False)
 class AgentTurns:
     """The agent's turns of one attempt: a Strands agent on the environment's tools asks
     ``model`` until the environment finishes, a limit or the deadline is reached, or the
     agent ends its turn with nothing more to do (no text tool call to recover, no simulated
     user's answer). Fills ``episode``; failures are recorded on it, never raised."""
 
-    def __init__(
-        self,
-        env: Environment,
-        episode: Episode,
-        *,
-        system_prompt: str,
-        max_turns: int,
-        max_tool_calls: int | None,
-        recover_text_tool_calls: bool,
-        deadline: float,
-    ) -> None:
-        self.env = env
-        self.episode = episode
-        self.system_prompt = system_prompt
-        self.max_turns = max_turns
-        self.recover_text_tool_calls = recover_text_tool_calls
-        self.deadline = deadline
-        self.recorder = _Recorder(env, episode, max_tool_calls)
+    env: Environment
+    episode: Episode
+    _: KW_ONLY
+    system_prompt: str
+    max_turns: int
+    max_tool_calls: InitVar[int | None]
+    recover_text_tool_calls: bool
+    deadline: float
+    recorder: _Recorder = field(init=False)
+
+    def __post_init__(self, max_tool_calls: int | None) -> None:
+        self.recorder = _Recorder(self.env, self.episode, max_tool_calls)
 
     def _fail(self, boundary: FailureBoundary, reason: str) -> None:
         if self.episode.failure is None:

@@ -265,28 +265,10 @@ class RolloutReporter:
         try:
             values = self._check(rewards, status)
             client = self._get_client()
-            self._call(
-                "CompleteRollout",
-                lambda: client.complete_rollout(
-                    JobArn=self.job_arn,
-                    TrajectoryId=self.trajectory_id,
-                    Status=status,
-                    ClientToken=self.client_token("CompleteRollout", status),
-                ),
-                status,
-            )
+            self._call(client.complete_rollout, "CompleteRollout", status, Status=status)
             complete_ok = True
             if status == "ready":
-                self._call(
-                    "UpdateReward",
-                    lambda: client.update_reward(
-                        JobArn=self.job_arn,
-                        TrajectoryId=self.trajectory_id,
-                        Rewards=values,
-                        ClientToken=self.client_token("UpdateReward"),
-                    ),
-                    status,
-                )
+                self._call(client.update_reward, "UpdateReward", status, Rewards=values)
                 reward_ok = True
         except _CallFailedError as exc:
             return self._failed(str(exc), complete_ok, reward_ok)
@@ -328,9 +310,12 @@ class RolloutReporter:
                 raise _CallFailedError(f"rewards must be finite numbers, got {values!r}")
         return values
 
-    def _call(self, operation: Operation, send: Callable[[], Any], status: str) -> None:
-        """One botocore call (botocore retries inside it); conflicts that show the work is done
-        count as success, anything else left after botocore's retries fails the operation."""
+    def _call(
+        self, send: Callable[..., Any], operation: Operation, status: str, **fields: Any
+    ) -> None:
+        """One botocore call of ``operation`` (``send``, given ``fields``, the job, the trajectory
+        and the operation's ClientToken; botocore retries inside it); conflicts that show the
+        work is done count as success, anything else left after botocore's retries fails it."""
         call = InFlight(
             operation,
             self.trajectory_id,
@@ -341,7 +326,12 @@ class RolloutReporter:
         )
         token = IN_FLIGHT.set(call)
         try:
-            send()
+            send(
+                JobArn=self.job_arn,
+                TrajectoryId=self.trajectory_id,
+                ClientToken=self.client_token(operation, status),
+                **fields,
+            )
         except ClientError as exc:
             code, message, http = _error_parts(exc)
             if code == "ConflictException" and _already_done(operation, status, message):

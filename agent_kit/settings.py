@@ -96,6 +96,11 @@ def setting(
     return field(default=default, repr=not secret, metadata={"spec": spec})
 
 
+def _byte_cap(default: int, help: str) -> Any:
+    """A :func:`setting` for a cap in bytes, where 0 means no cap."""
+    return setting(default, help, low=0, none_at=0, unit="bytes")
+
+
 @dataclass(frozen=True)
 class Settings:
     """The ``AGENT_KIT_*`` variables as one typed, immutable record (module docstring).
@@ -191,26 +196,14 @@ class Settings:
         None, "CPU threads of the `local` policy (0 or unset: the usable cores)", low=0, none_at=0
     )
     # --- the driver ----------------------------------------------------------------------------
-    max_answer_bytes: int | None = setting(
-        1 << 20,
-        "most of one agent answer the driver reads (0: no cap)",
-        low=0,
-        none_at=0,
-        unit="bytes",
+    max_answer_bytes: int | None = _byte_cap(
+        1 << 20, "most of one agent answer the driver reads (0: no cap)"
     )
-    max_log_bytes: int | None = setting(
-        50 << 20,
-        "cap of one agent worker's log over the run (0: no cap)",
-        low=0,
-        none_at=0,
-        unit="bytes",
+    max_log_bytes: int | None = _byte_cap(
+        50 << 20, "cap of one agent worker's log over the run (0: no cap)"
     )
-    max_result_bytes: int | None = setting(
-        4 << 20,
-        "cap of one rl-toolkit result object read from S3 (0: no cap)",
-        low=0,
-        none_at=0,
-        unit="bytes",
+    max_result_bytes: int | None = _byte_cap(
+        4 << 20, "cap of one rl-toolkit result object read from S3 (0: no cap)"
     )
     # --- agent-kit train -----------------------------------------------------------------------
     malloc: str = setting(

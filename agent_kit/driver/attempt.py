@@ -56,6 +56,7 @@ from agent_kit.contract import (
     TrajectoryState,
     UpdateRewardBody,
 )
+from agent_kit.driver.config import JobConfig
 from agent_kit.driver.invokers import Invoker, InvokeResult
 from agent_kit.driver.trainer_side import (
     MAX_RESULT_ENV,
@@ -152,16 +153,14 @@ class Attempts:
         job_arn: str,
         job_name: str,
         endpoint: str,
-        region: str,
-        rollout_timeout: float,
-        report_grace: float,
+        config: JobConfig,
         trainer: TrainerSide | None = None,
         grace_after_error: bool = True,
     ) -> None:
         self.emu, self.store, self.invoker = emu, store, invoker
         self.job_arn, self.job_name = job_arn, job_name
-        self.endpoint, self.region = endpoint, region
-        self.rollout_timeout, self.report_grace = rollout_timeout, report_grace
+        self.endpoint, self.config, self.region = endpoint, config, config.region
+        self.rollout_timeout, self.report_grace = config.rollout_timeout, config.report_grace
         self.trainer = trainer
         self.grace_after_error = grace_after_error
 

@@ -60,6 +60,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_kit.driver.attempt import Attempts
 from agent_kit.driver.config import (
     RunConfig,
 )
@@ -389,18 +390,17 @@ class _Job:
         self, svc: LocalService, invoker: Invoker, endpoint: str, trainer: TrainerSide | None
     ) -> RolloutLoop:
         run = self.run_
-        loop = RolloutLoop(
+        attempts = Attempts(
             emu=svc.emulator,
             store=run.store,
             invoker=invoker,
             job_arn=self.job_arn,
             job_name=run.job_name,
             endpoint=endpoint,
-            dataset=run.data,
             config=run.config,
-            progress=self.hooks.progress,
             trainer=trainer,
         )
+        loop = RolloutLoop(attempts, dataset=run.data, progress=self.hooks.progress)
         hook = self.hooks.on_step
         if hook is not None:
             store, job_arn, run_dir, steps = run.store, self.job_arn, run.run_dir, run.config.steps

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from agent_kit.driver.attempt import Attempt, trajectory_id_for
+from agent_kit.driver.attempt import Attempt, Attempts, trajectory_id_for
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.invokers import InvokeResult
@@ -75,17 +75,16 @@ async def invoke_once(config: RunConfig, prompt: str, *, run_dir: str | Path) ->
         record = job_record(job.to_dict(), entrypoint)
         async with open_session(session, job.policy, "invoke", record):
             svc, invoker = session.svc, session.agents()
-            loop = RolloutLoop(
+            attempts = Attempts(
                 emu=svc.emulator,
                 store=store,
                 invoker=invoker,
                 job_arn=session.job_arn,
                 job_name="invoke",
                 endpoint=svc.endpoint,
-                dataset=data,
                 config=job,
-                progress=None,
             )
+            loop = RolloutLoop(attempts, dataset=data, progress=None)
             await loop.play_slot((0, 0, 0), [])
         session.finish_job("completed")
         return _outcome(store, session.job_arn, loop.last)

@@ -22,11 +22,8 @@ from agent_kit.driver.attempt import Attempt, Attempts, AttemptSpec, trajectory_
 from agent_kit.driver.config import JobConfig
 from agent_kit.driver.dataset import Dataset
 from agent_kit.driver.hooks import Progress, ProgressHook
-from agent_kit.driver.invokers import Invoker
-from agent_kit.driver.trainer_side import TrainerSide
-from agent_kit.emulator.core import Emulator
 from agent_kit.errors import AgentKitError, RunStoreError
-from agent_kit.store import RunStore, TrajectoryRow
+from agent_kit.store import TrajectoryRow
 from agent_kit.store.events import (
     JOB_FAILURE_EVENT,
     JOB_INTERRUPT_EVENT,
@@ -72,49 +69,21 @@ class RolloutLoop:
     """
 
     def __init__(
-        self,
-        *,
-        emu: Emulator,
-        store: RunStore,
-        invoker: Invoker,
-        job_arn: str,
-        job_name: str,
-        endpoint: str,
-        dataset: Dataset,
-        config: JobConfig,
-        progress: ProgressHook | None,
-        trainer: TrainerSide | None = None,
+        self, attempts: Attempts, *, dataset: Dataset, progress: ProgressHook | None
     ) -> None:
-        self.emu = emu
-        #: The trainer's side (``--contract rl-toolkit``), None for the MTRL contract.
-        self.trainer = trainer
-        self.store = store
-        self.invoker = invoker
-        self.job_arn = job_arn
-        self.job_name = job_name
-        self.endpoint = endpoint
+        #: The one attempt path (its job's emulator, store, agent and :class:`JobConfig`).
+        self.attempts = attempts
+        self.emu, self.store, self.job_name = attempts.emu, attempts.store, attempts.job_name
         self.dataset = dataset
-        self.config = config
+        self.config: JobConfig = attempts.config
         self.progress = progress
         self.stats = RolloutStats()
         self.stop_reason: str | None = None
         #: Set by :meth:`drain`: no new attempt starts; in-flight ones may finish.
         self.draining = False
-        self.sem = asyncio.Semaphore(config.concurrency)
+        self.sem = asyncio.Semaphore(self.config.concurrency)
         self.last: Attempt | None = None
-        self.params: InferenceParams = config.inference
-        self.attempts = Attempts(
-            emu=emu,
-            store=store,
-            invoker=invoker,
-            job_arn=job_arn,
-            job_name=job_name,
-            endpoint=endpoint,
-            region=config.region,
-            rollout_timeout=config.rollout_timeout,
-            report_grace=config.report_grace,
-            trainer=trainer,
-        )
+        self.params: InferenceParams = self.config.inference
         self.on_step: StepHook | None = None
 
     def drain(self) -> None:

@@ -198,6 +198,15 @@ def _message(response: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(message) if isinstance(message, Mapping) else None
 
 
+def _tool_calls(response: Mapping[str, Any]) -> tuple[dict[str, Any], list[Any]] | None:
+    """The first choice's message and its tool calls, or None when it has no tool call."""
+    message = _message(response)
+    calls = message.get("tool_calls") if message else None
+    if not message or not isinstance(calls, list) or not calls:
+        return None
+    return message, calls
+
+
 def _with_message(
     response: Mapping[str, Any], message: dict[str, Any], finish: str
 ) -> dict[str, Any]:
@@ -208,10 +217,9 @@ def _with_message(
 def as_text_tool_calls(response: Mapping[str, Any]) -> dict[str, Any] | None:
     """``response`` with its tool calls written as JSON text in ``content`` (no ``tool_calls``),
     or None when it has no tool call to rewrite."""
-    message = _message(response)
-    calls = message.get("tool_calls") if message else None
-    if not message or not isinstance(calls, list) or not calls:
+    if (found := _tool_calls(response)) is None:
         return None
+    message, calls = found
     written = []
     for call in calls:
         fn = call.get("function") if isinstance(call, Mapping) else None
@@ -233,10 +241,9 @@ def as_text_tool_calls(response: Mapping[str, Any]) -> dict[str, Any] | None:
 def with_malformed_arguments(response: Mapping[str, Any]) -> dict[str, Any] | None:
     """``response`` with every tool call's arguments cut to invalid JSON, or None when it has
     no tool call."""
-    message = _message(response)
-    calls = message.get("tool_calls") if message else None
-    if not message or not isinstance(calls, list) or not calls:
+    if (found := _tool_calls(response)) is None:
         return None
+    message, calls = found
     broken = []
     for call in calls:
         if not isinstance(call, Mapping):

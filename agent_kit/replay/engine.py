@@ -373,9 +373,7 @@ async def _play_episodes(
         job_arn=session.job_arn,
         job_name=plan.job_name,
         endpoint=url,
-        region=plan.job.region,
-        rollout_timeout=plan.job.rollout_timeout,
-        report_grace=plan.job.report_grace,
+        config=plan.job,
         grace_after_error=False,  # a failed answer is judged as it is, against the recording
     )
     sem = asyncio.Semaphore(plan.job.concurrency)

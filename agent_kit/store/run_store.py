@@ -23,7 +23,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from agent_kit.errors import UsageError
 from agent_kit.store.connection import StoreConnection
@@ -47,9 +47,22 @@ from agent_kit.store.rows import (
 
 __all__ = ["RunStore", "TurnEvent"]
 
+_T = TypeVar("_T")
+
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _select(
+    sql: str, order: str, *conditions: tuple[str, list[Any] | None]
+) -> tuple[str, list[Any]]:
+    """``sql`` filtered by the conditions whose arguments are not None (ANDed), then ordered by
+    ``order``; and those arguments in order."""
+    kept = [(clause, args) for clause, args in conditions if args is not None]
+    if kept:
+        sql += " WHERE " + " AND ".join(clause for clause, _ in kept)
+    return f"{sql} ORDER BY {order}", [a for _, args in kept for a in args]
 
 
 _INSERT_EVENT: Final = (
@@ -99,6 +112,12 @@ class RunStore(StoreConnection):
         """The ``meta`` table (``schema_version``, ``created_at``)."""
         return dict(self._all("SELECT key, value FROM meta"))
 
+    def _stored(self, value: _T | None, what: str) -> _T:
+        """``value`` read back after a write; UsageError naming ``what`` when it is missing."""
+        if value is None:
+            raise UsageError(f"{what} was not stored in {self.path}")
+        return value
+
     # -- jobs --------------------------------------------------------------------------------
 
     def create_job(self, arn: str, name: str, config: dict[str, Any]) -> JobRow:
@@ -110,10 +129,7 @@ class RunStore(StoreConnection):
                 "VALUES (?, ?, ?, ?, 'running', NULL)",
                 (arn, name, now, _dumps(config)),
             )
-        job = self.get_job(arn)
-        if job is None:
-            raise UsageError(f"job {arn!r} was not stored in {self.path}")
-        return job
+        return self._stored(self.get_job(arn), f"job {arn!r}")
 
     @decodes
     def get_job(self, arn: str) -> JobRow | None:
@@ -176,10 +192,7 @@ class RunStore(StoreConnection):
                 )
         except sqlite3.IntegrityError:
             raise UsageError(f"trajectory {row.id!r} already exists") from None
-        stored = self.get_trajectory(row.id)
-        if stored is None:
-            raise UsageError(f"trajectory {row.id!r} was not stored in {self.path}")
-        return stored
+        return self._stored(self.get_trajectory(row.id), f"trajectory {row.id!r}")
 
     @decodes
     def get_trajectory(self, trajectory_id: str) -> TrajectoryRow | None:
@@ -212,19 +225,13 @@ class RunStore(StoreConnection):
         self, job_arn: str | None = None, states: Iterable[str] | None = None
     ) -> list[TrajectoryRow]:
         """Trajectories (optionally of one job and/or in some states), in creation order."""
-        sql = "SELECT * FROM trajectories"
-        clauses: list[str] = []
-        args: list[Any] = []
-        if job_arn is not None:
-            clauses.append("job_arn = ?")
-            args.append(job_arn)
-        if states is not None:
-            wanted = [str(getattr(s, "value", s)) for s in states]
-            clauses.append(f"state IN ({','.join('?' * len(wanted))})")
-            args.extend(wanted)
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY created_at, rowid"
+        wanted = None if states is None else [str(getattr(s, "value", s)) for s in states]
+        sql, args = _select(
+            "SELECT * FROM trajectories",
+            "created_at, rowid",
+            ("job_arn = ?", None if job_arn is None else [job_arn]),
+            (f"state IN ({','.join('?' * len(wanted or []))})", wanted),
+        )
         return [trajectory_from_row(r) for r in self._all(sql, args)]
 
     # -- turns -------------------------------------------------------------------------------
@@ -420,10 +427,7 @@ class RunStore(StoreConnection):
                     _INSERT_EVENT,
                     (trajectory_id, STATE_EVENT, _dumps({"state": state, "reason": None}), now),
                 )
-        reward = self.get_reward(trajectory_id)
-        if reward is None:
-            raise UsageError(f"the reward of {trajectory_id!r} was not stored in {self.path}")
-        return reward
+        return self._stored(self.get_reward(trajectory_id), f"the reward of {trajectory_id!r}")
 
     def reward_totals(self, job_arn: str) -> dict[str, float]:
         """The reward total of every rewarded trajectory of the job (one query)."""
@@ -484,17 +488,12 @@ class RunStore(StoreConnection):
         self, trajectory_id: str | None = None, kind: str | None = None
     ) -> list[EventRow]:
         """Events in order, optionally of one trajectory and/or one kind."""
-        sql = "SELECT * FROM events"
-        clauses: list[str] = []
-        args: list[Any] = []
-        if trajectory_id is not None:
-            clauses.append("trajectory_id = ?")
-            args.append(trajectory_id)
-        if kind is not None:
-            clauses.append("kind = ?")
-            args.append(kind)
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        rows = self._all(sql + " ORDER BY id", args)
+        sql, args = _select(
+            "SELECT * FROM events",
+            "id",
+            ("trajectory_id = ?", None if trajectory_id is None else [trajectory_id]),
+            ("kind = ?", None if kind is None else [kind]),
+        )
+        rows = self._all(sql, args)
         details = decode_rows(rows, 3, "events.detail of event", dict)
         return [event_from_row(r, d) for r, d in zip(rows, details, strict=True)]

@@ -42,6 +42,7 @@ from agent_kit.train.passes import (
     PASS_TOKENS,
     checkpoint_pass,
     pass_rows,
+    trainer_args,
 )
 from agent_kit.train.samples import StepBatch
 
@@ -144,21 +145,12 @@ class GRPOSession:
             num_generations=config.job.group_size,
             max_steps=steps,
             learning_rate=config.learning_rate,
-            lr_scheduler_type="constant",
             beta=config.beta,
             scale_rewards="none",
             temperature=config.job.temperature,
-            logging_steps=1,
-            save_strategy="no",
-            report_to=[],
-            seed=config.job.seed,
-            disable_tqdm=True,
-            bf16=False,
             activation_checkpointing=False,  # per pass: see _passes
-            activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
             loss_type="dapo",  # a token sum over the step: exact when a micro-batch is split
-            remove_unused_columns=False,
-            dataloader_num_workers=0,
+            **trainer_args(config.job.seed),
         )
         prompts = datasets.Dataset.from_dict(
             {"prompt": [str(i) for i in range(config.job.batch_size or 1)]}

@@ -30,7 +30,7 @@ a library caller's process is left as it was.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "CHECKPOINT_FROM",
@@ -39,6 +39,7 @@ __all__ = [
     "PASS_TOKENS",
     "checkpoint_pass",
     "pass_rows",
+    "trainer_args",
 ]
 
 #: The most padded tokens (rows × the longest row) one forward/backward pass holds.
@@ -53,6 +54,24 @@ CHECKPOINT_FROM: Final = 512
 CHECKPOINT_KWARGS: Final = {"use_reentrant": True}
 #: The fused LM head's tile on a CPU: (tokens, vocabulary entries), 16 MB in float32.
 LM_HEAD_TILE: Final = (512, 8192)
+
+
+def trainer_args(seed: int) -> dict[str, Any]:
+    """The TRL trainer arguments GRPO and the warm start share: a constant learning rate, a log
+    line a step, no checkpoints, reports or progress bars, float32, every column kept, no
+    loader workers, reentrant checkpointing (:data:`CHECKPOINT_KWARGS`), and ``seed``."""
+    return {
+        "lr_scheduler_type": "constant",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": seed,
+        "disable_tqdm": True,
+        "bf16": False,
+        "remove_unused_columns": False,
+        "dataloader_num_workers": 0,
+        "activation_checkpointing_kwargs": dict(CHECKPOINT_KWARGS),
+    }
 
 
 def pass_rows(lengths: Sequence[int], budget: int = PASS_TOKENS) -> list[list[int]]:

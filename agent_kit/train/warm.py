@@ -44,7 +44,7 @@ from agent_kit.reporting.words import plural
 from agent_kit.store.layout import RunLayout
 from agent_kit.train.checks import RecordedRun, save_adapter
 from agent_kit.train.config import TrainConfig
-from agent_kit.train.passes import CHECKPOINT_KWARGS, PASS_TOKENS, checkpoint_pass
+from agent_kit.train.passes import PASS_TOKENS, checkpoint_pass, trainer_args
 from agent_kit.train.warm_data import WarmExamples, warm_examples
 
 __all__ = [
@@ -170,18 +170,9 @@ def _sft_config(
         train_sampling_strategy="group_by_length" if per_pass > 1 else "random",
         num_train_epochs=config.warm_start_epochs,
         learning_rate=config.warm_start_lr,
-        lr_scheduler_type="constant",
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=config.job.seed,
-        disable_tqdm=True,
-        bf16=False,
         dataset_kwargs={"skip_prepare_dataset": True},
-        remove_unused_columns=False,
-        dataloader_num_workers=0,
         activation_checkpointing=checkpointing,
-        activation_checkpointing_kwargs=dict(CHECKPOINT_KWARGS),
+        **trainer_args(config.job.seed),
     )
 
 
