@@ -2,7 +2,11 @@
 
 :func:`agent_kit.cli.run.run` declares its parameters with these types and its defaults, and
 parses them into a :class:`~agent_kit.driver.config.RunConfig`; the job's own settings are
-named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`.
+named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`. Other commands take the
+options they share from here too (``train``, ``eval``, and ``RUN_DIR``/``--job``/``--pricing`` of
+the commands that read a recorded run), with :func:`settings_of` to build their records,
+:func:`key_values` to parse a repeatable ``KEY=VALUE`` option and :func:`quiet_option` for an
+option whose help says its default in words.
 """
 
 from __future__ import annotations
