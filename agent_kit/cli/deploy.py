@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, cast
 import typer
 
 from agent_kit.cli.aws_io import ERR, OUT, aws_region, print_calls, print_json
+from agent_kit.cli.run_options import key_values
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy.package import PackageResult, Target, package, package_document
 from agent_kit.errors import UsageError
@@ -26,16 +27,6 @@ def register(app: typer.Typer) -> None:
 
 def _log(message: str) -> None:
     ERR.print(f"[dim]…[/] {message}")
-
-
-def _env_pairs(items: list[str] | None) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--env expects KEY=VALUE, got {item!r}")
-        env[key.strip()] = value
-    return env
 
 
 def _requirements(path: Path | None) -> list[str] | None:
@@ -159,7 +150,7 @@ def deploy_cmd(
         target=cast(Literal["zip", "container"], target),
         s3_bucket=s3_bucket,
         image_uri=image_uri,
-        env=_env_pairs(env),
+        env=key_values(env, "--env expects KEY=VALUE"),
         force=force,
     )
     spec.validate()

@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import door_settings
+from agent_kit.cli.run_options import door_settings, settings_of
 from agent_kit.cli.stopping import SIGNAL_EXIT
 from agent_kit.dev.loop import VerdictHook, run_dev
 from agent_kit.dev.options import (
@@ -90,18 +90,8 @@ def dev(
     as_json: _Json = False,
 ) -> None:
     """Play, replay and audit the agent on every save of its code or dataset."""
-    options = DevOptions(
-        entrypoint=entrypoint,
-        dataset=dataset,
-        policy=policy,
-        baseline=baseline,
-        prompts=prompts,
-        samples=samples,
-        out=out,
-        keep=keep,
-        workers=workers,
-        settings=door_settings(ctx),
-    )
+    given = {k: v for k, v in locals().items() if k != "ctx"}
+    options = settings_of(DevOptions, given, settings=door_settings(ctx))
     options.check()
     tune_process(policies=[policy] if policy is not None else [])
     if not once and not as_json:

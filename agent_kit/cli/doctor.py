@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,11 +18,16 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import AuxPolicyOption, door_settings
+from agent_kit.cli.run_options import (
+    AuxPolicyOption,
+    PricingOption,
+    RunDirArgument,
+    door_settings,
+    key_values,
+)
 from agent_kit.errors import UsageError
 from agent_kit.reporting.terminal import print_rendered
 from agent_kit.reporting.words import plural
-from agent_kit.store.layout import RUN_FILE
 
 if TYPE_CHECKING:  # the doctor package loads when a doctor command runs, not with the CLI
     from agent_kit.doctor.endpoint import EndpointReport
@@ -46,7 +52,7 @@ def register(app: typer.Typer) -> None:
 @doctor_app.command("reward")
 def reward_cmd(
     ctx: typer.Context,
-    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
+    run_dir: RunDirArgument,
     entrypoint: Annotated[
         Path | None,
         typer.Option(
@@ -63,10 +69,7 @@ def reward_cmd(
     steps: Annotated[
         int | None, typer.Option(min=1, help="Steps of the planned job (default 100).")
     ] = None,
-    pricing: Annotated[
-        Path | None,
-        typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
-    ] = None,
+    pricing: PricingOption = None,
     aux_policy: AuxPolicyOption = None,
     judge_runs: Annotated[
         int,
@@ -83,7 +86,6 @@ def reward_cmd(
 ) -> None:
     """Audit a run's reward: declared orderings, zero-variance groups, hacking signals, cost,
     and LLM judges (consistency, share of the variance, length/flattery/order bias)."""
-    from agent_kit.doctor.findings import EXIT_FINDINGS
     from agent_kit.doctor.reward import audit_reward
     from agent_kit.reporting.pricing import load_pricing
 
@@ -106,11 +108,29 @@ def reward_cmd(
 
         probe = policy_preflight(run_dir, policy, door_settings(ctx))
         audit = dataclasses.replace(audit, findings=(*audit.findings, probe))
+    _answer(audit, print_audit, as_json=as_json)
+
+
+class _Result(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+_R = TypeVar("_R", bound=_Result)
+
+
+def _answer(result: _R, show: Callable[[_R], None], *, as_json: bool) -> None:
+    """Print a doctor command's result (its JSON on one line, or ``show``'s lines), then exit
+    with EXIT_FINDINGS when it is not ok."""
+    from agent_kit.doctor.findings import EXIT_FINDINGS
+
     if as_json:
-        typer.echo(json.dumps(audit.to_dict(), ensure_ascii=False, default=str))
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
     else:
-        print_audit(audit)
-    if not audit.ok:
+        show(result)
+    if not result.ok:
         raise typer.Exit(EXIT_FINDINGS)
 
 
@@ -190,23 +210,12 @@ def endpoint_cmd(
 ) -> None:
     """Probe an OpenAI-compatible policy server the way MTRL's policy calls it."""
     from agent_kit.doctor.endpoint import probe_endpoint
-    from agent_kit.doctor.findings import EXIT_FINDINGS
 
-    headers: dict[str, str] = {}
-    for item in header or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UsageError(f"--header must be NAME=VALUE, got {item!r}")
-        headers[name.strip()] = value
+    headers = key_values(header, "--header must be NAME=VALUE")
     report = probe_endpoint(
         url, model=model, api_key=api_key, headers=headers, burst=burst, timeout=timeout
     )
-    if as_json:
-        typer.echo(json.dumps(report.to_dict(), ensure_ascii=False, default=str))
-    else:
-        _print_endpoint(report)
-    if not report.ok:
-        raise typer.Exit(EXIT_FINDINGS)
+    _answer(report, _print_endpoint, as_json=as_json)
 
 
 def _print_endpoint(report: EndpointReport) -> None:

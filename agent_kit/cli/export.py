@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from agent_kit.cli.program import program
+from agent_kit.cli.run_options import JobOfRunOption, RunDirArgument
 from agent_kit.export.mlflow import ExportResult, export_run
 from agent_kit.export.tracking import DEFAULT_EXPERIMENT, require_mlflow
-from agent_kit.store.layout import RUN_FILE
 
 if TYPE_CHECKING:
     from agent_kit.driver.job import JobResult
@@ -33,7 +32,7 @@ export_app = typer.Typer(
 
 @export_app.command("mlflow")
 def mlflow_command(
-    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
+    run_dir: RunDirArgument,
     tracking_uri: Annotated[
         str | None,
         typer.Option(
@@ -45,9 +44,7 @@ def mlflow_command(
     experiment: Annotated[
         str, typer.Option("--experiment", help="MLflow experiment name.")
     ] = DEFAULT_EXPERIMENT,
-    job: Annotated[
-        str | None, typer.Option(help="Job name or ARN (default: the run's latest job).")
-    ] = None,
+    job: JobOfRunOption = None,
     otlp: Annotated[
         str | None,
         typer.Option(

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_kit.cli.process import tune_process
-from agent_kit.cli.run_options import AuxPolicyOption, door_settings
+from agent_kit.cli.run_options import AuxPolicyOption, door_settings, settings_of
 from agent_kit.contract import TrajectoryState
 from agent_kit.driver.config import JobConfig, RunConfig
 from agent_kit.driver.dataset import load_dataset
@@ -226,18 +226,13 @@ def invoke(
     ] = False,
 ) -> None:
     """Play one rollout and print its turn-by-turn transcript (the debugging view)."""
+    given = {k: v for k, v in locals().items() if k != "ctx"}
     text = _invoke_prompt(prompt, dataset, row)
     tune_process(policies=[p for p in (policy, aux_policy) if p is not None])
     console = Console(highlight=False, soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="agent-kit-invoke-") as tmp:
         run_dir = out if out is not None else Path(tmp) / "invoke"
-        job = JobConfig(
-            policy=policy,
-            aux_policy=aux_policy,
-            temperature=temperature,
-            rollout_timeout=timeout,
-            seed=seed,
-        )
+        job = settings_of(JobConfig, given, rollout_timeout=timeout)
         config = RunConfig(
             entrypoint=entrypoint,
             job=job,

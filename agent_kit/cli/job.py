@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from agent_kit.cli.aws_io import ERR, OUT, aws_region, print_calls, print_json
 from agent_kit.cli.job_plan import plan_cmd
 from agent_kit.cli.program import program
+from agent_kit.cli.run_options import settings_of
 from agent_kit.deploy import agentcore as deploy_mod
 from agent_kit.deploy import jobs
 from agent_kit.errors import DeployError, UsageError
@@ -97,6 +98,23 @@ def _submit(spec: jobs.JobSpec, plan: bool, as_json: bool) -> None:
     OUT.print(f"follow it with: {program()} job status {spec.name} --region {spec.region}")
 
 
+def _submit_new(options: dict[str, Any], prefix: str, **given: Any) -> None:
+    """Submit the job a submitting command's options describe: the options named like
+    :class:`~agent_kit.deploy.jobs.JobSpec`'s fields, ``given`` for the others; the name
+    defaults to ``prefix-<timestamp>``, the region to the runtime ARN's."""
+    runtime_arn = options["runtime_arn"]
+    spec = settings_of(
+        jobs.JobSpec,
+        options,
+        name=options["name"] or _default_job_name(prefix),
+        agent_arn=runtime_arn,
+        region=_job_region(options["region"], runtime_arn),
+        hyperparameters=jobs.parse_hyperparameters(options["hyperparameters"] or []),
+        **given,
+    )
+    _submit(spec, options["plan"], options["as_json"])
+
+
 HyperOpt = Annotated[
     list[str] | None,
     typer.Option("--hyperparameters", "-H", help="key=value (repeatable)."),
@@ -136,21 +154,7 @@ def job_submit(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a multi-turn RL training job (CreateJob, category AgentRFT)."""
-    spec = jobs.JobSpec(
-        name=name or _default_job_name("agent-kit-mtrl"),
-        agent_arn=runtime_arn,
-        model=model,
-        role_arn=role_arn,
-        output=output,
-        region=_job_region(region, runtime_arn),
-        train=train,
-        validation=validation,
-        mlflow_arn=mlflow_arn,
-        hyperparameters=jobs.parse_hyperparameters(hyperparameters or []),
-        qualifier=qualifier,
-        output_model_package_group=model_package_group,
-    )
-    _submit(spec, plan, as_json)
+    _submit_new(dict(locals()), "agent-kit-mtrl", output_model_package_group=model_package_group)
 
 
 @job_app.command("eval")
@@ -175,21 +179,14 @@ def job_eval(
     as_json: JsonOpt = False,
 ) -> None:
     """Submit an evaluation job (CreateJob, category AgentRFTEvaluation)."""
-    spec = jobs.JobSpec(
-        name=name or _default_job_name("agent-kit-eval"),
-        agent_arn=runtime_arn,
-        model=model,
-        role_arn=role_arn,
-        output=output,
-        region=_job_region(region, runtime_arn),
+    _submit_new(
+        dict(locals()),
+        "agent-kit-eval",
         evaluation=dataset,
-        mlflow_arn=mlflow_arn,
-        hyperparameters=jobs.parse_hyperparameters(hyperparameters or []),
         input_model_package=model_package,
         max_runtime_s=max_runtime,
         category="AgentRFTEvaluation",
     )
-    _submit(spec, plan, as_json)
 
 
 @job_app.command("status")

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from agent_kit.cli.program import program
+from agent_kit.cli.run_options import JobOfRunOption, PricingOption, RunDirArgument
 from agent_kit.errors import RunStoreError, UsageError
 from agent_kit.reporting.compare import write_comparison
 from agent_kit.reporting.metrics import ADVANTAGE_KINDS
@@ -20,13 +21,13 @@ from agent_kit.reporting.summary import summarize
 from agent_kit.reporting.summary_schema import Summary
 from agent_kit.reporting.terminal import print_rendered, render_json, render_terminal
 from agent_kit.store import RunStore, resolve_path
-from agent_kit.store.layout import COMPARISON_FILE, REPORT_FILE, RUN_FILE, SUMMARY_FILE, RunLayout
+from agent_kit.store.layout import COMPARISON_FILE, REPORT_FILE, SUMMARY_FILE, RunLayout
 
 __all__ = ["register", "report"]
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")],
+    run_dir: RunDirArgument,
     other: Annotated[
         Path | None,
         typer.Argument(
@@ -52,13 +53,8 @@ def report(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the summary JSON, on one line.")
     ] = False,
-    job: Annotated[
-        str | None, typer.Option(help="Job name or ARN (default: the run's latest job).")
-    ] = None,
-    pricing: Annotated[
-        Path | None,
-        typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
-    ] = None,
+    job: JobOfRunOption = None,
+    pricing: PricingOption = None,
     success_threshold: Annotated[
         float | None,
         typer.Option(help="Success when reward ≥ this (default: the run's setting, else 1.0)."),

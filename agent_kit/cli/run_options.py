@@ -2,7 +2,11 @@
 
 :func:`agent_kit.cli.run.run` declares its parameters with these types and its defaults, and
 parses them into a :class:`~agent_kit.driver.config.RunConfig`; the job's own settings are
-named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`.
+named like the fields of :class:`~agent_kit.driver.rollouts.JobConfig`. Other commands take the
+options they share from here too (``train``, ``eval``, and ``RUN_DIR``/``--job``/``--pricing`` of
+the commands that read a recorded run), with :func:`settings_of` to build their records,
+:func:`key_values` to parse a repeatable ``KEY=VALUE`` option and :func:`quiet_option` for an
+option whose help says its default in words.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import typer
 
 from agent_kit.driver.config import GROUP_SIZE, MAX_RETRIES
 from agent_kit.emulator.policies.registry import POLICY_HELP
+from agent_kit.errors import UsageError
 from agent_kit.settings import DEFAULTS, Settings
+from agent_kit.store.layout import RUN_FILE
 
 __all__ = [
     "AdvertiseUrlOption",
@@ -34,6 +40,7 @@ __all__ = [
     "FailFastOption",
     "GraceOption",
     "GroupSizeOption",
+    "JobOfRunOption",
     "LenientAuthOption",
     "MaxFloorRateOption",
     "MaxRetriesOption",
@@ -44,10 +51,12 @@ __all__ = [
     "NameOption",
     "OutOption",
     "PolicyOption",
+    "PricingOption",
     "RateOption",
     "ReportGraceOption",
     "ResumeOption",
     "RolloutTimeoutOption",
+    "RunDirArgument",
     "SeedOption",
     "StepsOption",
     "SuccessThresholdOption",
@@ -55,6 +64,8 @@ __all__ = [
     "TopPOption",
     "WorkersOption",
     "door_settings",
+    "key_values",
+    "quiet_option",
     "settings_of",
 ]
 
@@ -77,6 +88,25 @@ def settings_of(cls: type[_Settings], options: Mapping[str, Any], **given: Any) 
     return cls(**{**values, **given})
 
 
+def quiet_option(text: str, *flags: str) -> Any:
+    """A typer option (``flags``, else ``--`` + the parameter's name) whose help ``text`` says
+    its default in words, so ``--help`` shows none of its own."""
+    return typer.Option(*flags, help=text, show_default=False)
+
+
+def key_values(items: list[str] | None, refusal: str) -> dict[str, str]:
+    """``["K=V", ...]`` (a repeatable option) → ``{K: V}``, the key stripped, a later key
+    overriding an earlier one; a :class:`UsageError` ``"<refusal>, got '<item>'"`` for an item
+    without ``=`` or with a blank key."""
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{refusal}, got {item!r}")
+        pairs[key.strip()] = value
+    return pairs
+
+
 EntrypointArgument = Annotated[
     str | None,
     typer.Argument(
@@ -93,12 +123,11 @@ DatasetOption = Annotated[
 PolicyOption = Annotated[str, typer.Option(help=POLICY_HELP)]
 AuxPolicyOption = Annotated[
     str | None,
-    typer.Option(
-        "--aux-policy",
-        help="The model of the agent's LLM judge and simulated user (the emulator's /aux route): "
+    quiet_option(
+        "The model of the agent's LLM judge and simulated user (the emulator's /aux route): "
         "any policy spec, e.g. scripted:FILE.py:NAME, local, hf:MODEL, openai:URL "
         "(docs/judges.md). Without it those calls are refused.",
-        show_default=False,
+        "--aux-policy",
     ),
 ]
 GroupSizeOption = Annotated[int, typer.Option(help=f"Rollouts per prompt ({GROUP_SIZE.words()}).")]
@@ -137,11 +166,10 @@ NameOption = Annotated[
 ]
 ChaosOption = Annotated[
     str | None,
-    typer.Option(
-        "--chaos",
-        help="Inject faults, reproducibly by --seed: a preset (service, heavy) or "
+    quiet_option(
+        "Inject faults, reproducibly by --seed: a preset (service, heavy) or "
         "FAULT=RATE[@SECONDS],… e.g. policy_5xx=0.05,latency=0.1@2 (docs/emulator.md).",
-        show_default=False,
+        "--chaos",
     ),
 ]
 ContractOption = Annotated[
@@ -170,11 +198,10 @@ WorkersOption = Annotated[
 ]
 AgentMemoryOption = Annotated[
     str | None,
-    typer.Option(
-        help="Memory cap of each agent process of a .py entrypoint, all it started included "
+    quiet_option(
+        "Memory cap of each agent process of a .py entrypoint, all it started included "
         "(e.g. 512M, 2G): past it the process is killed and restarted, and its rollouts end "
         "with a limit reason.",
-        show_default=False,
     ),
 ]
 RateOption = Annotated[
@@ -233,20 +260,29 @@ MlflowOption = Annotated[
 ]
 MlflowUriOption = Annotated[
     str | None,
-    typer.Option(
+    quiet_option(
+        "MLflow tracking URI for --mlflow (implies it).",
         "--mlflow-uri",
-        help="MLflow tracking URI for --mlflow (implies it).",
-        show_default=False,
     ),
 ]
 MlflowExperimentOption = Annotated[
     str | None,
-    typer.Option(
+    quiet_option(
+        "MLflow experiment for --mlflow (default agent-kit; implies --mlflow).",
         "--mlflow-experiment",
-        help="MLflow experiment for --mlflow (default agent-kit; implies --mlflow).",
-        show_default=False,
     ),
 ]
 AsJsonOption = Annotated[
     bool, typer.Option("--json", help="No live display; summary JSON as the last stdout line.")
+]
+
+# -- the options of the commands that read a recorded run ------------------------------------
+
+RunDirArgument = Annotated[Path, typer.Argument(help=f"Run directory holding {RUN_FILE}.")]
+JobOfRunOption = Annotated[
+    str | None, typer.Option(help="Job name or ARN (default: the run's latest job).")
+]
+PricingOption = Annotated[
+    Path | None,
+    typer.Option(help="Pricing file (JSON/TOML); default: the published blended estimate."),
 ]

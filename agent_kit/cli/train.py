@@ -44,6 +44,7 @@ from agent_kit.cli.run_options import (
     TemperatureOption,
     WorkersOption,
     door_settings,
+    quiet_option,
     settings_of,
 )
 from agent_kit.cli.stopping import aborts_exit, announcer, exit_interrupted, warm_announcer
@@ -134,37 +135,33 @@ _EvalFile = Annotated[
 _EvalSamples = Annotated[int, typer.Option(help="Samples per holdout prompt (k).")]
 _EvalEvery = Annotated[
     int | None,
-    typer.Option(
-        help="Also play the holdout with every Nth step's checkpoint, during the run (a curve "
+    quiet_option(
+        "Also play the holdout with every Nth step's checkpoint, during the run (a curve "
         "of the holdout reward over the steps in the report).",
-        show_default=False,
     ),
 ]
 _Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
 _WarmStart = Annotated[
     list[Path] | None,
-    typer.Option(
-        help="Before GRPO, fine-tune the adapter on the good rollouts of this recorded run "
+    quiet_option(
+        "Before GRPO, fine-tune the adapter on the good rollouts of this recorded run "
         "(repeatable; any policy recorded it).",
-        show_default=False,
     ),
 ]
 _WarmStartMinReward = Annotated[
     float | None,
-    typer.Option(
-        help="Warm-start on rollouts with at least this reward (default: the run's success "
+    quiet_option(
+        "Warm-start on rollouts with at least this reward (default: the run's success "
         "threshold, else its top quarter).",
-        show_default=False,
     ),
 ]
 _WarmStartEpochs = Annotated[int, typer.Option(help="Warm-start epochs.")]
 _WarmStartLr = Annotated[float, typer.Option(help="Warm-start learning rate.")]
 _MaxLength = Annotated[
     int | None,
-    typer.Option(
-        help="The longest warm-start example, in tokens: a longer one is cut (or skipped "
+    quiet_option(
+        "The longest warm-start example, in tokens: a longer one is cut (or skipped "
         "when no reply is left), with a line (default: the model's context, at most 4096).",
-        show_default=False,
     ),
 ]
 _Force = Annotated[

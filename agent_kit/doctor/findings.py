@@ -9,10 +9,18 @@ knowing, or a check that could not run and why).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
-__all__ = ["EXIT_FINDINGS", "SEVERITIES", "Finding", "Severity", "count_by_severity", "worst"]
+__all__ = [
+    "EXIT_FINDINGS",
+    "SEVERITIES",
+    "Finding",
+    "Severity",
+    "count_by_severity",
+    "fields_document",
+    "worst",
+]
 
 #: Severity of a finding, most severe first in :data:`SEVERITIES`.
 Severity = Literal["error", "warn", "info"]
@@ -39,14 +47,21 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "check": self.check,
-            "severity": self.severity,
-            "title": self.title,
-            "hint": self.hint,
-            "evidence": dict(self.evidence),
-            "trajectory_ids": list(self.trajectory_ids),
-        }
+        return fields_document(self)
+
+
+def fields_document(record: Any) -> dict[str, Any]:
+    """A doctor record (a dataclass of strings, mappings and sequences) as JSON-ready data: its
+    fields in order, a mapping as a dict, a sequence as a list."""
+    return {f.name: _plain(getattr(record, f.name)) for f in fields(record)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return list(value)
+    return value
 
 
 def count_by_severity(findings: Iterable[Finding]) -> dict[str, int]:

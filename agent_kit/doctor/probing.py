@@ -17,6 +17,8 @@ from typing import Any, Final, Literal
 
 import httpx
 
+from agent_kit.doctor.findings import fields_document
+
 __all__ = ["Probe", "ProbeClient", "ProbeStatus", "error_text", "refused", "reply", "short"]
 
 #: The verdict of one probe.
@@ -37,13 +39,7 @@ class Probe:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "name": self.name,
-            "status": self.status,
-            "detail": self.detail,
-            "hint": self.hint,
-            "evidence": dict(self.evidence),
-        }
+        return fields_document(self)
 
 
 class ProbeClient:

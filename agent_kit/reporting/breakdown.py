@@ -191,6 +191,23 @@ class ComponentStat:
     contribution_std: float | None
     share: float | None
 
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        kind: str,
+        weights: Sequence[float],
+        n: int,
+        values: Sequence[float],
+        contributions: Sequence[float],
+        share: float | None,
+    ) -> ComponentStat:
+        """The component ``name`` of ``n`` rollouts: the mean and std of its ``values`` and of
+        its ``contributions``."""
+        return cls(
+            name, kind, tuple(weights), n, *_mean_std(values), *_mean_std(contributions), share
+        )
+
 
 @dataclass(frozen=True)
 class RewardBreakdown:
@@ -241,35 +258,15 @@ def component_stats(data: RunData) -> RewardBreakdown:
         contributions = [_contribution(parts.get(name, {})) for _, parts in analysed]
         weights = sorted({w for w in (_number(p.get("weight")) for p in present) if w is not None})
         kinds = Counter(str(p.get("kind", "")) for p in present)
-        value_mean, value_std = _mean_std(values)
-        contribution_mean, contribution_std = _mean_std(contributions)
+        kind = kinds.most_common(1)[0][0] if kinds else ""
+        share = _share(contributions, totals, reward_mean, variance)
         stats.append(
-            ComponentStat(
-                name=name,
-                kind=kinds.most_common(1)[0][0] if kinds else "",
-                weights=tuple(weights),
-                n=len(present),
-                value_mean=value_mean,
-                value_std=value_std,
-                contribution_mean=contribution_mean,
-                contribution_std=contribution_std,
-                share=_share(contributions, totals, reward_mean, variance),
-            )
+            ComponentStat.of(name, kind, weights, len(present), values, contributions, share)
         )
     if any(abs(r) > 1e-9 * max(1.0, abs(t)) for r, t in zip(residuals, totals, strict=True)):
-        mean, std = _mean_std(residuals)
+        share = _share(residuals, totals, reward_mean, variance)
         stats.append(
-            ComponentStat(
-                name=RESIDUAL,
-                kind="",
-                weights=(),
-                n=len(residuals),
-                value_mean=mean,
-                value_std=std,
-                contribution_mean=mean,
-                contribution_std=std,
-                share=_share(residuals, totals, reward_mean, variance),
-            )
+            ComponentStat.of(RESIDUAL, "", (), len(residuals), residuals, residuals, share)
         )
     return RewardBreakdown(
         components=tuple(stats),
