@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agent_kit.cli.run_options import key_values
 from agent_kit.scaffold import project as scaffold
 
 __all__ = ["register"]
@@ -53,7 +54,7 @@ def new(
     ] = False,
 ) -> None:
     """Create a new agent project from a template (a cookiecutter template)."""
-    overrides = scaffold.parse_assignments(extra or [])
+    overrides = key_values(extra, "expected key=value")
     interactive = not no_input and sys.stdin.isatty()
     project = scaffold.create_project(
         template,

@@ -22,7 +22,9 @@ import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import RunStoreError, UsageError
@@ -67,6 +69,7 @@ __all__ = ["resolve_job", "summarize", "summarize_records"]
 #: Steps of the projection when the caller gives none: the published reference run's 100.
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -195,20 +198,14 @@ def _step_rows(
 
 def _brief(r: Rollout) -> RolloutBrief:
     """The summary's line for one rollout (the one place a :class:`RolloutBrief` is built)."""
-    return RolloutBrief(
-        id=r.id,
-        step=r.step,
-        prompt_index=r.prompt_index,
-        sample_index=r.sample_index,
-        attempt=r.attempt,
-        state=r.state,
-        reward=r.reward,
-        turns=r.turns,
-        tokens=r.tokens,
-        duration_s=round(r.duration_s, 6),
-        reason=r.reason,
-        retry_of=r.retry_of,
-    )
+    return _read(RolloutBrief, r, duration_s=round(r.duration_s, 6))
+
+
+def _read(model: type[_Model], source: object, **given: Any) -> _Model:
+    """A ``model`` whose fields are ``source``'s attributes of the same names, but for those
+    ``given`` (a figure the source spells differently or lacks)."""
+    taken = {name: getattr(source, name) for name in model.model_fields if name not in given}
+    return model(**taken, **given)
 
 
 def _success_threshold(flat: dict[str, Any], given: float | None) -> float:
@@ -303,16 +300,7 @@ def _failures(records: Sequence[Rollout]) -> list[FailureCount]:
 
 
 def _tokens(usage: TokenUsage, counts: TokenCounts) -> Tokens:
-    return Tokens(
-        prefill=usage.prefill,
-        sample=usage.sample,
-        train=usage.train,
-        total=counts.total,
-        turns=usage.turns,
-        estimated=usage.estimated,
-        estimated_turns=usage.estimated_turns,
-        per_rollout=usage.per_rollout,
-    )
+    return _read(Tokens, usage, total=counts.total)
 
 
 def _timing(records: Sequence[Rollout]) -> Timing:
@@ -379,13 +367,7 @@ def summarize_records(
     return Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),
-        job=JobInfo(
-            arn=job.arn,
-            name=job.name,
-            status=job.status,
-            created_at=job.created_at,
-            mode="evaluation" if evaluation else "training",
-        ),
+        job=_read(JobInfo, job, mode="evaluation" if evaluation else "training"),
         config=config,
         settings=Settings(
             advantage=advantage,

@@ -48,7 +48,7 @@ import os
 import runpy
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,6 @@ __all__ = [
     "create_project",
     "find_template",
     "list_templates",
-    "parse_assignments",
     "resolve_context",
     "template_roots",
     "validate_context",
@@ -142,18 +141,6 @@ def find_template(name_or_path: str | os.PathLike[str]) -> TemplateInfo:
         f"unknown template {text!r}: not a template name (available: {names}) "
         f"and not a directory containing {_MANIFEST}"
     )
-
-
-def parse_assignments(items: Sequence[str]) -> dict[str, str]:
-    """Parse ``key=value`` strings (from ``-x``); a later key overrides an earlier one."""
-    result: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise TemplateError(f"expected key=value, got {item!r}")
-        result[key] = value
-    return result
 
 
 def resolve_context(

@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 import agent_kit
 from agent_kit.cli import app, main
-from agent_kit.errors import TemplateError
+from agent_kit.cli.run_options import key_values
+from agent_kit.errors import TemplateError, UsageError
 from agent_kit.scaffold import project as scaffold
 
 REPO = Path(agent_kit.__file__).resolve().parent.parent
@@ -451,12 +452,13 @@ def test_any_project_name_renders_valid_python_or_is_refused(name: str) -> None:
 
 
 def test_unknown_variable_and_bad_assignment_are_refused(tmp_path: Path) -> None:
-    """``-x`` with an unknown key or without ``=`` is a TemplateError listing the known keys."""
+    """An unknown ``-x`` key is a TemplateError listing the known keys; an item without ``=`` is
+    a UsageError, and a later key overrides an earlier one."""
     with pytest.raises(TemplateError, match=r"unknown template variable\(s\) colour.*tool_name"):
         scaffold.create_project(output_dir=tmp_path, extra_context={"colour": "red"})
-    with pytest.raises(TemplateError, match="expected key=value"):
-        scaffold.parse_assignments(["tool_name"])
-    assert scaffold.parse_assignments(["a=1", "b=x=y", "a=2"]) == {"a": "2", "b": "x=y"}
+    with pytest.raises(UsageError, match="expected key=value"):
+        key_values(["tool_name"], "expected key=value")
+    assert key_values(["a=1", "b=x=y", "a=2"], "") == {"a": "2", "b": "x=y"}
     assert list(tmp_path.iterdir()) == []
 
 
