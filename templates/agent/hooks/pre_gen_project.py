@@ -56,6 +56,7 @@ RESERVED_TOOL_NAMES = frozenset(
         "finish",
         "max_tool_calls",
         "max_turns",
+        "metrics",
         "next_user_message",
         "parse_text_tool_calls",
         "reset",
