@@ -13,9 +13,10 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,33 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from hf_tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite tracking store with its schema migrated (creating a store costs
+    seconds), made once per session for :func:`mlflow_store` to copy."""
+    import warnings
+
+    from agent_kit.export.tracking import mlflow_quiet, require_mlflow
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    with mlflow_quiet(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
+        require_mlflow().MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_store(mlflow_template: Path) -> Callable[[Path], str]:
+    """``store(path)``: a copy of the empty migrated tracking store at ``path``; its URI. For
+    tests about what lands in a store, not about creating one (tests/export does that)."""
+
+    def store(path: Path) -> str:
+        shutil.copyfile(mlflow_template, path)
+        return f"sqlite:///{path}"
+
+    return store
 
 
 @pytest.fixture

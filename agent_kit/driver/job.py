@@ -100,6 +100,11 @@ logger = logging.getLogger("agent_kit.driver.job")
 
 __all__ = ["JobResult", "run_job"]
 
+#: Seconds the emulator's shutdown waits for the requests in flight as the job ends.
+_STOP_S = 10.0
+#: The same when the gate already waited its full time for them (a hung policy call).
+_HUNG_STOP_S = 1.0
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -304,11 +309,13 @@ class _Job:
 
     async def _finalize(self, svc: LocalService) -> None:
         """Close the gate, then write the outputs in a thread while the service stops."""
+        hung = 0
         if svc.gate is not None:
-            await svc.gate.close()  # no turn lands while the figures are taken
+            hung = await svc.gate.close()  # no turn lands while the figures are taken
         # The writes run in a thread, so that uvicorn's own shutdown and the agents' (see
-        # _play) go on beside them in this loop; an interrupt waits for the writes.
-        stopping = asyncio.create_task(svc.stop())
+        # _play) go on beside them in this loop; an interrupt waits for the writes. Requests
+        # the gate already waited for in vain (a hung policy call) get no second wait.
+        stopping = asyncio.create_task(svc.stop(_HUNG_STOP_S if hung else _STOP_S))
         writing = asyncio.ensure_future(asyncio.to_thread(self._write_outputs))
         try:
             await asyncio.shield(writing)

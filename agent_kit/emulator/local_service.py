@@ -76,10 +76,10 @@ class LocalService:
         returns through the block's exit, which stops the server gracefully."""
         await self.server.wait()
 
-    async def stop(self) -> None:
-        """Stop serving and release the port (idempotent: a second call only closes the
-        already closed socket)."""
-        await self.server.stop()
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop serving (waiting up to ``timeout_s`` for the requests in flight) and release the
+        port (idempotent: a second call only closes the already closed socket)."""
+        await self.server.stop(timeout_s)
 
 
 @asynccontextmanager

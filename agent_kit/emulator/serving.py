@@ -235,13 +235,14 @@ class EmbeddedServer:
         if self._task is not None:
             await asyncio.shield(self._task)
 
-    async def stop(self) -> None:
-        """Ask uvicorn to exit, wait up to 10 s for it, and release the socket."""
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask uvicorn to exit, wait up to ``timeout_s`` for the requests in flight, and release
+        the socket."""
         if self._task is not None:
             self._server.should_exit = True
             self._server.wake()
             with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-                await asyncio.wait_for(self._task, 10.0)
+                await asyncio.wait_for(self._task, timeout_s)
             self._task = None
         self._sock.close()
 

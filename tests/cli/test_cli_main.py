@@ -63,8 +63,16 @@ ROLLOUT_APP = textwrap.dedent(
 )
 
 #: Registers a hidden command raising the agent_kit.errors class named by its argument.
+#: Imports the CLI once, then forks one child per error name in argv: each child (its stderr
+#: sent to a file) runs the real ``main(["raise-error", NAME])`` and exits the way the console
+#: script does, ``sys.exit(main(...))``; the parent prints {NAME: [code, stderr]}.
 RAISING_SCRIPT = textwrap.dedent(
     """
+    import json
+    import os
+    import sys
+    import tempfile
+
     from agent_kit import errors
     from agent_kit.cli import app, main
 
@@ -72,7 +80,19 @@ RAISING_SCRIPT = textwrap.dedent(
     def raise_error(name: str) -> None:
         raise getattr(errors, name)(f"{name} raised on purpose")
 
-    main()
+    found = {}
+    for name in sys.argv[1:]:
+        with tempfile.TemporaryFile("w+") as err:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                os.dup2(err.fileno(), 2)
+                sys.exit(main(["raise-error", name]))
+            _, status = os.waitpid(pid, 0)
+            err.seek(0)
+            found[name] = [os.waitstatus_to_exitcode(status), err.read()]
+    print(json.dumps(found))
     """
 )
 
@@ -219,24 +239,39 @@ def test_every_error_class_in_process(cls: type[errors.AgentKitError]) -> None:
     assert result.stderr == f"error: {cls.__name__} raised on purpose\n"
 
 
-@pytest.mark.parametrize(
-    "cls",
-    list({c.exit_code: c for c in reversed(ERROR_CLASSES)}.values()),
-    ids=lambda c: f"{c.__name__}-{c.exit_code}",
-)
-def test_every_exit_code_through_main(cls: type[errors.AgentKitError], tmp_path: Path) -> None:
-    """Through the real main() in a process, an error of each exit code exits with that code."""
+ONE_PER_CODE = list({c.exit_code: c for c in reversed(ERROR_CLASSES)}.values())
+
+
+@pytest.fixture(scope="module")
+def exits_through_main(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+    """{error name: [exit code, stderr]} of a process per error of :data:`ONE_PER_CODE`, each
+    forked from one that imported the CLI (one interpreter start-up, not one per code)."""
     proc = subprocess.run(
-        [sys.executable, "-c", RAISING_SCRIPT, "raise-error", cls.__name__],
-        cwd=tmp_path,
+        [sys.executable, "-c", RAISING_SCRIPT, *(c.__name__ for c in ONE_PER_CODE)],
+        cwd=tmp_path_factory.mktemp("exits"),
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
-    assert proc.returncode == cls.exit_code, proc.stderr
-    assert proc.stderr == f"error: {cls.__name__} raised on purpose\n"
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, list[Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.parametrize(
+    "cls",
+    ONE_PER_CODE,
+    ids=lambda c: f"{c.__name__}-{c.exit_code}",
+)
+def test_every_exit_code_through_main(
+    cls: type[errors.AgentKitError], exits_through_main: dict[str, list[Any]]
+) -> None:
+    """Through the real main() in a process, an error of each exit code exits with that code."""
+    code, err = exits_through_main[cls.__name__]
+    assert code == cls.exit_code, err
+    assert err == f"error: {cls.__name__} raised on purpose\n"
 
 
 # -- real triggers, one per exit code ----------------------------------------------------------

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,9 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_chaos_and_mlflow(tmp_path: Path, dataset: Path) -> None:
+def test_cli_chaos_and_mlflow(
+    tmp_path: Path, dataset: Path, mlflow_store: Callable[[Path], str]
+) -> None:
     """``agent-kit run --chaos SPEC --mlflow-uri URI --json``: exit 0, the summary line has the
     chaos section, the run is in MLflow with one trace per trajectory; a bad spec is one
     ``error:`` line, exit 2, no run directory; a resumed run cannot change its chaos."""
@@ -190,7 +193,7 @@ def test_cli_chaos_and_mlflow(tmp_path: Path, dataset: Path) -> None:
 
     done = _cli(
         *common, "--chaos", "policy_429=0.3", "--seed", "2", "--json",
-        "--mlflow-uri", f"sqlite:///{db}", cwd=tmp_path,
+        "--mlflow-uri", mlflow_store(db), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ test reads the metrics from a local MLflow store the fake's jobs name in ``Mlflo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -319,10 +319,9 @@ def _mlflow_runs(uri: str) -> dict[str, str]:
     return runs
 
 
-def _jobs_name_their_runs(fake: FakeAws, tmp_path: Path) -> str:
-    """An MLflow store with a run per model (:func:`_mlflow_runs`) that each finished job
-    names in its MlflowDetails; the store's URI."""
-    uri = f"sqlite:///{tmp_path / 'jobs.db'}"
+def _jobs_name_their_runs(fake: FakeAws, uri: str) -> str:
+    """The MLflow store at ``uri`` given a run per model (:func:`_mlflow_runs`) that each
+    finished job names in its MlflowDetails; the store's URI."""
     runs = _mlflow_runs(uri)
 
     def outcome(job: dict[str, Any], document: dict[str, Any]) -> None:
@@ -334,11 +333,15 @@ def _jobs_name_their_runs(fake: FakeAws, tmp_path: Path) -> str:
 
 
 def test_submit_prints_the_table_from_the_jobs_metrics(
-    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeAws,
+    holdout: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mlflow_store: Callable[[Path], str],
 ) -> None:
     """`agent-kit eval … --submit --json`: four jobs one at a time, the metrics read from the
     MLflow runs the jobs name, the table with the difference, table.json and eval.html."""
-    uri = _jobs_name_their_runs(fake, tmp_path)
+    uri = _jobs_name_their_runs(fake, mlflow_store(tmp_path / "jobs.db"))
     out = tmp_path / "eval"
     code = main(_argv(holdout, out, "--metrics-uri", uri, "--json"))
     assert code == 0, capsys.readouterr().err
@@ -364,14 +367,18 @@ def test_submit_prints_the_table_from_the_jobs_metrics(
 
 
 def test_a_corrected_metrics_uri_is_read_on_the_rerun(
-    fake: FakeAws, holdout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeAws,
+    holdout: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mlflow_store: Callable[[Path], str],
 ) -> None:
     """A first run with a --metrics-uri that holds no such runs: the jobs complete, their
     cells are errors (exit 9); the re-run with the right --metrics-uri reads them (exit 0),
     submitting no job again."""
-    uri = _jobs_name_their_runs(fake, tmp_path)
+    uri = _jobs_name_their_runs(fake, mlflow_store(tmp_path / "jobs.db"))
     out = tmp_path / "eval"
-    wrong = f"sqlite:///{tmp_path / 'other.db'}"
+    wrong = mlflow_store(tmp_path / "other.db")
     assert main(_argv(holdout, out, "--metrics-uri", wrong, "--json")) == 9
     capsys.readouterr()
     assert main(_argv(holdout, out, "--metrics-uri", uri, "--json")) == 0

@@ -8,6 +8,7 @@ here, no agent runs (e2e: MLflow starts a process as it opens a store).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.parametrize("name", ["it's eval", 'say "eval"', """it's "both\""""])
 def test_an_export_of_a_path_with_quotes_replaces_the_earlier_one(
-    tmp_path: Path, name: str
+    tmp_path: Path, name: str, mlflow_store: Callable[[Path], str]
 ) -> None:
     """Two exports of an eval directory whose path holds quotes: the second replaces the
     first (one parent run and its children remain)."""
@@ -31,7 +32,7 @@ def test_an_export_of_a_path_with_quotes_replaces_the_earlier_one(
     table = build_table(spec, figures, k=2, threshold=1.0)
     out = tmp_path / name
     out.mkdir()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     first = export_grid(table, out, tracking_uri=uri)
     second = export_grid(table, out, tracking_uri=uri)
     assert (first.replaced, second.replaced) == (0, 3)

@@ -117,32 +117,41 @@ def test_the_example_runs_offline_with_judged_terms_and_auxiliary_tokens(
     assert "judged: resolved" in report
 
 
+def _replay(run_dir: Path, *extra: str) -> dict[str, Any]:
+    """The JSON report of ``agent-kit replay RUN --json EXTRA…``."""
+    proc = _agent_kit("replay", str(run_dir), "--json", *extra)
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return report
+
+
+@pytest.fixture(scope="module")
+def subprocess_replay(judged_run: tuple[dict[str, Any], Path]) -> dict[str, Any]:
+    """The report of one ``agent-kit replay`` (agent subprocesses) of :func:`judged_run`."""
+    return _replay(judged_run[1])
+
+
 def test_a_replay_of_the_judged_simulated_run_is_identical_without_any_model(
-    judged_run: tuple[dict[str, Any], Path],
+    subprocess_replay: dict[str, Any],
 ) -> None:
     """``agent-kit replay`` answers the judge and the customer from the recording: every
     episode replays identical with no auxiliary model reachable."""
-    _, run_dir = judged_run
-    proc = _agent_kit("replay", str(run_dir), "--json")
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    statuses = {e["status"] for e in report["episodes"]}
-    assert statuses == {"identical"}, report
+    statuses = {e["status"] for e in subprocess_replay["episodes"]}
+    assert statuses == {"identical"}, subprocess_replay
 
 
 def test_in_process_replay_agrees_with_the_subprocess_replay(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], subprocess_replay: dict[str, Any]
 ) -> None:
     """``agent-kit replay --in-process`` answers the customer's opening, its replies and the
     judges from the recording by content: every episode's verdict equals the subprocess
     replay's (identical), none ends after 0 turns."""
-    _, run_dir = judged_run
-    verdicts = {}
-    for extra in ((), ("--in-process",)):
-        proc = _agent_kit("replay", str(run_dir), "--json", *extra)
-        report = json.loads(proc.stdout.strip().splitlines()[-1])
-        verdicts[extra] = {e["trajectory_id"]: e["status"] for e in report["episodes"]}
-    assert verdicts[()] == verdicts[("--in-process",)]
-    assert set(verdicts[()].values()) == {"identical"}
+    in_process = _replay(judged_run[1], "--in-process")
+    verdicts = [
+        {e["trajectory_id"]: e["status"] for e in report["episodes"]}
+        for report in (subprocess_replay, in_process)
+    ]
+    assert verdicts[0] == verdicts[1]
+    assert set(verdicts[0].values()) == {"identical"}
 
 
 def test_doctor_rescoring_with_the_entrypoint_plays_the_simulated_customer(
@@ -218,9 +227,10 @@ def test_a_judge_answering_garbage_ends_its_rollouts_on_the_floor_with_the_reaso
     assert "judge: resolution: " in (run_dir / "report.html").read_text(encoding="utf-8")
 
 
-def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
-    """The first command of the example's README runs from the repository root as written
-    (its ``--out`` pointed at a temporary folder) and exits 0."""
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
+    """The first command of the example's README, run from the repository root as written (its
+    ``--out`` pointed at a temporary folder): the command and its ``--out`` folder."""
     import re
     import shlex
 
@@ -228,23 +238,27 @@ def test_the_readme_first_run_command_runs_as_pasted(tmp_path: Path) -> None:
     block = re.search(r"```bash\n(.*?)```", text, re.S)
     assert block is not None
     command = shlex.split(block.group(1).replace("\\\n", " ").splitlines()[0])
-    assert command[:2] == ["agent-kit", "run"]
-    command[command.index("--out") + 1] = str(tmp_path / "runs")
+    out = tmp_path_factory.mktemp("readme") / "runs"
+    command[command.index("--out") + 1] = str(out)
     _agent_kit(*command[1:])
-    assert list((tmp_path / "runs").glob("*/summary.json"))
+    return command, out
 
 
-def test_the_example_passes_its_own_doctor(tmp_path: Path) -> None:
+def test_the_readme_first_run_command_runs_as_pasted(readme_run: tuple[list[str], Path]) -> None:
+    """The first command of the example's README runs from the repository root as written
+    (its ``--out`` pointed at a temporary folder) and exits 0."""
+    command, out = readme_run
+    assert command[:2] == ["agent-kit", "run"]
+    assert list(out.glob("*/summary.json"))
+
+
+def test_the_example_passes_its_own_doctor(readme_run: tuple[list[str], Path]) -> None:
     """Run as its README says (group size 4, success at 1.5), the teaching example passes
     ``doctor reward``: no error, no warning, its declared orderings hold; success is neither
     0 % nor 100 %, and a conversation the customer ended satisfied says so."""
-    out = tmp_path / "runs"
-    _agent_kit(
-        "run", str(SUPPORT / "agent.py"), "--dataset", str(SUPPORT / "cases.jsonl"),
-        "--policy", f"scripted:{POLICIES}:SupportAgent",
-        "--aux-policy", f"scripted:{POLICIES}:Aux", "--group-size", "4",
-        "--success-threshold", "1.5", "--out", str(out), "--name", "taught",
-    )  # fmt: skip
+    command, out = readme_run
+    assert command[command.index("--group-size") + 1] == "4"
+    assert command[command.index("--success-threshold") + 1] == "1.5"
     (run_dir,) = out.glob("*/")
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     succeeded = summary["metrics"]["eval/reward/succeeded_rollouts"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -152,9 +153,11 @@ def test_the_prompt_filter_trains_on_the_prompts_solved_sometimes(gated: Gated) 
     assert kept == mixed
 
 
-def test_the_signal_shares_reach_mlflow_at_their_steps(gated: Gated, tmp_path: Path) -> None:
+def test_the_signal_shares_reach_mlflow_at_their_steps(
+    gated: Gated, tmp_path: Path, mlflow_store: Callable[[Path], str]
+) -> None:
     """export mlflow logs train/signal/* and train/refill/* at steps 0 and 1."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     result = export_run(gated.result.run_dir, tracking_uri=uri, experiment="signal")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -220,10 +221,10 @@ def test_report_of_the_training_run_shows_the_training_and_train_vs_eval(trained
 
 
 def test_mlflow_export_of_the_training_run_logs_train_metrics_and_the_holdout(
-    trained: Trained, tmp_path: Path
+    trained: Trained, tmp_path: Path, mlflow_store: Callable[[Path], str]
 ) -> None:
     """export mlflow of the run logs train/* at steps 0-2 and both holdout means as metrics."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store(tmp_path / "mlflow.db")
     result = export_run(trained.first.run_dir, tracking_uri=uri, experiment="train")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
