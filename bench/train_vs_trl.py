@@ -8,8 +8,12 @@ computed on the completion text (no agents, no emulator, no store); ``agent-kit 
 every completion as a rollout of the real entrypoint through the emulator, its ``hf`` policy
 batching the turns in flight (``--concurrency`` 32: every rollout of a step in flight). They run
 back to back in this process (the reference first); each figure is the mean of the steps after
-the first (warm-up: the agent process's start, first allocations). It prints both, their ratio
-and the load average. On a shared, loaded machine pass ``--threads 1``: two torch threads on two
+the first (warm-up: the agent process's start, first allocations). It prints both, their ratio,
+the load average, ``agent-kit train``'s split of a step (sampling: the rollouts through the
+agents and the batched sampler; update: TRL's loss, backward and optimiser step, and the
+bookkeeping around it) and each run's CPU seconds a step (this process's, all its threads; the
+agent process's few are not counted), which a loaded machine disturbs far less than the wall
+time. On a shared, loaded machine pass ``--threads 1``: two torch threads on two
 busy cores spin at every barrier for a descheduled sibling, which swings either run 10× from
 one minute to the next. Not a test:
 ``python bench/train_vs_trl.py [--steps N] [--concurrency N] [--threads N] [--record]``.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import re
@@ -57,8 +62,9 @@ def _echo_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> l
     return rewards
 
 
-def bare_trl(steps: int) -> list[float]:
-    """Train with TRL generating its own completions; the seconds of each step."""
+def bare_trl(steps: int) -> tuple[list[float], list[float]]:
+    """Train with TRL generating its own completions; the seconds of each step and the
+    process's CPU seconds at each step's end."""
     import datasets
     import peft
     import transformers
@@ -104,10 +110,12 @@ def bare_trl(steps: int) -> list[float]:
             dataloader_num_workers=0,
         )
         ends: list[float] = []
+        cpu: list[float] = []
 
         class _Clock(transformers.TrainerCallback):  # type: ignore[misc]
             def on_step_end(self, *_: Any, **__: Any) -> None:
                 ends.append(time.monotonic())
+                cpu.append(time.process_time())
 
         lora = peft.LoraConfig(
             r=LORA_R,
@@ -130,11 +138,12 @@ def bare_trl(steps: int) -> list[float]:
         trainer.train()
         del trainer
     gc.collect()
-    return [b - a for a, b in zip([started, *ends], ends, strict=False)]
+    return [b - a for a, b in zip([started, *ends], ends, strict=False)], cpu
 
 
-def agent_kit_train(steps: int, concurrency: int) -> list[float]:
-    """``agent-kit train`` on the same job; the seconds of each step (rollouts + update)."""
+def agent_kit_train(steps: int, concurrency: int) -> tuple[list[dict[str, Any]], list[float]]:
+    """``agent-kit train`` on the same job; each step's record (train.json's) and the process's
+    CPU seconds when each step's line was printed."""
     with tempfile.TemporaryDirectory() as out:
         job = replace(
             TRAIN_JOB,
@@ -164,17 +173,26 @@ def agent_kit_train(steps: int, concurrency: int) -> list[float]:
         )
         # agent-kit train's door: one malloc arena, TRL's small LM head tiles, quiet libraries
         tuning = tune_process(train_model="smollm2-135m", device="cpu")
-        result = play_train(
-            config,
-            echo=lambda line: print(line, flush=True),
-            between_phases=tuning.between_phases,
-        )
-    return [float(s["timing_s/train_step"]) for s in result.document["steps"]]
+        cpu: list[float] = []
+
+        def echo(line: str) -> None:
+            if line.startswith("step "):
+                cpu.append(time.process_time())
+            print(line, flush=True)
+
+        result = play_train(config, echo=echo, between_phases=tuning.between_phases)
+    return list(result.document["steps"]), cpu
 
 
 def _steady(seconds: list[float]) -> float:
     tail = seconds[1:] or seconds
     return sum(tail) / len(tail)
+
+
+def _cpu_per_step(marks: list[float]) -> float:
+    """CPU seconds a step from the CPU clock at each step's end, steps after the first."""
+    spans = [b - a for a, b in itertools.pairwise(marks)]
+    return sum(spans) / len(spans) if spans else float("nan")
 
 
 def main() -> int:
@@ -190,14 +208,20 @@ def main() -> int:
     tune_process(policies=["hf:smollm2-135m"])  # the model on disk: the hub offline, as before
     threads = _threads(args.threads)
     load_before = os.getloadavg()[0]
-    trl_steps = bare_trl(args.steps)
+    trl_steps, trl_cpu = bare_trl(args.steps)
     print("bare TRL seconds per step:", " ".join(f"{s:.1f}" for s in trl_steps), flush=True)
-    kit_steps = agent_kit_train(args.steps, args.concurrency)
+    records, kit_cpu = agent_kit_train(args.steps, args.concurrency)
+    kit_steps = [float(s["timing_s/train_step"]) for s in records]
     print("agent-kit train seconds per step:", " ".join(f"{s:.1f}" for s in kit_steps))
     trl_s, kit_s = _steady(trl_steps), _steady(kit_steps)
     ratio = kit_s / trl_s
     load = (load_before + os.getloadavg()[0]) / 2
     print(f"bare TRL {trl_s:.1f} s/step; agent-kit train {kit_s:.1f} s/step; {ratio:.2f}x")
+    sampling = _steady([float(s["timing_s/sample"]) for s in records])
+    updating = _steady([float(s["timing_s/update"]) for s in records])
+    print(f"agent-kit train: sampling {sampling:.1f} s/step, update {updating:.1f} s/step")
+    trl_c, kit_c = _cpu_per_step(trl_cpu), _cpu_per_step(kit_cpu)
+    print(f"CPU s/step: bare TRL {trl_c:.1f}; agent-kit train {kit_c:.1f}; {kit_c / trl_c:.2f}x")
     print(f"torch threads {threads}; load average {load_before:.2f} before, ", end="")
     print(f"{os.getloadavg()[0]:.2f} after")
     if args.record:
