@@ -4,8 +4,8 @@ The library never does (importing or calling ``agent_kit.train``, loading a mode
 leaves the host's heap, threads, environment, TRL's constants and log levels as it found them).
 The commands that train or load a local model call :func:`tune_process` once, before they
 start, with what they will load: ``agent-kit train`` (``train_model=``), and ``run``,
-``invoke``, ``eval``, ``emulate`` and ``doctor reward`` with their ``--policy`` (and
-``--aux-policy``) specs (``policies=``). Benches that play ``play_train`` in-process call it as
+``invoke``, ``eval``, ``emulate``, ``dev``, ``replay --fork-at`` and ``doctor reward`` with
+their ``--policy`` (and ``--aux-policy``) specs (``policies=``). Benches that play ``play_train`` in-process call it as
 well. What it sets, each only where it applies:
 
 - **an ``hf`` model** (``hf:`` policies, ``agent-kit train``): ``HF_HUB_OFFLINE=1`` (nothing is

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent_kit.cli.process import tune_process
 from agent_kit.cli.run_options import WorkersOption, door_settings
 from agent_kit.driver.config import JobConfig
 from agent_kit.errors import RunStoreError
@@ -175,6 +176,7 @@ def replay(
             run_dir, entrypoint, trajectories=trajectory, limit=limit, normalization=norm
         )
     else:
+        tune_process(policies=[policy] if policy is not None else [])  # a fork's live policy
         with _unwritable_out():
             report = asyncio.run(
                 replay_run(
