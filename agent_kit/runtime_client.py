@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final, Literal
 
 import boto3
@@ -198,6 +198,7 @@ class _CallFailedError(Exception):
 Operation = Literal["CompleteRollout", "UpdateReward"]
 
 
+@dataclass(eq=False)
 class RolloutReporter:
     """Reports one trajectory's completion and reward to the Job Runtime; never raises.
 
@@ -215,31 +216,21 @@ class RolloutReporter:
         sleep: how botocore's pauses are waited (``time.sleep``; injectable for tests).
     """
 
-    def __init__(
-        self,
-        job_arn: str,
-        trajectory_id: str,
-        endpoint: str | None,
-        region: str,
-        *,
-        client: Any = None,
-        max_attempts: int = 5,
-        base_delay: float = DEFAULT_BASE_DELAY,
-        max_delay: float = DEFAULT_MAX_DELAY,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if max_attempts < 1:
+    job_arn: str
+    trajectory_id: str
+    endpoint: str | None
+    region: str
+    _: KW_ONLY
+    client: Any = field(default=None, repr=False)
+    max_attempts: int = 5
+    base_delay: float = DEFAULT_BASE_DELAY
+    max_delay: float = DEFAULT_MAX_DELAY
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    _attempts: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        self.job_arn = job_arn
-        self.trajectory_id = trajectory_id
-        self.endpoint = endpoint
-        self.region = region
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self._sleep = sleep
-        self._client = client
-        self._attempts = 0
 
     def client_token(self, operation: Operation, status: str = "ready") -> str:
         """The ClientToken of one operation: derived from (job, trajectory, operation), so every
@@ -250,11 +241,11 @@ class RolloutReporter:
         return str(uuid.uuid5(_TOKEN_NAMESPACE, name))
 
     def _get_client(self) -> Any:
-        if self._client is None:
-            self._client = _reporter_client(self.region, self.endpoint, self.max_attempts)
+        if self.client is None:
+            self.client = _reporter_client(self.region, self.endpoint, self.max_attempts)
         else:
-            count_attempts(self._client)
-        return self._client
+            count_attempts(self.client)
+        return self.client
 
     def report(
         self, rewards: Sequence[float], *, status: Literal["ready", "failed"] = "ready"
@@ -322,7 +313,7 @@ class RolloutReporter:
             self.max_attempts,
             self.base_delay,
             self.max_delay,
-            self._sleep,
+            self.sleep,
         )
         token = IN_FLIGHT.set(call)
         try:

@@ -29,6 +29,19 @@ DEFAULT_SAMPLES: Final = 2
 DEFAULT_KEEP: Final = 5
 #: Where the iterations' directories go.
 DEFAULT_OUT: Final = Path("runs/dev")
+#: The job settings the grid takes from the baseline's job, else from ``agent-kit run``'s
+#: defaults (module docstring); every other setting is ``agent-kit run``'s default.
+_KEPT_SETTINGS: Final = (
+    "aux_policy",
+    "rollout_timeout",
+    "max_retries",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "success_threshold",
+    "seed",
+    "region",
+)
 
 
 @dataclass(frozen=True)
@@ -70,17 +83,5 @@ class DevOptions:
         base = baseline if baseline is not None else JobConfig()
         policy = self.policy or (baseline.policy if baseline is not None else None)
         policy = policy or default_policy(self.entrypoint) or base.policy
-        return JobConfig(
-            policy=resolve_spec(policy),
-            aux_policy=base.aux_policy,
-            group_size=self.samples,
-            steps=1,
-            rollout_timeout=base.rollout_timeout,
-            max_retries=base.max_retries,
-            temperature=base.temperature,
-            top_p=base.top_p,
-            max_tokens=base.max_tokens,
-            success_threshold=base.success_threshold,
-            seed=base.seed,
-            region=base.region,
-        )
+        kept = {name: getattr(base, name) for name in _KEPT_SETTINGS}
+        return JobConfig(policy=resolve_spec(policy), group_size=self.samples, steps=1, **kept)

@@ -32,6 +32,7 @@ from agent_kit.store.events import (
     ROLLOUT_DONE_EVENT,
     STOPPED_REASON,
 )
+from agent_kit.store.rows import fields_from
 
 __all__ = ["RolloutLoop", "RolloutStats", "StepHook", "free_retry"]
 
@@ -100,18 +101,13 @@ class RolloutLoop:
         rate = s.done_this_run / elapsed if elapsed > 0 else 0.0
         remaining = s.total - s.done
         self.progress(
-            Progress(
-                total=s.total,
-                done=s.done,
-                succeeded=s.succeeded,
-                failed=s.failed,
-                retried=s.retried,
-                in_flight=s.in_flight,
+            fields_from(
+                Progress,
+                s,
                 reward_mean=s.reward_sum / s.reward_n if s.reward_n else None,
                 elapsed=elapsed,
                 rate=rate,
                 eta=remaining / rate if rate > 0 else None,
-                step=s.step,
                 steps=self.config.steps,
                 job_failures=len(s.job_failures),
             )

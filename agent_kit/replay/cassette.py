@@ -44,6 +44,7 @@ from agent_kit.errors import UsageError
 from agent_kit.replay.recording import Recording, read_run
 from agent_kit.store import RewardRow, Rollout, TrajectoryRow, TurnRow
 from agent_kit.store.records import turn_totals_of
+from agent_kit.store.rows import fields_from
 
 __all__ = ["CASSETTE_FORMAT", "load_recording", "open_recording", "read_cassette", "write_cassette"]
 
@@ -247,16 +248,12 @@ def _episode_line(rollout: Rollout) -> CassetteEpisode:
         reward = CassetteReward(
             rewards=list(rollout.reward_row.rewards), total=rollout.reward_row.total
         )
-    return CassetteEpisode(
+    return fields_from(
+        CassetteEpisode,
+        rollout,
         trajectory_id=rollout.id,
-        prompt=rollout.prompt,
-        inference_params=rollout.inference_params,
-        step=rollout.step,
-        prompt_index=rollout.prompt_index,
-        sample_index=rollout.sample_index,
         state=rollout.trajectory.state,
         reward=reward,
-        reward_breakdown=rollout.reward_breakdown,
         turns=_encode_turns(rollout.turn_rows),
     )
 

@@ -22,9 +22,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Final, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Final
 
 from agent_kit.contract import TrajectoryState
 from agent_kit.errors import RunStoreError, UsageError
@@ -62,6 +60,7 @@ from agent_kit.reporting.summary_schema import (
     flat_config,
 )
 from agent_kit.store import JobRow, Rollout, RunStore, load_rollouts
+from agent_kit.store.rows import fields_from
 from agent_kit.store.run_figures import run_figures_of
 
 __all__ = ["resolve_job", "summarize", "summarize_records"]
@@ -69,7 +68,6 @@ __all__ = ["resolve_job", "summarize", "summarize_records"]
 #: Steps of the projection when the caller gives none: the published reference run's 100.
 DEFAULT_PROJECTION_STEPS: Final = 100
 _LIST_LIMIT: Final = 10
-_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def resolve_job(store: RunStore, job_arn: str | None) -> JobRow:
@@ -198,14 +196,7 @@ def _step_rows(
 
 def _brief(r: Rollout) -> RolloutBrief:
     """The summary's line for one rollout (the one place a :class:`RolloutBrief` is built)."""
-    return _read(RolloutBrief, r, duration_s=round(r.duration_s, 6))
-
-
-def _read(model: type[_Model], source: object, **given: Any) -> _Model:
-    """A ``model`` whose fields are ``source``'s attributes of the same names, but for those
-    ``given`` (a figure the source spells differently or lacks)."""
-    taken = {name: getattr(source, name) for name in model.model_fields if name not in given}
-    return model(**taken, **given)
+    return fields_from(RolloutBrief, r, duration_s=round(r.duration_s, 6))
 
 
 def _success_threshold(flat: dict[str, Any], given: float | None) -> float:
@@ -300,7 +291,7 @@ def _failures(records: Sequence[Rollout]) -> list[FailureCount]:
 
 
 def _tokens(usage: TokenUsage, counts: TokenCounts) -> Tokens:
-    return _read(Tokens, usage, total=counts.total)
+    return fields_from(Tokens, usage, total=counts.total)
 
 
 def _timing(records: Sequence[Rollout]) -> Timing:
@@ -367,7 +358,7 @@ def summarize_records(
     return Summary(
         schema=SUMMARY_SCHEMA,
         generated_at=time.time(),
-        job=_read(JobInfo, job, mode="evaluation" if evaluation else "training"),
+        job=fields_from(JobInfo, job, mode="evaluation" if evaluation else "training"),
         config=config,
         settings=Settings(
             advantage=advantage,

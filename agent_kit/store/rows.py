@@ -7,10 +7,11 @@ the JSON columns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 from agent_kit.errors import DamagedRowError
 
@@ -25,11 +26,15 @@ __all__ = [
     "TurnTotals",
     "aux_turn_from_row",
     "event_from_row",
+    "fields_from",
     "job_from_row",
     "reward_from_row",
     "trajectory_from_row",
     "turn_from_row",
 ]
+
+
+_Record = TypeVar("_Record")
 
 
 @dataclass(frozen=True)
@@ -227,3 +232,19 @@ def event_from_row(r: Sequence[Any], detail: dict[str, Any] | None = None) -> Ev
     """An ``events`` row; ``detail`` is its decoded detail when the caller decoded it already."""
     decoded = decode_json(r[3], f"events.detail of event {r[0]}") if detail is None else detail
     return EventRow(int(r[0]), r[1], str(r[2]), decoded, float(r[4]))
+
+
+def fields_from(record: type[_Record], source: object, **given: Any) -> _Record:
+    """A ``record`` (a dataclass or a pydantic model) whose fields are ``source``'s attributes
+    of the same names, but for those ``given`` (a value the source spells differently or lacks).
+
+    For one record built from another whose fields it shares by name (a snapshot of live
+    counters, a summary of a stored row): the shared names are read, never listed twice.
+    """
+    model_fields = getattr(record, "model_fields", None)
+    if model_fields is not None:
+        names = list(model_fields)
+    else:
+        names = [f.name for f in dataclasses.fields(cast(Any, record)) if f.init]
+    taken = {name: getattr(source, name) for name in names if name not in given}
+    return record(**taken, **given)

@@ -23,6 +23,7 @@ from agent_kit.dev.session import DevSession
 from agent_kit.dev.sources import Sources, default_policy, local_imports, scripted_file
 from agent_kit.dev.verdict import EXIT_AUDIT, EXIT_LOAD, EXIT_OK, EXIT_ROLLOUTS, Verdict
 from agent_kit.doctor.findings import Finding
+from agent_kit.driver.config import JobConfig
 from agent_kit.emulator.loader import load_module
 from agent_kit.errors import UsageError
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
@@ -108,6 +109,39 @@ def test_options_refuse_what_cannot_work(tmp_path: Path) -> None:
     for options, words in cases:
         with pytest.raises(UsageError, match=words):
             options.check()
+
+
+def test_the_grid_job_keeps_the_baselines_sampling_settings_only(tmp_path: Path) -> None:
+    """The grid's job takes the baseline's sampling, seed, threshold, timeouts, auxiliary model,
+    region and policy, and ``agent-kit run``'s defaults for the rest (chaos, contract, name)."""
+    baseline = JobConfig(
+        name="base",
+        policy="echo",
+        aux_policy="echo",
+        group_size=8,
+        steps=5,
+        concurrency=3,
+        rollout_timeout=30.0,
+        max_retries=0,
+        temperature=0.5,
+        top_p=0.5,
+        max_tokens=64,
+        success_threshold=0.5,
+        fail_fast=False,
+        seed=7,
+        report_grace=2.0,
+        region="eu-west-1",
+        chaos="timeout=0.1",
+        contract="rl-toolkit",
+    )
+    job = DevOptions(tmp_path / "agent.py", tmp_path / "d.jsonl", samples=3).job(baseline)
+    default = JobConfig()
+    assert (job.group_size, job.steps, job.policy) == (3, 1, baseline.policy)
+    kept = ("aux_policy", "rollout_timeout", "max_retries", "temperature", "top_p")
+    kept += ("max_tokens", "success_threshold", "seed", "region")
+    assert all(getattr(job, name) == getattr(baseline, name) for name in kept)
+    reset = ("name", "batch_size", "concurrency", "fail_fast", "report_grace", "chaos")
+    assert all(getattr(job, name) == getattr(default, name) for name in (*reset, "contract"))
 
 
 # -- the iterations' directories -------------------------------------------------------------
