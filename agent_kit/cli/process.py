@@ -5,8 +5,8 @@ leaves the host's heap, threads, environment, TRL's constants and log levels as 
 The commands that train or load a local model call :func:`tune_process` once, before they
 start, with what they will load: ``agent-kit train`` (``train_model=``), and ``run``,
 ``invoke``, ``eval``, ``emulate``, ``dev``, ``replay --fork-at`` and ``doctor reward`` with
-their ``--policy`` (and ``--aux-policy``) specs (``policies=``). Benches that play ``play_train`` in-process call it as
-well. What it sets, each only where it applies:
+their ``--policy`` (and ``--aux-policy``) specs (``policies=``). Benches that play
+``play_train`` in-process call it as well. What it sets, each only where it applies:
 
 - **an ``hf`` model** (``hf:`` policies, ``agent-kit train``): ``HF_HUB_OFFLINE=1`` (nothing is
   downloaded while a local model loads; not for a hub id ``OWNER/NAME``, which the hub client
