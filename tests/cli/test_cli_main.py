@@ -1,7 +1,8 @@
 """The `agent-kit` entry point: every exit code, through a CliRunner and through a real process.
 
 Each case runs twice (the ``cli`` fixture): in-process with ``typer.testing.CliRunner`` on the
-real app, and as ``python -m agent_kit.cli`` in a subprocess (the console script's ``main()``).
+real app, and in a process of its own running the console script's ``main()`` (forked from one
+interpreter that imported the CLI). The Ctrl-C and signal checks run `.venv/bin/agent-kit`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -62,12 +64,15 @@ ROLLOUT_APP = textwrap.dedent(
     '''
 )
 
-#: Registers a hidden command raising the agent_kit.errors class named by its argument.
-#: Imports the CLI once, then forks one child per error name in argv: each child (its stderr
-#: sent to a file) runs the real ``main(["raise-error", NAME])`` and exits the way the console
-#: script does, ``sys.exit(main(...))``; the parent prints {NAME: [code, stderr]}.
-RAISING_SCRIPT = textwrap.dedent(
+#: A process that imported the CLI once, then forks one child per request, each the console
+#: script in a process of its own: a JSON line {"argv", "cwd"} on stdin → a child in ``cwd``
+#: (stdin /dev/null, stdout and stderr sent to files) runs the real ``main(argv)`` and exits the
+#: way the console script does, ``sys.exit(main(...))``; the parent answers the JSON line
+#: {"code", "out", "err"}. It also registers a hidden ``raise-error NAME`` command raising the
+#: agent_kit.errors class NAME (for the exit-code checks; hidden, so no help text shows it).
+FORK_SERVER = textwrap.dedent(
     """
+    import gc
     import json
     import os
     import sys
@@ -80,19 +85,25 @@ RAISING_SCRIPT = textwrap.dedent(
     def raise_error(name: str) -> None:
         raise getattr(errors, name)(f"{name} raised on purpose")
 
-    found = {}
-    for name in sys.argv[1:]:
-        with tempfile.TemporaryFile("w+") as err:
+    gc.freeze()  # what the CLI's import made is permanent: a child's exit does not collect it
+    for request in sys.stdin:
+        asked = json.loads(request)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
+                os.chdir(asked["cwd"])
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.dup2(out.fileno(), 1)
                 os.dup2(err.fileno(), 2)
-                sys.exit(main(["raise-error", name]))
+                sys.exit(main(asked["argv"]))
             _, status = os.waitpid(pid, 0)
+            out.seek(0)
             err.seek(0)
-            found[name] = [os.waitstatus_to_exitcode(status), err.read()]
-    print(json.dumps(found))
+            code = os.waitstatus_to_exitcode(status)
+            answer = {"code": code, "out": out.read(), "err": err.read()}
+        print(json.dumps(answer), flush=True)
     """
 )
 
@@ -113,27 +124,62 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RFT_"))}
 
 
+@pytest.fixture(scope="module")
+def main_in_a_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Ran]]:
+    """``run(cwd, *argv)``: `agent-kit ARGV…` as a real process running the console script's
+    ``main()`` in ``cwd``, forked from one that imported the CLI (one interpreter start-up for
+    the module, not one per case; see :data:`FORK_SERVER`)."""
+    log = tmp_path_factory.mktemp("fork-server") / "stderr.txt"
+    with log.open("w") as server_err:
+        server = subprocess.Popen(
+            [sys.executable, "-c", FORK_SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=server_err,
+            env=_env(),
+            text=True,
+        )
+    requests, answers = server.stdin, server.stdout
+    assert requests is not None
+    assert answers is not None
+
+    def run(cwd: Path, *argv: str) -> Ran:
+        requests.write(json.dumps({"argv": list(argv), "cwd": str(cwd)}) + "\n")
+        requests.flush()
+        ready, _, _ = select.select([answers], [], [], 180)
+        if not ready:
+            pytest.fail(f"`agent-kit {' '.join(argv)}` did not end in 180 s")
+        line = answers.readline()
+        assert line, f"the fork server ended: {log.read_text()}"
+        answer = json.loads(line)
+        return Ran(answer["code"], answer["out"], answer["err"])
+
+    try:
+        yield run
+    finally:
+        requests.close()
+        try:
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=10)
+            answers.close()
+
+
 @pytest.fixture(params=["runner", "process"])
 def cli(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
     """`agent-kit ARGV…` in tmp_path, in-process (CliRunner) or as a real process."""
     monkeypatch.chdir(tmp_path)
+    if request.param == "process":
+        in_a_process: Callable[..., Ran] = request.getfixturevalue("main_in_a_process")
+        return lambda *argv: in_a_process(tmp_path, *argv)
 
     def run(*argv: str) -> Ran:
-        if request.param == "runner":
-            result = CliRunner().invoke(app, list(argv))
-            if result.exception is not None and not isinstance(result.exception, SystemExit):
-                raise result.exception
-            return Ran(result.exit_code, result.stdout, result.stderr)
-        proc = subprocess.run(
-            [sys.executable, "-m", "agent_kit.cli", *argv],
-            cwd=tmp_path,
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        return Ran(proc.returncode, proc.stdout, proc.stderr)
+        result = CliRunner().invoke(app, list(argv))
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return Ran(result.exit_code, result.stdout, result.stderr)
 
     return run
 
@@ -243,21 +289,13 @@ ONE_PER_CODE = list({c.exit_code: c for c in reversed(ERROR_CLASSES)}.values())
 
 
 @pytest.fixture(scope="module")
-def exits_through_main(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
-    """{error name: [exit code, stderr]} of a process per error of :data:`ONE_PER_CODE`, each
-    forked from one that imported the CLI (one interpreter start-up, not one per code)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", RAISING_SCRIPT, *(c.__name__ for c in ONE_PER_CODE)],
-        cwd=tmp_path_factory.mktemp("exits"),
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, list[Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return found
+def exits_through_main(
+    main_in_a_process: Callable[..., Ran], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Ran]:
+    """{error name: what its process left} for `agent-kit raise-error NAME`, a process per error
+    of :data:`ONE_PER_CODE` (each forked from one that imported the CLI)."""
+    cwd = tmp_path_factory.mktemp("exits")
+    return {c.__name__: main_in_a_process(cwd, "raise-error", c.__name__) for c in ONE_PER_CODE}
 
 
 @pytest.mark.parametrize(
@@ -266,12 +304,12 @@ def exits_through_main(tmp_path_factory: pytest.TempPathFactory) -> dict[str, li
     ids=lambda c: f"{c.__name__}-{c.exit_code}",
 )
 def test_every_exit_code_through_main(
-    cls: type[errors.AgentKitError], exits_through_main: dict[str, list[Any]]
+    cls: type[errors.AgentKitError], exits_through_main: dict[str, Ran]
 ) -> None:
     """Through the real main() in a process, an error of each exit code exits with that code."""
-    code, err = exits_through_main[cls.__name__]
-    assert code == cls.exit_code, err
-    assert err == f"error: {cls.__name__} raised on purpose\n"
+    ran = exits_through_main[cls.__name__]
+    assert ran.code == cls.exit_code, ran.err
+    assert ran.err == f"error: {cls.__name__} raised on purpose\n"
 
 
 # -- real triggers, one per exit code ----------------------------------------------------------
@@ -551,19 +589,11 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
             proc.communicate(timeout=10)
 
 
-def _assert_resume_completes(tmp_path: Path, run_dir: Path) -> None:
+def _assert_resume_completes(main_in_a_process: Callable[..., Ran], run_dir: Path) -> None:
     """`--resume` plays every remaining slot: each of the 4 slots rewarded exactly once."""
-    done = subprocess.run(
-        [AGENT_KIT, "run", "--resume", str(run_dir), "--json"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1])["job"]["status"] == "completed"
+    done = main_in_a_process(run_dir.parents[1], "run", "--resume", str(run_dir), "--json")
+    assert done.code == 0, done.err
+    assert json.loads(done.out.splitlines()[-1])["job"]["status"] == "completed"
     with RunStore.open(run_dir, readonly=True) as store:
         rewarded = [
             (t.step, t.prompt_index, t.sample_index)
@@ -575,7 +605,7 @@ def _assert_resume_completes(tmp_path: Path, run_dir: Path) -> None:
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_gracefully_then_resume_completes(
-    tmp_path: Path, sig: signal.Signals, code: int
+    tmp_path: Path, sig: signal.Signals, code: int, main_in_a_process: Callable[..., Ran]
 ) -> None:
     """First Ctrl-C / SIGTERM on `run --json`: the graceful stop (grace 0.5 s for the hanging
     rollouts), summary.json with status interrupted, the JSON line on stdout, exit 130 / 143;
@@ -594,10 +624,12 @@ def test_signal_stops_gracefully_then_resume_completes(
     assert line["counts"]["by_state"].get("INTERRUPTED") == 2
     assert line["failures"] == []
     assert json.loads((run_dir / "summary.json").read_text())["job"]["status"] == "interrupted"
-    _assert_resume_completes(tmp_path, run_dir)
+    _assert_resume_completes(main_in_a_process, run_dir)
 
 
-def test_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
+def test_second_ctrl_c_aborts_at_once(
+    tmp_path: Path, main_in_a_process: Callable[..., Ran]
+) -> None:
     """A second Ctrl-C during a long grace aborts at once (the 600 s grace is not waited for):
     exit 130, a consistent store (the summary written, status interrupted), then `--resume`
     finishes every slot."""
@@ -619,4 +651,4 @@ def test_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     assert err.strip().splitlines()[-1] == "interrupted"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["job"]["status"] == "interrupted"
-    _assert_resume_completes(tmp_path, run_dir)
+    _assert_resume_completes(main_in_a_process, run_dir)

@@ -3,7 +3,8 @@
 Real processes and sockets on loopback: ``agent-kit run`` starts the emulator and the agent
 (``examples/support/agent.py``) as a subprocess; the policy, the judges and the customer are
 scripted (``examples/support/policies.py``) and answer on the emulator's policy and ``/aux``
-routes. Replay and ``doctor reward`` read the recorded run; nothing is mocked.
+routes. Replay and ``doctor reward`` read the recorded run (``doctor reward`` and ``job plan``
+through the CLI's ``main()`` in this process); nothing is mocked.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent_kit.cli import main
 from agent_kit.emulator.aux_replies import judge_reply
 from agent_kit.emulator.schemas import PolicyReply, PolicyRequest, ToolCall
 from agent_kit.store import RunStore
@@ -69,6 +72,30 @@ def _agent_kit(*args: str, check: bool = True) -> subprocess.CompletedProcess[st
     if check:
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
+
+
+AgentKit = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def in_process(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> AgentKit:
+    """:func:`_agent_kit`, in this process through the CLI's ``main()``: for the commands that
+    only read a recorded run (``doctor reward``, ``job plan``), whose claims are not about a
+    process of their own."""
+    monkeypatch.chdir(ROOT)
+    for name in [k for k in os.environ if k.startswith("AGENT_KIT_AUX")]:
+        monkeypatch.delenv(name)
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()
+        code = main(list(args))
+        captured = capsys.readouterr()
+        proc = subprocess.CompletedProcess([CLI, *args], code, captured.out, captured.err)
+        if check:
+            assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc
+
+    return run
 
 
 def _run(tmp_path: Path, aux: str, name: str) -> tuple[dict[str, Any], Path]:
@@ -155,12 +182,12 @@ def test_in_process_replay_agrees_with_the_subprocess_replay(
 
 
 def test_doctor_rescoring_with_the_entrypoint_plays_the_simulated_customer(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
 ) -> None:
     """``doctor reward --entrypoint`` re-scores each episode in-process with the recorded
     customer and judge answers: the re-scored rewards are the recorded ones, 0 errors."""
     _, run_dir = judged_run
-    proc = _agent_kit(
+    proc = in_process(
         "doctor", "reward", str(run_dir), "--entrypoint", str(SUPPORT / "agent.py"), "--json",
         check=False,
     )  # fmt: skip
@@ -170,7 +197,7 @@ def test_doctor_rescoring_with_the_entrypoint_plays_the_simulated_customer(
 
 
 def test_the_projection_and_the_job_plan_count_the_auxiliary_cost(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
 ) -> None:
     """The judge and customer calls are most of a support run's cost: the summary's projection
     and ``job plan`` (its table and ``--json``) add them to the MTRL cost."""
@@ -179,18 +206,20 @@ def test_the_projection_and_the_job_plan_count_the_auxiliary_cost(
     assert proj["auxiliary"]["cost"] > 0
     assert proj["total_cost"] == pytest.approx(proj["cost"]["total"] + proj["auxiliary"]["cost"])
     assert "auxiliary calls" in proj["text"]
-    doc = json.loads(_agent_kit("job", "plan", str(run_dir), "--json").stdout)
+    doc = json.loads(in_process("job", "plan", str(run_dir), "--json").stdout)
     assert doc["auxiliary"]["total_with_auxiliary"]["p50"] == pytest.approx(
         doc["cost"]["total"]["p50"] + doc["auxiliary"]["cost"]
     )
-    assert "total + auxiliary" in _agent_kit("job", "plan", str(run_dir)).stdout
+    assert "total + auxiliary" in in_process("job", "plan", str(run_dir)).stdout
 
 
-def test_doctor_passes_the_consistent_judge(judged_run: tuple[dict[str, Any], Path]) -> None:
+def test_doctor_passes_the_consistent_judge(
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
+) -> None:
     """``doctor reward`` re-judges the run's episodes and finds the example's judge steady
     under the padding, flattery, reorder and injection probes."""
     _, run_dir = judged_run
-    proc = _agent_kit("doctor", "reward", str(run_dir), "--json", check=False)
+    proc = in_process("doctor", "reward", str(run_dir), "--json", check=False)
     audit = json.loads(proc.stdout)
     judge = [f for f in audit["findings"] if f["check"].startswith("judge")]
     assert {f["check"] for f in judge} == {
@@ -202,12 +231,14 @@ def test_doctor_passes_the_consistent_judge(judged_run: tuple[dict[str, Any], Pa
     assert all(f["severity"] != "error" for f in judge), judge
 
 
-def test_doctor_flags_a_length_biased_judge(judged_run: tuple[dict[str, Any], Path]) -> None:
+def test_doctor_flags_a_length_biased_judge(
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
+) -> None:
     """Audited with a judge that scores length, ``doctor reward`` reports a judge-bias error
     on the padding probe with the score shifts as evidence, and exits 13."""
     _, run_dir = judged_run
     aux = f"scripted:{POLICIES}:LengthBiasedAux"
-    proc = _agent_kit("doctor", "reward", str(run_dir), "--aux-policy", aux, "--json", check=False)
+    proc = in_process("doctor", "reward", str(run_dir), "--aux-policy", aux, "--json", check=False)
     assert proc.returncode == 13, proc.stderr[-2000:]
     audit = json.loads(proc.stdout)
     bias = [f for f in audit["findings"] if f["check"] == "judge-bias" and f["severity"] == "error"]
@@ -252,7 +283,9 @@ def test_the_readme_first_run_command_runs_as_pasted(readme_run: tuple[list[str]
     assert list(out.glob("*/summary.json"))
 
 
-def test_the_example_passes_its_own_doctor(readme_run: tuple[list[str], Path]) -> None:
+def test_the_example_passes_its_own_doctor(
+    readme_run: tuple[list[str], Path], in_process: AgentKit
+) -> None:
     """Run as its README says (group size 4, success at 1.5), the teaching example passes
     ``doctor reward``: no error, no warning, its declared orderings hold; success is neither
     0 % nor 100 %, and a conversation the customer ended satisfied says so."""
@@ -263,7 +296,7 @@ def test_the_example_passes_its_own_doctor(readme_run: tuple[list[str], Path]) -
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     succeeded = summary["metrics"]["eval/reward/succeeded_rollouts"]
     assert 0 < succeeded < summary["counts"]["rewarded"], summary["metrics"]
-    proc = _agent_kit("doctor", "reward", str(run_dir), "--json", check=False)
+    proc = in_process("doctor", "reward", str(run_dir), "--json", check=False)
     audit = json.loads(proc.stdout)
     loud = [f for f in audit["findings"] if f["severity"] != "info"]
     assert loud == [], loud
@@ -287,8 +320,10 @@ def test_invoke_shows_a_failing_judge_and_exits_with_the_reward_code() -> None:
     assert "judge: resolution: " in proc.stderr
 
 
-def _doctor_with(run_dir: Path, aux: str) -> tuple[subprocess.CompletedProcess[str], Any]:
-    proc = _agent_kit(
+def _doctor_with(
+    in_process: AgentKit, run_dir: Path, aux: str
+) -> tuple[subprocess.CompletedProcess[str], Any]:
+    proc = in_process(
         "doctor", "reward", str(run_dir), "--aux-policy", f"scripted:{HERE}:{aux}", "--json",
         check=False,
     )  # fmt: skip
@@ -297,13 +332,13 @@ def _doctor_with(run_dir: Path, aux: str) -> tuple[subprocess.CompletedProcess[s
 
 
 def test_doctor_ends_on_a_judge_that_never_answers_validly_and_says_it_failed(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
 ) -> None:
     """Audited with a judge whose answers never validate, the doctor finishes (each judgment
     bounded to the judge's max_calls), reports that every judgment failed (an error, exit 13),
     never "steady", and counts the calls it made: at most 3 per judgment."""
     _, run_dir = judged_run
-    proc, audit = _doctor_with(run_dir, "invalid_forever")
+    proc, audit = _doctor_with(in_process, run_dir, "invalid_forever")
     assert proc.returncode == 13, proc.stderr[-2000:]
     checks = {f["check"]: f for f in audit["findings"]}
     failed = checks["judge-failed"]
@@ -316,12 +351,12 @@ def test_doctor_ends_on_a_judge_that_never_answers_validly_and_says_it_failed(
 
 
 def test_doctor_reports_a_flaky_judge_as_a_finding(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
 ) -> None:
     """A judge that fails its first six calls, then answers, is a judge-failed warning with
     the count; the rest is measured on the judgments that scored (no StatisticsError)."""
     _, run_dir = judged_run
-    proc, audit = _doctor_with(run_dir, "Flaky")
+    proc, audit = _doctor_with(in_process, run_dir, "Flaky")
     assert proc.returncode in (0, 13), proc.stderr[-2000:]
     failed = [f for f in audit["findings"] if f["check"] == "judge-failed"]
     assert failed, audit["findings"]
@@ -331,13 +366,13 @@ def test_doctor_reports_a_flaky_judge_as_a_finding(
 
 
 def test_doctor_probes_an_injection_and_names_the_policy_and_its_calls(
-    judged_run: tuple[dict[str, Any], Path],
+    judged_run: tuple[dict[str, Any], Path], in_process: AgentKit
 ) -> None:
     """The injection probe (an answer closing ``</Output>`` and adding its own rubric) flags a
     judge that obeys it; the judge-calls finding names the auxiliary policy asked, its calls
     and their cost at the auxiliary price."""
     _, run_dir = judged_run
-    proc, audit = _doctor_with(run_dir, "obeys_injection")
+    proc, audit = _doctor_with(in_process, run_dir, "obeys_injection")
     assert proc.returncode == 13, proc.stderr[-2000:]
     bias = [f for f in audit["findings"] if f["check"] == "judge-bias"]
     assert {f["evidence"]["probe"] for f in bias if f["severity"] == "error"} == {"injection"}
