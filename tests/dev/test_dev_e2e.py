@@ -23,7 +23,9 @@ from helpers import WORDLE, holdout, play_wordle, wordle_config
 
 from agent_kit.dev.loadcheck import check_entrypoint
 
-pytestmark = pytest.mark.e2e
+# a suite started as a shell's background job inherits SIGINT ignored, and so would the commands
+# the tests Ctrl-C: handled_signals gives them a live one
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("handled_signals")]
 
 #: Seconds one verdict may take on a loaded 2-core machine (a cold start included).
 _VERDICT_S = 240.0

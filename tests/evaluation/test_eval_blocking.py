@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 from helpers import SAY_AGENT
 
-pytestmark = pytest.mark.e2e
+# a suite started as a shell's background job inherits SIGINT ignored, and so would the commands
+# the tests Ctrl-C: handled_signals gives them a live one
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("handled_signals")]
 
 AGENT_KIT = Path(sys.executable).with_name("agent-kit")
 BLOCKING = """
