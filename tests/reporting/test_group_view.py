@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import holdout, play_wordle, wordle_config, wordle_policy
-from test_report_runs import _in_browser
+from test_report_runs import BROWSER_START, _in_browser
 
 from agent_kit.evaluation.grid import GridSpec
 from agent_kit.evaluation.groups import grid_groups
@@ -76,22 +76,9 @@ def test_the_parting_turn_is_the_first_turn_whose_answers_differ(played: dict[st
     assert seen - {None}  # groups of the sloppy player part (its first guesses are drawn)
 
 
-GROUPS_CHECK = r"""
-const { createRequire } = require("module");
-const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
-const chromiumModule = req("@sparticuz/chromium");
-const chromium = chromiumModule.default || chromiumModule;
-const puppeteer = req("puppeteer-core");
-(async () => {
-  const browser = await puppeteer.launch({
-    executablePath: await chromium.executablePath(),
-    args: [...chromium.args, "--no-sandbox", "--headless=new"],
-    headless: true,
-  });
-  const page = await browser.newPage();
-  const messages = [];
-  page.on("console", (m) => messages.push(m.type() + ": " + m.text()));
-  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));
+GROUPS_CHECK = (
+    BROWSER_START
+    + r"""
   page.on("requestfailed", (r) => messages.push("requestfailed: " + r.url()));
   const shown = () => page.$$eval("#groups .gv-shown", (panes) => panes.map((p) => {
     const block = p.querySelector(".gv-block");
@@ -122,6 +109,7 @@ const puppeteer = req("puppeteer-core");
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(1); });
 """
+)
 
 
 def test_the_group_view_in_headless_chromium(played: dict[str, Path], tmp_path: Path) -> None:

@@ -228,12 +228,18 @@ def _in_browser(script: str, tmp_path: Path, *pages: Path) -> Any:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-BROWSER_CHECK = r"""
+#: The start of every browser check: puppeteer-core and the packaged Chromium, from
+#: AGENT_KIT_BROWSER_DIR.
+BROWSER_REQUIRE = r"""
 const { createRequire } = require("module");
 const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
 const chromiumModule = req("@sparticuz/chromium");
 const chromium = chromiumModule.default || chromiumModule;
-const puppeteer = req("puppeteer-core");
+const puppeteer = req("puppeteer-core");"""
+#: Then a headless browser and a page whose console lines and page errors go to ``messages``.
+BROWSER_START = (
+    BROWSER_REQUIRE
+    + r"""
 (async () => {
   const browser = await puppeteer.launch({
     executablePath: await chromium.executablePath(),
@@ -243,7 +249,13 @@ const puppeteer = req("puppeteer-core");
   const page = await browser.newPage();
   const messages = [];
   page.on("console", (m) => messages.push(m.type() + ": " + m.text()));
-  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));
+  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));"""
+)
+
+
+BROWSER_CHECK = (
+    BROWSER_START
+    + r"""
   page.on("requestfailed", (r) => messages.push("requestfailed: " + r.url()));
   await page.goto("file://" + process.argv[2], { waitUntil: "load" });
   const shown = () => page.$$eval("details.tx", (els) =>
@@ -264,6 +276,7 @@ const puppeteer = req("puppeteer-core");
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(1); });
 """
+)
 
 
 def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -281,22 +294,9 @@ def test_report_in_headless_chromium(runs: dict[str, Path], tmp_path: Path) -> N
 
 #: Opens the report at a transcript's anchor (argv 3), then clicks a link of the failures
 #: section's below-threshold table; reports whether each target transcript is open.
-ANCHOR_CHECK = r"""
-const { createRequire } = require("module");
-const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
-const chromiumModule = req("@sparticuz/chromium");
-const chromium = chromiumModule.default || chromiumModule;
-const puppeteer = req("puppeteer-core");
-(async () => {
-  const browser = await puppeteer.launch({
-    executablePath: await chromium.executablePath(),
-    args: [...chromium.args, "--no-sandbox", "--headless=new"],
-    headless: true,
-  });
-  const page = await browser.newPage();
-  const messages = [];
-  page.on("console", (m) => messages.push(m.type() + ": " + m.text()));
-  page.on("pageerror", (e) => messages.push("pageerror: " + e.message));
+ANCHOR_CHECK = (
+    BROWSER_START
+    + r"""
   const opened = (id) => page.evaluate((tid) => {
     const e = document.getElementById("tx-" + tid);
     return e.open && !e.hidden;
@@ -317,6 +317,7 @@ const puppeteer = req("puppeteer-core");
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(1); });
 """
+)
 
 
 def test_transcript_link_opens_its_transcript(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -348,12 +349,9 @@ def test_transcript_link_opens_its_transcript(runs: dict[str, Path], tmp_path: P
 #: width: the page's scrollWidth, every token of a table cell, an id or code that spans more than
 #: one line box (a number, an id or code is one token up to a space; in other text a word may also
 #: end at a hyphen) and every table wider than its container that no horizontal scroller holds.
-LAYOUT_CHECK = r"""
-const { createRequire } = require("module");
-const req = createRequire(process.env.AGENT_KIT_BROWSER_DIR + "/package.json");
-const chromiumModule = req("@sparticuz/chromium");
-const chromium = chromiumModule.default || chromiumModule;
-const puppeteer = req("puppeteer-core");
+LAYOUT_CHECK = (
+    BROWSER_REQUIRE
+    + r"""
 
 function measure() {
   for (const d of document.querySelectorAll("details")) { d.open = true; }
@@ -417,6 +415,7 @@ function measure() {
   await browser.close();
 })().catch((e) => { console.error(e); process.exit(1); });
 """
+)
 
 
 def test_report_layout_at_900_and_1400_px(runs: dict[str, Path], tmp_path: Path) -> None:
