@@ -197,6 +197,7 @@ class WordleEnv(Environment):
         self.answer = ""
         self.task_id = ""
         self.attempts: list[Attempt] = []
+        self.seeded = 0  # how many of the attempts the dataset row played at reset
 
     def reset(self, task: dict[str, Any]) -> str:
         """Start a game for ``task["answer"]``; return the user message (never the answer)."""
@@ -211,6 +212,7 @@ class WordleEnv(Environment):
         self.task_id = str(task.get("id", ""))
         self.attempts = []
         seeded = self._seeded(task.get("guesses"))
+        self.seeded = len(seeded)
         if not seeded:
             return str(task.get("prompt") or USER_PROMPT)
         lines = [SEEDED_PROMPT]
@@ -256,11 +258,13 @@ class WordleEnv(Environment):
 
     def metrics(self) -> dict[str, float]:
         """The game's own figures, reported beside the reward by ``agent-kit eval`` and
-        ``train --eval``: ``solved`` (1 or 0) and ``valid_guess_rate``, the share of guess
-        attempts that were words of the list (none before the first attempt)."""
+        ``train --eval``: ``solved`` (1 or 0) and ``valid_guess_rate``, the share of the
+        policy's own guess attempts that were words of the list (a seeded game's prior guesses
+        are the dataset's, not the policy's; absent while the policy has made no attempt)."""
         out = {"solved": float(self.solved)}
-        if self.attempts:
-            out["valid_guess_rate"] = len(self.history) / len(self.attempts)
+        own = self.attempts[self.seeded :]
+        if own:
+            out["valid_guess_rate"] = sum(a.kind == "valid" for a in own) / len(own)
         return out
 
     # -- the tool --------------------------------------------------------------------------

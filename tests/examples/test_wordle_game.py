@@ -392,3 +392,19 @@ def test_shipped_seeded_positions_are_what_make_dataset_builds() -> None:
         for line in (WORDLE / "train_seeded.jsonl").read_text().splitlines()
     )
     assert set(counts) == {0, 1, 2, 3, 4}
+
+
+def test_valid_guess_rate_counts_the_policys_own_attempts_only() -> None:
+    """A seeded game's prior guesses are the dataset's: before the policy's first attempt the
+    rate is absent (not 100 %), and after it the seeds do not dilute it."""
+    env = agent.WordleEnv()
+    env.reset({"answer": "crane", "id": "s", "guesses": ["slate", "pious"]})
+    assert env.metrics() == {"solved": 0.0}
+    env.guess_word("qqqqq")
+    assert env.metrics()["valid_guess_rate"] == 0.0
+    env.guess_word("react")
+    assert env.metrics()["valid_guess_rate"] == 0.5
+    fresh = agent.WordleEnv()
+    fresh.reset({"answer": "crane", "id": "f"})
+    fresh.guess_word("crane")
+    assert fresh.metrics() == {"solved": 1.0, "valid_guess_rate": 1.0}
