@@ -68,32 +68,12 @@ class SettingSpec:
     unit: str = ""
 
 
-def setting(
-    default: Any,
-    help: str,
-    *,
-    door: Door = "tooling",
-    low: float | None = None,
-    high: float | None = None,
-    choices: tuple[str, ...] = (),
-    none_at: int | None = None,
-    fallback: str | None = None,
-    secret: bool = False,
-    unit: str = "",
-) -> Any:
-    """A :class:`Settings` field: its default and its :class:`SettingSpec`."""
-    spec = SettingSpec(
-        help=help,
-        door=door,
-        low=low,
-        high=high,
-        choices=choices,
-        none_at=none_at,
-        fallback=fallback,
-        secret=secret,
-        unit=unit,
-    )
-    return field(default=default, repr=not secret, metadata={"spec": spec})
+def setting(default: Any, help: str, **spec: Any) -> Any:
+    """A :class:`Settings` field: its default and its :class:`SettingSpec` (``help`` and the
+    keywords ``spec`` passes on: ``door``, ``low``, ``high``, ``choices``, ``none_at``,
+    ``fallback``, ``secret``, ``unit``; an unknown keyword fails when this module is imported)."""
+    declared = SettingSpec(help, **spec)
+    return field(default=default, repr=not declared.secret, metadata={"spec": declared})
 
 
 def _byte_cap(default: int, help: str) -> Any:

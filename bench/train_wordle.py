@@ -227,7 +227,9 @@ def _play(args: argparse.Namespace, out: Path) -> dict[str, float]:
     return {"record": _run(expert), "train": _run(train)}
 
 
-def _figures(args: argparse.Namespace, out: Path, started: float, walls: dict[str, float]) -> None:
+def _figures(
+    args: argparse.Namespace, out: Path, started: float, walls: dict[str, float], before: float
+) -> None:
     run_dir = out / "wordle"
     doc = json.loads((run_dir / "train.json").read_text(encoding="utf-8"))
     rows = _rows(run_dir, doc)
@@ -236,7 +238,7 @@ def _figures(args: argparse.Namespace, out: Path, started: float, walls: dict[st
         rows["adapter"].get("per_prompt") or {}, rows["warm"].get("per_prompt") or {}
     )
     wall = time.monotonic() - started
-    load = f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    load = f"load {before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     verdict = paired.beyond() if paired is not None else None
     diff = (
         f"{paired.mean:+.3f} ± {_fmt(paired.se)} over {paired.prompts} prompts "
@@ -317,15 +319,15 @@ def _record(
 def main() -> int:
     """Run the documented commands (or read a finished run), print and optionally record."""
     args = parser().parse_args()
-    started = time.monotonic()
-    print(f"load before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    started, before = time.monotonic(), os.getloadavg()[0]
+    print(f"load before: {before:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as scratch:
         out = (args.from_out or args.out or Path(scratch)).resolve()
         out.mkdir(parents=True, exist_ok=True)
         walls: dict[str, float] = {}
         if args.from_out is None:
             walls = _play(args, out)
-        _figures(args, out, started, walls)
+        _figures(args, out, started, walls, before)
     return 0
 
 

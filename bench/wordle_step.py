@@ -65,7 +65,7 @@ def figures(run_dir: Path) -> dict[str, Any]:
     doc = json.loads((run_dir / "train.json").read_text(encoding="utf-8"))
     steps = [s for s in doc.get("steps", []) if "timing_s/train_step" in s]
     seconds = [float(s["timing_s/train_step"]) for s in steps]
-    updates = [float(s["train/step_time_s"]) for s in steps if "train/step_time_s" in s]
+    updates = [float(s["timing_s/update"]) for s in steps if "timing_s/update" in s]
     warm = run_dir / "eval" / "warm" / "summary.json"
     timing: dict[str, Any] = {}
     if warm.is_file():

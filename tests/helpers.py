@@ -12,14 +12,19 @@
   for processes to exit, failing with ``what``.
 - ``MINIMAL_AGENT``: the smallest contract entrypoint (a raw ``BedrockAgentCoreApp`` that answers
   reward 1.0), the source of ``tests/agents/minimal_agent.py``.
+- ``mlflow_client(uri)``: an MlflowClient on a test's tracking store, MLflow's own deprecation
+  warning silenced while it is used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +142,14 @@ def id_dataset(path: Path, rows: int) -> Path:
         encoding="utf-8",
     )
     return path
+
+
+@contextlib.contextmanager
+def mlflow_client(uri: str) -> Iterator[Any]:
+    """An ``MlflowClient`` on the tracking store ``uri``, for reading back what a test logged;
+    MLflow's own SQLAlchemy deprecation warning (``noload``) is silenced while it is used."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
+        from mlflow import MlflowClient
+
+        yield MlflowClient(uri)

@@ -121,3 +121,29 @@ def build_tool_model(folder: Path, chat_template: str | None = None) -> Path:
         tokenizer.chat_template = chat_template
     tokenizer.save_pretrained(str(folder))
     return folder
+
+
+def check_sampled_as_alone(backend: Any, job: Any) -> tuple[list[int], list[float]]:
+    """Assert that a finished batched turn (``job``, a ``SampleJob`` of ``backend``'s batch
+    sampler) sampled the tokens the one-sequence reference samples alone with the same seed,
+    with its log-probabilities up to float rounding and a teacher-forced pass's; return them."""
+    import pytest
+    import torch
+
+    ids, logprobs = job.future.result(timeout=120)
+    alone_ids, alone_logprobs = backend.sampler.sample(
+        job.prompt,
+        temperature=job.temperature,
+        top_p=job.top_p,
+        max_new_tokens=job.max_new_tokens,
+        seed=job.seed,
+    )
+    assert ids == alone_ids
+    assert logprobs == pytest.approx(alone_logprobs, abs=1e-5)
+    with torch.no_grad():
+        logits = backend.loaded.model(input_ids=torch.tensor([[*job.prompt, *ids]])).logits[0]
+    start = len(job.prompt) - 1
+    forced = torch.log_softmax(logits[start : start + len(ids)].float(), -1)
+    forced = forced[torch.arange(len(ids)), ids]
+    assert torch.allclose(forced, torch.tensor(logprobs), atol=1e-4)
+    return ids, logprobs

@@ -18,6 +18,7 @@ or more than ``--max-floor-rate``, default 0.5, got the floor reward) exits 6 af
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Final
 
 import typer
@@ -72,9 +73,10 @@ from agent_kit.driver.config import DEFAULT_STOP_GRACE_S, JobConfig, RunConfig
 from agent_kit.driver.invokers.process_tree import parse_memory
 from agent_kit.driver.job import JobResult
 from agent_kit.driver.local import LocalRun, play_local
-from agent_kit.errors import RewardError, UsageError
+from agent_kit.errors import AgentKitError, RewardError, UsageError
 from agent_kit.reporting.terminal import print_rendered, render_terminal
 from agent_kit.reporting.words import plural
+from agent_kit.store import RunStore
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
 
@@ -211,8 +213,25 @@ def run(
             raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     config.check()  # after the settings' own checks: nothing is created for a bad setting
-    tune_process(policies=[p for p in (policy, aux_policy) if p is not None])
+    given = [p for p in (policy, aux_policy) if p is not None]
+    tune_process(policies=given if resume is None else resumed_policies(resume))
     _play_and_exit(config, as_json=as_json, mlflow=export_to)
+
+
+def resumed_policies(run_dir: Path) -> list[str]:
+    """The policy specs (``--policy``, ``--aux-policy``) a run to resume recorded, which the
+    process is tuned for (a resumed run plays with its recorded settings, not the options'
+    defaults); none when the run cannot be read: resuming it then says why."""
+    if not RunLayout(run_dir).store.is_file():
+        return []
+    try:
+        with RunStore.open(run_dir, readonly=True) as store:
+            jobs = store.list_jobs()
+    except AgentKitError:
+        return []
+    recorded = jobs[-1].config.get("job") if jobs else None
+    job = JobConfig.from_dict(dict(recorded) if isinstance(recorded, dict) else {})
+    return [p for p in (job.policy, job.aux_policy) if p]
 
 
 def _play_and_exit(config: RunConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:

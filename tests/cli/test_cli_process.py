@@ -17,6 +17,8 @@ import pytest
 
 import agent_kit
 from agent_kit.cli.process import tune_process
+from agent_kit.cli.run import resumed_policies
+from agent_kit.store import RunStore
 
 PACKAGE = Path(agent_kit.__file__).parent
 #: The variables the door may set; a subprocess starts without them.
@@ -118,6 +120,26 @@ def test_policies_get_their_environment_and_a_users_own_value_stands() -> None:
     tune_process(policies=["hf:HuggingFaceTB/SmolLM2-135M-Instruct", "local"])
     assert "HF_HUB_OFFLINE" not in os.environ  # a hub id may be downloaded
     assert os.environ["OMP_WAIT_POLICY"] == "active"
+
+
+@pytest.mark.usefixtures("environ")
+def test_a_resumed_run_is_tuned_for_the_policies_it_recorded(tmp_path: Path) -> None:
+    """``run --resume`` tunes the process for the run's recorded ``--policy`` and
+    ``--aux-policy`` (not the options' defaults); a folder with no readable run gives none."""
+    with RunStore.open(tmp_path) as store:
+        store.create_job(
+            "arn:aws:sagemaker:us-west-2:123456789012:job/AgentRFT/r",
+            "r",
+            {"job": {"policy": "local", "aux_policy": "hf:./model"}},
+        )
+    assert resumed_policies(tmp_path) == ["local", "hf:./model"]
+    tune_process(policies=resumed_policies(tmp_path))
+    assert os.environ["OMP_WAIT_POLICY"] == "passive"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert resumed_policies(tmp_path / "nothing") == []
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "run.sqlite").write_bytes(b"not a database")
+    assert resumed_policies(tmp_path / "broken") == []
 
 
 #: ``os.environ`` (or a bare ``environ``) in a piece of source.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import WORDLE_AGENT, holdout, play_wordle, wordle_config, wordle_policy
+from helpers import WORDLE_AGENT, holdout, mlflow_client, play_wordle, wordle_config, wordle_policy
 from rich.console import Console
 
 from agent_kit.reporting.summary_schema import Summary
@@ -203,11 +202,7 @@ def test_cli_chaos_and_mlflow(
     assert "logged " in done.stderr
     assert "to MLflow run" in done.stderr
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
-        from mlflow import MlflowClient
-
-        client = MlflowClient(f"sqlite:///{db}")
+    with mlflow_client(f"sqlite:///{db}") as client:
         experiment = client.get_experiment_by_name("agent-kit")
         assert experiment is not None
         (run,) = client.search_runs([experiment.experiment_id])

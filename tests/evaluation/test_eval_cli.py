@@ -12,11 +12,11 @@ import contextlib
 import io
 import json
 import math
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import mlflow_client
 
 from agent_kit.cli import main
 from agent_kit.evaluation.figures import reward_figures
@@ -209,11 +209,7 @@ def test_mlflow_export_is_a_parent_with_a_child_per_cell(
 ) -> None:
     out, _ = grid
     assert main([*_argv(dataset, out), "--mlflow", "--json"]) == 0
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
-        from mlflow import MlflowClient
-
-        client = MlflowClient(f"sqlite:///{out.resolve() / 'mlflow.db'}")
+    with mlflow_client(f"sqlite:///{out.resolve() / 'mlflow.db'}") as client:
         experiment = client.get_experiment_by_name("agent-kit")
         assert experiment is not None
         runs = client.search_runs([experiment.experiment_id])

@@ -7,11 +7,11 @@ here, no agent runs (e2e: MLflow starts a process as it opens a store).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import mlflow_client
 
 from agent_kit.evaluation.figures import CellFigures
 from agent_kit.evaluation.grid import grid_spec
@@ -36,9 +36,6 @@ def test_an_export_of_a_path_with_quotes_replaces_the_earlier_one(
     first = export_grid(table, out, tracking_uri=uri)
     second = export_grid(table, out, tracking_uri=uri)
     assert (first.replaced, second.replaced) == (0, 3)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
-        from mlflow import MlflowClient
-
-        runs = MlflowClient(uri).search_runs([second.experiment_id])
+    with mlflow_client(uri) as client:
+        runs = client.search_runs([second.experiment_id])
     assert {r.info.run_id for r in runs} == {second.parent_run_id, *second.children.values()}

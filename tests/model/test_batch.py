@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from hf_tiny import check_sampled_as_alone
 
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.policies.hf import HFPolicyBackend
@@ -23,15 +23,6 @@ from agent_kit.model.turns import TurnTokens
 from agent_kit.settings import Settings
 
 MAX_NEW = 16
-
-
-@pytest.fixture(scope="module")
-def backend(tiny_model: Path) -> Iterator[HFPolicyBackend]:
-    """The hf backend on the tiny model (batching on: up to 32 turns together)."""
-    policy = load_policy(f"hf:{tiny_model}")
-    assert isinstance(policy, HFPolicyBackend)
-    yield policy
-    asyncio.run(policy.aclose())
 
 
 def _prompts(backend: HFPolicyBackend, n: int) -> list[tuple[int, ...]]:
@@ -47,34 +38,9 @@ def _jobs(prompts: list[tuple[int, ...]], *, top_p: float = 0.9) -> list[SampleJ
     return [SampleJob(p, 1.0, top_p, MAX_NEW, 1000 + i) for i, p in enumerate(prompts)]
 
 
-def _alone(backend: HFPolicyBackend, job: SampleJob) -> tuple[list[int], list[float]]:
-    """The one-sequence reference: the same turn sampled on its own."""
-    return backend.sampler.sample(
-        job.prompt,
-        temperature=job.temperature,
-        top_p=job.top_p,
-        max_new_tokens=job.max_new_tokens,
-        seed=job.seed,
-    )
-
-
-def _teacher_forced(backend: HFPolicyBackend, prompt: tuple[int, ...], ids: list[int]) -> Any:
-    """The log-probabilities of ``ids`` after ``prompt`` from one forward pass of the whole."""
-    with torch.no_grad():
-        logits = backend.loaded.model(input_ids=torch.tensor([[*prompt, *ids]])).logits[0]
-    start = len(prompt) - 1
-    logp = torch.log_softmax(logits[start : start + len(ids)].float(), -1)
-    return logp[torch.arange(len(ids)), ids]
-
-
 def _check_as_alone(backend: HFPolicyBackend, jobs: list[SampleJob]) -> None:
     for job in jobs:
-        ids, logprobs = job.future.result(timeout=120)
-        alone_ids, alone_logprobs = _alone(backend, job)
-        assert ids == alone_ids
-        assert logprobs == pytest.approx(alone_logprobs, abs=1e-5)
-        forced = _teacher_forced(backend, job.prompt, ids)
-        assert torch.allclose(forced, torch.tensor(logprobs), atol=1e-4)
+        check_sampled_as_alone(backend, job)
 
 
 def _sample_as_alone(

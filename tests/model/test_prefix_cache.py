@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from hf_tiny import check_sampled_as_alone
 
 from agent_kit.emulator.policies import load_policy
 from agent_kit.emulator.policies.hf import HFPolicyBackend
@@ -25,15 +26,6 @@ from agent_kit.settings import Settings
 from agent_kit.train.samples import merge_turns
 
 MAX_NEW = 12
-
-
-@pytest.fixture(scope="module")
-def backend(tiny_model: Path) -> Iterator[HFPolicyBackend]:
-    """The hf backend on the tiny model (its sampler is the one-sequence reference here)."""
-    policy = load_policy(f"hf:{tiny_model}")
-    assert isinstance(policy, HFPolicyBackend)
-    yield policy
-    asyncio.run(policy.aclose())
 
 
 @pytest.fixture
@@ -52,24 +44,6 @@ def _job(prompt: tuple[int, ...], seed: int, key: str | None) -> SampleJob:
     return SampleJob(prompt, 1.0, 0.9, MAX_NEW, seed, key)
 
 
-def _check_as_alone(backend: HFPolicyBackend, job: SampleJob) -> tuple[list[int], list[float]]:
-    """The turn's tokens are those it samples alone (fresh prefill), its log-probabilities those
-    up to float rounding and a teacher-forced pass's."""
-    ids, logprobs = job.future.result(timeout=120)
-    alone_ids, alone_logprobs = backend.sampler.sample(
-        job.prompt, temperature=1.0, top_p=0.9, max_new_tokens=MAX_NEW, seed=job.seed
-    )
-    assert ids == alone_ids
-    assert logprobs == pytest.approx(alone_logprobs, abs=1e-5)
-    with torch.no_grad():
-        logits = backend.loaded.model(input_ids=torch.tensor([[*job.prompt, *ids]])).logits[0]
-    start = len(job.prompt) - 1
-    forced = torch.log_softmax(logits[start : start + len(ids)].float(), -1)
-    forced = forced[torch.arange(len(ids)), ids]
-    assert torch.allclose(forced, torch.tensor(logprobs), atol=1e-4)
-    return ids, logprobs
-
-
 def _first_turns(
     backend: HFPolicyBackend, sampler: BatchSampler, n: int
 ) -> list[tuple[SampleJob, list[int]]]:
@@ -79,7 +53,7 @@ def _first_turns(
         for i in range(n)
     ]
     sampler.submit_together(jobs)
-    return [(job, _check_as_alone(backend, job)[0]) for job in jobs]
+    return [(job, check_sampled_as_alone(backend, job)[0]) for job in jobs]
 
 
 def _next_prompt(backend: HFPolicyBackend, job: SampleJob, ids: list[int], tail: str) -> Any:
@@ -100,7 +74,7 @@ def test_a_later_turn_prefills_only_its_new_tokens_and_samples_as_a_fresh_prefil
     prefilled = sampler.prefilled_tokens
     second = _job(_next_prompt(backend, first, ids, " tool: 7 is too low."), 99, "r0")
     sampler.submit(second)
-    _check_as_alone(backend, second)
+    check_sampled_as_alone(backend, second)
     assert sampler.reused_tokens == kept
     assert sampler.prefilled_tokens - prefilled == len(second.prompt) - kept
 
@@ -119,7 +93,7 @@ def test_continued_turns_batched_with_fresh_ones_sample_as_alone(
     fresh = [_job(_ids(backend, "another game " * (k + 1)), 80 + k, f"new{k}") for k in range(2)]
     sampler.submit_together([*seconds, *fresh])
     for job in [*seconds, *fresh]:
-        _check_as_alone(backend, job)
+        check_sampled_as_alone(backend, job)
     assert sampler.reused_tokens == kept
     assert sampler.peak_rows == 6
 
@@ -134,17 +108,17 @@ def test_a_rewritten_history_reuses_the_longest_shared_prefix(
     cut = len(first.prompt) - 2
     diverged = _job((*first.prompt[:cut], *_ids(backend, " something else entirely")), 5, "r0")
     sampler.submit(diverged)
-    _check_as_alone(backend, diverged)
+    check_sampled_as_alone(backend, diverged)
     assert sampler.reused_tokens == cut
     other = _job((*diverged.prompt[:cut], *_ids(backend, " a third one")), 6, "other")
     reused = sampler.reused_tokens
     sampler.submit(other)
-    _check_as_alone(backend, other)
+    check_sampled_as_alone(backend, other)
     assert sampler.reused_tokens - reused == cut
     short = _job((*first.prompt[: REUSE_FROM - 1], *_ids(backend, " then apart")), 7, "short")
     reused = sampler.reused_tokens
     sampler.submit(short)  # too little shared to be worth a pass of its own: prefilled whole
-    _check_as_alone(backend, short)
+    check_sampled_as_alone(backend, short)
     assert sampler.reused_tokens == reused
     assert shared_length((1, 2, 3, 4), (1, 2, 9)) == 2
     assert shared_length((1, 2), (1, 2, 3)) == 2
@@ -193,7 +167,7 @@ def test_kept_prefixes_count_in_the_budget_with_the_running_batch(
         for i in range(4):
             same = _job(first.prompt, first.seed, f"k{i}")
             small.submit(same)
-            _check_as_alone(backend, same)
+            check_sampled_as_alone(backend, same)
             assert small.prefixes.tokens <= small.cache_tokens
         assert small.prefixes.keys() == ["k1", "k2", "k3"]
         assert small.prefixes.evicted == 1
@@ -201,7 +175,7 @@ def test_kept_prefixes_count_in_the_budget_with_the_running_batch(
         pair = [_job(first.prompt, first.seed + k, f"pair{k}") for k in range(2)]
         small.submit_together(pair)
         for job in pair:
-            _check_as_alone(backend, job)
+            check_sampled_as_alone(backend, job)
         assert small.peak_rows == 2
         assert small.prefixes.keys() == ["pair0", "pair1"]
     finally:
@@ -253,7 +227,7 @@ def test_a_weight_change_drops_every_kept_prefix(
             weight.mul_(1.5)
         second = _job(_next_prompt(backend, first, ids, " tool: higher."), 4, "r0")
         sampler.submit(second)
-        _check_as_alone(backend, second)
+        check_sampled_as_alone(backend, second)
         assert sampler.reused_tokens == 0
     finally:
         with torch.no_grad():

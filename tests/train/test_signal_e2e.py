@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from helpers import mlflow_client
 
 from agent_kit.driver.config import RunConfig
 from agent_kit.export.mlflow import export_run
@@ -159,11 +159,7 @@ def test_the_signal_shares_reach_mlflow_at_their_steps(
     """export mlflow logs train/signal/* and train/refill/* at steps 0 and 1."""
     uri = mlflow_store(tmp_path / "mlflow.db")
     result = export_run(gated.result.run_dir, tracking_uri=uri, experiment="signal")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
-        from mlflow import MlflowClient
-
-        client = MlflowClient(uri)
+    with mlflow_client(uri) as client:
         for name in ("train/signal/all_equal", "train/signal/shaping_only", "train/refill/prompts"):
             history = sorted(client.get_metric_history(result.run_id, name), key=lambda m: m.step)
             assert [m.step for m in history] == [0, 1], name

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import mlflow_client
 from safetensors.torch import load_file
 
 from agent_kit.driver.config import RunConfig
@@ -226,11 +226,7 @@ def test_mlflow_export_of_the_training_run_logs_train_metrics_and_the_holdout(
     """export mlflow of the run logs train/* at steps 0-2 and both holdout means as metrics."""
     uri = mlflow_store(tmp_path / "mlflow.db")
     result = export_run(trained.first.run_dir, tracking_uri=uri, experiment="train")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The ``noload`` loader strategy")
-        from mlflow import MlflowClient
-
-        client = MlflowClient(uri)
+    with mlflow_client(uri) as client:
         steps = trained.resumed.document["steps"]
         for name in ("train/loss", "train/grad_norm", "train/tokens", "rollout/reward/mean"):
             history = sorted(client.get_metric_history(result.run_id, name), key=lambda m: m.step)
