@@ -188,18 +188,12 @@ class OpenAIProxyBackend:
         """Make sure the upstream answers at all, before the first rollout: one GET of the
         completions URL, where any HTTP answer (405, 401, 404 …) will do. A connection that
         fails or times out is a :class:`~agent_kit.errors.PolicyError`."""
+        probe = min(self.timeout, _PROBE_TIMEOUT_S)
         try:
-            response = await self._http().get(self.url, timeout=min(self.timeout, _PROBE_TIMEOUT_S))
+            response = await self._http().get(self.url, timeout=probe)
             await response.aclose()
-        except httpx.TimeoutException as exc:
-            raise PolicyError(
-                f"upstream policy {self.name} did not answer within "
-                f"{min(self.timeout, _PROBE_TIMEOUT_S):g} s ({type(exc).__name__})"
-            ) from None
         except httpx.HTTPError as exc:
-            raise PolicyError(
-                f"upstream policy {self.name} is unreachable: {type(exc).__name__}: {exc}"
-            ) from None
+            raise PolicyError(self._unusable(exc, probe)) from None
 
     async def complete(self, request: PolicyRequest) -> PolicyResult:
         """Forward one turn; raise a JobRuntimeError subclass for any upstream failure."""
@@ -208,15 +202,18 @@ class OpenAIProxyBackend:
             if body.get("stream"):
                 return await self._stream(request, body)
             return await self._plain(request, body)
-        except httpx.TimeoutException as exc:
-            raise InternalServiceError(
-                f"upstream policy {self.name} timed out after {self.timeout:g} s "
-                f"({type(exc).__name__})"
-            ) from exc
         except httpx.HTTPError as exc:
-            raise InternalServiceError(
-                f"could not reach upstream policy {self.name}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise InternalServiceError(self._unusable(exc, self.timeout)) from exc
+
+    def _unusable(self, exc: httpx.HTTPError, timeout: float) -> str:
+        """Why the upstream could not serve, in one wording for the preflight and the turns:
+        it did not answer within ``timeout`` seconds, or its connection failed."""
+        if isinstance(exc, httpx.TimeoutException):
+            return (
+                f"upstream policy {self.name} did not answer within {timeout:g} s "
+                f"({type(exc).__name__})"
+            )
+        return f"upstream policy {self.name} is unreachable: {type(exc).__name__}: {exc}"
 
     async def _plain(self, request: PolicyRequest, body: dict[str, Any]) -> PolicyResult:
         response = await self._http().post(self.url, json=body)
