@@ -213,8 +213,8 @@ def run(
             raise UsageError(f"{flag} cannot change a resumed run (it keeps its recorded settings)")
     export_to = MlflowTarget.from_options(mlflow, mlflow_uri, mlflow_experiment)
     config.check()  # after the settings' own checks: nothing is created for a bad setting
-    given = [p for p in (policy, aux_policy) if p is not None]
-    tune_process(policies=given if resume is None else resumed_policies(resume))
+    named = [p for p in (policy, aux_policy) if p is not None]
+    tune_process(policies=named if resume is None else resumed_policies(resume))
     _play_and_exit(config, as_json=as_json, mlflow=export_to)
 
 
