@@ -295,6 +295,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
 
+@pytest.fixture(scope="module")
+def hf_backend(tiny_model: Path) -> Iterator[Any]:
+    """The ``hf`` policy backend on the tiny model (batching on: up to 32 turns together), one
+    per test module; its ``sampler`` is the one-sequence reference batched turns are checked
+    against (``hf_tiny.check_sampled_as_alone``)."""
+    import asyncio
+
+    from agent_kit.emulator.policies import load_policy
+    from agent_kit.emulator.policies.hf import HFPolicyBackend
+
+    policy = load_policy(f"hf:{tiny_model}")
+    assert isinstance(policy, HFPolicyBackend)
+    yield policy
+    asyncio.run(policy.aclose())
+
+
 @pytest.fixture(scope="session")
 def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite tracking store with its schema migrated (creating a store costs

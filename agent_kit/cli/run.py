@@ -79,6 +79,7 @@ from agent_kit.reporting.words import plural
 from agent_kit.store import RunStore
 from agent_kit.store.layout import RunLayout
 from agent_kit.store.run_figures import ROLLOUTS_FAILED
+from agent_kit.store.store_file import verify
 
 __all__ = ["register"]
 
@@ -225,6 +226,7 @@ def resumed_policies(run_dir: Path) -> list[str]:
     if not RunLayout(run_dir).store.is_file():
         return []
     try:
+        verify(run_dir)  # a damaged store is refused by the resume, left exactly as it is
         with RunStore.open(run_dir, readonly=True) as store:
             jobs = store.list_jobs()
     except AgentKitError:

@@ -25,9 +25,9 @@ from agent_kit.settings import Settings
 MAX_NEW = 16
 
 
-def _prompts(backend: HFPolicyBackend, n: int) -> list[tuple[int, ...]]:
+def _prompts(hf_backend: HFPolicyBackend, n: int) -> list[tuple[int, ...]]:
     """``n`` prompts of different lengths (3 to 3 + 4n tokens)."""
-    encode = backend.loaded.tokenizer
+    encode = hf_backend.loaded.tokenizer
     return [
         tuple(encode("count " * (1 + 4 * i) + "go", add_special_tokens=False)["input_ids"])
         for i in range(n)
@@ -38,66 +38,66 @@ def _jobs(prompts: list[tuple[int, ...]], *, top_p: float = 0.9) -> list[SampleJ
     return [SampleJob(p, 1.0, top_p, MAX_NEW, 1000 + i) for i, p in enumerate(prompts)]
 
 
-def _check_as_alone(backend: HFPolicyBackend, jobs: list[SampleJob]) -> None:
+def _check_as_alone(hf_backend: HFPolicyBackend, jobs: list[SampleJob]) -> None:
     for job in jobs:
-        check_sampled_as_alone(backend, job)
+        check_sampled_as_alone(hf_backend, job)
 
 
 def _sample_as_alone(
-    backend: HFPolicyBackend, jobs: list[SampleJob], cache_tokens: int | None = None
+    hf_backend: HFPolicyBackend, jobs: list[SampleJob], cache_tokens: int | None = None
 ) -> BatchSampler:
     """Sample ``jobs`` together in a fresh sampler (its cache budget ``cache_tokens`` when
     given), check each against the turn sampled alone, and return the closed sampler."""
     sampler = BatchSampler(
-        backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32
+        hf_backend.loaded, pick=draw, stop_ids=hf_backend.sampler.stop_ids, max_rows=32
     )
     if cache_tokens is not None:
         sampler.cache_tokens = cache_tokens
     try:
         sampler.submit_together(jobs)
-        _check_as_alone(backend, jobs)
+        _check_as_alone(hf_backend, jobs)
     finally:
         sampler.close()
     return sampler
 
 
-def test_turns_started_together_sample_what_each_samples_alone(backend: HFPolicyBackend) -> None:
+def test_turns_started_together_sample_what_each_samples_alone(hf_backend: HFPolicyBackend) -> None:
     """Eight prompts of different lengths, left-padded into one batch, draw the same tokens and
     log-probabilities as each sampled alone, and those log-probabilities are teacher-forced."""
-    jobs = _jobs(_prompts(backend, 8))
-    sampler = _sample_as_alone(backend, jobs)
+    jobs = _jobs(_prompts(hf_backend, 8))
+    sampler = _sample_as_alone(hf_backend, jobs)
     assert sampler.peak_rows == 8
     assert len({len(job.future.result()[0]) for job in jobs}) > 1  # rows ended apart
 
 
-def test_the_cache_budget_bounds_the_rows_sampled_together(backend: HFPolicyBackend) -> None:
+def test_the_cache_budget_bounds_the_rows_sampled_together(hf_backend: HFPolicyBackend) -> None:
     """With a key/value cache budget of about three rows (each counted at the widest prompt
     plus its token cap), eight turns never hold more cache than that and never sample all
     together, still as if alone; the budget is counted from the model's own config (layers × 2
     × key/value heads × head size × dtype size)."""
-    config = backend.loaded.model.config
-    per_token = cache_bytes_per_token(backend.loaded.model)
+    config = hf_backend.loaded.model.config
+    per_token = cache_bytes_per_token(hf_backend.loaded.model)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     assert per_token == 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 4
-    prompts = _prompts(backend, 8)[::-1]  # the widest first: every row counts at its width
+    prompts = _prompts(hf_backend, 8)[::-1]  # the widest first: every row counts at its width
     widest = len(prompts[0]) + MAX_NEW
-    sampler = _sample_as_alone(backend, _jobs(prompts), cache_tokens=3 * widest + widest // 2)
+    sampler = _sample_as_alone(hf_backend, _jobs(prompts), cache_tokens=3 * widest + widest // 2)
     assert 1 < sampler.peak_rows < 8
     assert 0 < sampler.peak_cache_tokens <= sampler.cache_tokens
 
 
-def test_a_turn_wider_than_the_budget_samples_alone(backend: HFPolicyBackend) -> None:
+def test_a_turn_wider_than_the_budget_samples_alone(hf_backend: HFPolicyBackend) -> None:
     """A budget smaller than one turn does not starve it: each turn samples, one at a time."""
-    sampler = _sample_as_alone(backend, _jobs(_prompts(backend, 3)), cache_tokens=1)
+    sampler = _sample_as_alone(hf_backend, _jobs(_prompts(hf_backend, 3)), cache_tokens=1)
     assert sampler.peak_rows == 1
 
 
 def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
-    backend: HFPolicyBackend,
+    hf_backend: HFPolicyBackend,
 ) -> None:
     """Turns that arrive while a long turn is decoding join it at the next token (their caches
     re-aligned onto the running one) and still sample as if alone, before and after rows leave."""
-    prompts = _prompts(backend, 7)
+    prompts = _prompts(hf_backend, 7)
     later = _jobs(prompts[:-1])
     joined = threading.Event()
 
@@ -107,7 +107,7 @@ def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
             sampler.submit_together(later)
         return draw(logits, temperature, top_p, generator)
 
-    sampler = BatchSampler(backend.loaded, pick=pick, stop_ids=(), max_rows=32)
+    sampler = BatchSampler(hf_backend.loaded, pick=pick, stop_ids=(), max_rows=32)
     first = SampleJob(prompts[-1], 1.0, 0.9, MAX_NEW, 7)  # no stop ids: it runs to the cap
     try:
         sampler.submit(first)
@@ -117,28 +117,28 @@ def test_turns_joining_a_running_batch_sample_what_each_samples_alone(
     finally:
         sampler.close()
     assert sampler.peak_rows == 1 + len(later)
-    reference = HFPolicyBackend(backend.loaded, name="reference", max_batch=1)
+    reference = HFPolicyBackend(hf_backend.loaded, name="reference", max_batch=1)
     reference.sampler.stop_ids = frozenset()
     _check_as_alone(reference, [first, *later])
 
 
-def test_a_stopped_turn_leaves_the_batch_and_the_others_go_on(backend: HFPolicyBackend) -> None:
+def test_a_stopped_turn_leaves_the_batch_and_the_others_go_on(hf_backend: HFPolicyBackend) -> None:
     """A turn whose caller went away ends at its next token; the rest sample as if alone."""
     sampler = BatchSampler(
-        backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32
+        hf_backend.loaded, pick=draw, stop_ids=hf_backend.sampler.stop_ids, max_rows=32
     )
-    jobs = _jobs(_prompts(backend, 4))
+    jobs = _jobs(_prompts(hf_backend, 4))
     jobs[1].stop.set()
     try:
         sampler.submit_together(jobs)
         assert len(jobs[1].future.result(timeout=120)[0]) == 1
-        _check_as_alone(backend, [jobs[0], *jobs[2:]])
+        _check_as_alone(hf_backend, [jobs[0], *jobs[2:]])
     finally:
         sampler.close()
 
 
 def test_a_failed_forward_fails_the_turns_in_flight_and_the_next_ones_sample(
-    backend: HFPolicyBackend,
+    hf_backend: HFPolicyBackend,
 ) -> None:
     """An error while sampling reaches every turn in flight as that error; later turns sample."""
     calls = 0
@@ -151,22 +151,24 @@ def test_a_failed_forward_fails_the_turns_in_flight_and_the_next_ones_sample(
         return draw(logits, temperature, top_p, generator)
 
     sampler = BatchSampler(
-        backend.loaded, pick=pick, stop_ids=backend.sampler.stop_ids, max_rows=32
+        hf_backend.loaded, pick=pick, stop_ids=hf_backend.sampler.stop_ids, max_rows=32
     )
-    failed = _jobs(_prompts(backend, 3))
+    failed = _jobs(_prompts(hf_backend, 3))
     try:
         sampler.submit_together(failed)
         for job in failed:
             with pytest.raises(RuntimeError, match="simulated"):
                 job.future.result(timeout=120)
-        after = _jobs(_prompts(backend, 2))
+        after = _jobs(_prompts(hf_backend, 2))
         sampler.submit_together(after)
-        _check_as_alone(backend, after)
+        _check_as_alone(hf_backend, after)
     finally:
         sampler.close()
 
 
-def test_top_p_draws_do_not_depend_on_float_noise_in_the_logits(backend: HFPolicyBackend) -> None:
+def test_top_p_draws_do_not_depend_on_float_noise_in_the_logits(
+    hf_backend: HFPolicyBackend,
+) -> None:
     """With top-p, logits that differ by float rounding (as a batch's do) draw the same token for
     the same seed, even among near-equal probabilities whose sorted order the noise changes."""
     noise = torch.Generator().manual_seed(3)

@@ -29,15 +29,17 @@ MAX_NEW = 12
 
 
 @pytest.fixture
-def sampler(backend: HFPolicyBackend) -> Iterator[BatchSampler]:
+def sampler(hf_backend: HFPolicyBackend) -> Iterator[BatchSampler]:
     """A fresh batch sampler with prefix reuse, on the tiny model."""
-    one = BatchSampler(backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32)
+    one = BatchSampler(
+        hf_backend.loaded, pick=draw, stop_ids=hf_backend.sampler.stop_ids, max_rows=32
+    )
     yield one
     one.close()
 
 
-def _ids(backend: HFPolicyBackend, text: str) -> tuple[int, ...]:
-    return tuple(backend.loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+def _ids(hf_backend: HFPolicyBackend, text: str) -> tuple[int, ...]:
+    return tuple(hf_backend.loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _job(prompt: tuple[int, ...], seed: int, key: str | None) -> SampleJob:
@@ -45,80 +47,82 @@ def _job(prompt: tuple[int, ...], seed: int, key: str | None) -> SampleJob:
 
 
 def _first_turns(
-    backend: HFPolicyBackend, sampler: BatchSampler, n: int
+    hf_backend: HFPolicyBackend, sampler: BatchSampler, n: int
 ) -> list[tuple[SampleJob, list[int]]]:
     """``n`` rollouts' first turns sampled together (keys ``r0``…), each with its ids."""
     jobs = [
-        _job(_ids(backend, f"system: play {i}. user: " + "count " * (40 + 3 * i)), 10 + i, f"r{i}")
+        _job(
+            _ids(hf_backend, f"system: play {i}. user: " + "count " * (40 + 3 * i)), 10 + i, f"r{i}"
+        )
         for i in range(n)
     ]
     sampler.submit_together(jobs)
-    return [(job, check_sampled_as_alone(backend, job)[0]) for job in jobs]
+    return [(job, check_sampled_as_alone(hf_backend, job)[0]) for job in jobs]
 
 
-def _next_prompt(backend: HFPolicyBackend, job: SampleJob, ids: list[int], tail: str) -> Any:
+def _next_prompt(hf_backend: HFPolicyBackend, job: SampleJob, ids: list[int], tail: str) -> Any:
     """A rollout's next prompt: its previous prompt and sampled ids, then the environment's."""
-    return (*job.prompt, *ids, *_ids(backend, tail))
+    return (*job.prompt, *ids, *_ids(hf_backend, tail))
 
 
 def test_a_later_turn_prefills_only_its_new_tokens_and_samples_as_a_fresh_prefill(
-    backend: HFPolicyBackend, sampler: BatchSampler
+    hf_backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """A rollout's second turn reuses its first turn's keys and values (the prompt and sampled
     tokens but the last) and prefills only the rest, drawing the tokens and log-probabilities
     of a fresh prefill."""
-    ((first, ids),) = _first_turns(backend, sampler, 1)
+    ((first, ids),) = _first_turns(hf_backend, sampler, 1)
     kept = len(first.prompt) + len(ids) - 1
     assert sampler.prefixes.keys() == ["r0"]
     assert sampler.prefixes.tokens == kept
     prefilled = sampler.prefilled_tokens
-    second = _job(_next_prompt(backend, first, ids, " tool: 7 is too low."), 99, "r0")
+    second = _job(_next_prompt(hf_backend, first, ids, " tool: 7 is too low."), 99, "r0")
     sampler.submit(second)
-    check_sampled_as_alone(backend, second)
+    check_sampled_as_alone(hf_backend, second)
     assert sampler.reused_tokens == kept
     assert sampler.prefilled_tokens - prefilled == len(second.prompt) - kept
 
 
 def test_continued_turns_batched_with_fresh_ones_sample_as_alone(
-    backend: HFPolicyBackend, sampler: BatchSampler
+    hf_backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """Four rollouts' second turns (each over its own kept prefix) and two fresh turns, all
     submitted together, each sample what it samples alone; every kept prefix was reused."""
-    firsts = _first_turns(backend, sampler, 4)
+    firsts = _first_turns(hf_backend, sampler, 4)
     kept = sum(len(job.prompt) + len(ids) - 1 for job, ids in firsts)
     seconds = [
-        _job(_next_prompt(backend, job, ids, f" tool: no {i}." * (i + 1)), 50 + i, job.key)
+        _job(_next_prompt(hf_backend, job, ids, f" tool: no {i}." * (i + 1)), 50 + i, job.key)
         for i, (job, ids) in enumerate(firsts)
     ]
-    fresh = [_job(_ids(backend, "another game " * (k + 1)), 80 + k, f"new{k}") for k in range(2)]
+    fresh = [_job(_ids(hf_backend, "another game " * (k + 1)), 80 + k, f"new{k}") for k in range(2)]
     sampler.submit_together([*seconds, *fresh])
     for job in [*seconds, *fresh]:
-        check_sampled_as_alone(backend, job)
+        check_sampled_as_alone(hf_backend, job)
     assert sampler.reused_tokens == kept
     assert sampler.peak_rows == 6
 
 
 def test_a_rewritten_history_reuses_the_longest_shared_prefix(
-    backend: HFPolicyBackend, sampler: BatchSampler
+    hf_backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """A prompt that leaves its rollout's tokens part way reuses what it shares with them; a
     new rollout whose prompt starts like a kept one (the same system prompt) reuses that; one
     that shares fewer than REUSE_FROM tokens is prefilled whole."""
-    ((first, _),) = _first_turns(backend, sampler, 1)
+    ((first, _),) = _first_turns(hf_backend, sampler, 1)
     cut = len(first.prompt) - 2
-    diverged = _job((*first.prompt[:cut], *_ids(backend, " something else entirely")), 5, "r0")
+    diverged = _job((*first.prompt[:cut], *_ids(hf_backend, " something else entirely")), 5, "r0")
     sampler.submit(diverged)
-    check_sampled_as_alone(backend, diverged)
+    check_sampled_as_alone(hf_backend, diverged)
     assert sampler.reused_tokens == cut
-    other = _job((*diverged.prompt[:cut], *_ids(backend, " a third one")), 6, "other")
+    other = _job((*diverged.prompt[:cut], *_ids(hf_backend, " a third one")), 6, "other")
     reused = sampler.reused_tokens
     sampler.submit(other)
-    check_sampled_as_alone(backend, other)
+    check_sampled_as_alone(hf_backend, other)
     assert sampler.reused_tokens - reused == cut
-    short = _job((*first.prompt[: REUSE_FROM - 1], *_ids(backend, " then apart")), 7, "short")
+    short = _job((*first.prompt[: REUSE_FROM - 1], *_ids(hf_backend, " then apart")), 7, "short")
     reused = sampler.reused_tokens
     sampler.submit(short)  # too little shared to be worth a pass of its own: prefilled whole
-    check_sampled_as_alone(backend, short)
+    check_sampled_as_alone(hf_backend, short)
     assert sampler.reused_tokens == reused
     assert shared_length((1, 2, 3, 4), (1, 2, 9)) == 2
     assert shared_length((1, 2), (1, 2, 3)) == 2
@@ -153,21 +157,23 @@ def test_prefixes_are_evicted_least_recently_used_first() -> None:
 
 
 def test_kept_prefixes_count_in_the_budget_with_the_running_batch(
-    backend: HFPolicyBackend, sampler: BatchSampler
+    hf_backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """The store holds what the budget leaves beside the running batch (a row counted at its
     prompt and token cap), evicting the least recently used; newcomers that fit the budget
     together join together, the kept prefixes evicted to make room."""
-    ((first, _),) = _first_turns(backend, sampler, 1)
+    ((first, _),) = _first_turns(hf_backend, sampler, 1)
     one = sampler.prefixes.tokens  # each turn below leaves a prefix this long
     width = len(first.prompt) + MAX_NEW
-    small = BatchSampler(backend.loaded, pick=draw, stop_ids=backend.sampler.stop_ids, max_rows=32)
+    small = BatchSampler(
+        hf_backend.loaded, pick=draw, stop_ids=hf_backend.sampler.stop_ids, max_rows=32
+    )
     small.cache_tokens = width + 2 * one  # a running row leaves room for two prefixes
     try:
         for i in range(4):
             same = _job(first.prompt, first.seed, f"k{i}")
             small.submit(same)
-            check_sampled_as_alone(backend, same)
+            check_sampled_as_alone(hf_backend, same)
             assert small.prefixes.tokens <= small.cache_tokens
         assert small.prefixes.keys() == ["k1", "k2", "k3"]
         assert small.prefixes.evicted == 1
@@ -175,7 +181,7 @@ def test_kept_prefixes_count_in_the_budget_with_the_running_batch(
         pair = [_job(first.prompt, first.seed + k, f"pair{k}") for k in range(2)]
         small.submit_together(pair)
         for job in pair:
-            check_sampled_as_alone(backend, job)
+            check_sampled_as_alone(hf_backend, job)
         assert small.peak_rows == 2
         assert small.prefixes.keys() == ["pair0", "pair1"]
     finally:
@@ -183,7 +189,7 @@ def test_kept_prefixes_count_in_the_budget_with_the_running_batch(
 
 
 def test_a_rollout_that_ends_drops_its_prefix_and_its_waiting_turn(
-    backend: HFPolicyBackend,
+    hf_backend: HFPolicyBackend,
 ) -> None:
     """``forget`` drops a rollout's kept prefix, answers its turn still waiting for the batch
     with no tokens (its caller went away) and leaves the others to sample."""
@@ -195,10 +201,12 @@ def test_a_rollout_that_ends_drops_its_prefix_and_its_waiting_turn(
         release.wait(timeout=120)
         return draw(logits, temperature, top_p, generator)
 
-    one = BatchSampler(backend.loaded, pick=pick, stop_ids=backend.sampler.stop_ids, max_rows=1)
+    one = BatchSampler(
+        hf_backend.loaded, pick=pick, stop_ids=hf_backend.sampler.stop_ids, max_rows=1
+    )
     try:
-        running = _job(_ids(backend, "first in line"), 1, "stays")
-        waiting = _job(_ids(backend, "second in line"), 2, "gone")
+        running = _job(_ids(hf_backend, "first in line"), 1, "stays")
+        waiting = _job(_ids(hf_backend, "second in line"), 2, "gone")
         one.submit(running)
         assert busy.wait(timeout=120)  # the worker waits in its first draw
         one.prefixes.put(Prefix("gone", (1, 2, 3), (), one.prefixes.version), room=100)
@@ -215,19 +223,19 @@ def test_a_rollout_that_ends_drops_its_prefix_and_its_waiting_turn(
 
 
 def test_a_weight_change_drops_every_kept_prefix(
-    backend: HFPolicyBackend, sampler: BatchSampler
+    hf_backend: HFPolicyBackend, sampler: BatchSampler
 ) -> None:
     """After the weights change in place (as an optimiser step does), the kept prefix is not
     reused: the next turn is prefilled whole and samples what the new weights sample alone."""
-    ((first, ids),) = _first_turns(backend, sampler, 1)
-    weight = backend.loaded.model.get_input_embeddings().weight
+    ((first, ids),) = _first_turns(hf_backend, sampler, 1)
+    weight = hf_backend.loaded.model.get_input_embeddings().weight
     saved = weight.detach().clone()
     try:
         with torch.no_grad():
             weight.mul_(1.5)
-        second = _job(_next_prompt(backend, first, ids, " tool: higher."), 4, "r0")
+        second = _job(_next_prompt(hf_backend, first, ids, " tool: higher."), 4, "r0")
         sampler.submit(second)
-        check_sampled_as_alone(backend, second)
+        check_sampled_as_alone(hf_backend, second)
         assert sampler.reused_tokens == 0
     finally:
         with torch.no_grad():
