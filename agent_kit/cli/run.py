@@ -223,17 +223,14 @@ def resumed_policies(run_dir: Path) -> list[str]:
     """The policy specs (``--policy``, ``--aux-policy``) a run to resume recorded, which the
     process is tuned for (a resumed run plays with its recorded settings, not the options'
     defaults); none when the run cannot be read: resuming it then says why."""
-    if not RunLayout(run_dir).store.is_file():
-        return []
     try:
-        verify(run_dir)  # a damaged store is refused by the resume, left exactly as it is
+        verify(run_dir)  # no store, or a damaged one: refused by the resume, left as it is
         with RunStore.open(run_dir, readonly=True) as store:
             jobs = store.list_jobs()
+        job = JobConfig.from_record(jobs[-1].config, run_dir) if jobs else None
     except AgentKitError:
         return []
-    recorded = jobs[-1].config.get("job") if jobs else None
-    job = JobConfig.from_dict(dict(recorded) if isinstance(recorded, dict) else {})
-    return [p for p in (job.policy, job.aux_policy) if p]
+    return [] if job is None else [p for p in (job.policy, job.aux_policy) if p]
 
 
 def _play_and_exit(config: RunConfig, *, as_json: bool, mlflow: MlflowTarget | None) -> None:
