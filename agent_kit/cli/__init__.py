@@ -1,6 +1,7 @@
 """The ``agent-kit`` command line: the only place in agent_kit that prints or exits.
 
-Commands live in sibling modules, each exposing ``register(app)``. The root command's ``main``
+Commands live in sibling modules, each exposing ``register(app)``, imported when one of their
+commands is used (:data:`COMMAND_MODULES`). The root command's ``main``
 (:class:`_RootGroup`, used by :func:`main` and by a ``typer.testing.CliRunner`` alike) turns every
 outcome into an exit code, and users never see a traceback for a deliberate error:
 
@@ -21,9 +22,10 @@ with :func:`~agent_kit.cli.run_options.door_settings` and hand it down.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Annotated, Any, Final
 
 import click
@@ -33,25 +35,10 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from agent_kit import __version__
-from agent_kit.cli import (
-    deploy,
-    dev,
-    doctor,
-    emulate,
-    eval,
-    export,
-    invoke,
-    job,
-    replay,
-    report,
-    run,
-    scaffold,
-    train,
-)
 from agent_kit.errors import AgentKitError
 from agent_kit.settings import Settings
 
-__all__ = ["EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
+__all__ = ["COMMAND_MODULES", "EXIT_INTERRUPTED", "PROG_NAME", "app", "main"]
 
 PROG_NAME: Final = "agent-kit"
 #: Exit code of a Ctrl-C (128 + SIGINT), as typer reports it.
@@ -95,21 +82,91 @@ def _click_error(exc: Any) -> int:
     return code
 
 
-def _flags_without_type(command: Any) -> None:
-    """Show every flag of ``command`` and its subcommands (``--version``, ``--help``, ``--json``
-    …) as a flag in the help: no ``<bool>`` type column (typer ≥ 0.29 prints one for a flag
-    without a metavar)."""
+def _flags_without_type(command: Any, *, subcommands: bool = True) -> None:
+    """Show every flag of ``command`` (and of its subcommands) (``--version``, ``--help``,
+    ``--json`` …) as a flag in the help: no ``<bool>`` type column (typer ≥ 0.29 prints one for a
+    flag without a metavar)."""
     context = _CLICK_MODULES[0].Context(command)
     help_option = command.get_help_option(context)  # cached by the command once made
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
-    for sub in getattr(command, "commands", {}).values():
-        _flags_without_type(sub)
+    if subcommands:
+        for sub in getattr(command, "commands", {}).values():
+            _flags_without_type(sub)
+
+
+#: Each command's module (``agent_kit.cli.<module>``, whose ``register(app)`` adds it), in the
+#: help's order. A module is imported when one of its commands runs or a listing (the help, a
+#: "did you mean") needs it: ``agent-kit run`` does not import what ``dev`` or ``replay`` needs
+#: (Strands, openai, boto3: a second and more of every start). tests/cli/test_cli_lazy.py holds
+#: this map to what the modules register.
+COMMAND_MODULES: Final = {
+    "emulate": "emulate",
+    "run": "run",
+    "dev": "dev",
+    "invoke": "invoke",
+    "eval": "eval",
+    "report": "report",
+    "new": "scaffold",
+    "templates": "scaffold",
+    "package": "deploy",
+    "deploy": "deploy",
+    "train": "train",
+    "replay": "replay",
+    "export": "export",
+    "job": "job",
+    "doctor": "doctor",
+}
+
+
+def _module_commands(module: str) -> dict[str, Any]:
+    """The click commands that ``agent_kit.cli.<module>`` registers, made as typer makes them."""
+    commands = typer.Typer(add_completion=False)
+
+    @commands.callback()
+    def _group() -> None:  # a callback makes typer build a group, even of one command
+        """The module's commands."""
+
+    importlib.import_module(f"agent_kit.cli.{module}").register(commands)
+    made: dict[str, Any] = dict(typer.main.get_command(commands).commands)  # type: ignore[attr-defined]
+    for command in made.values():
+        _flags_without_type(command)
+    return made
+
+
+class _Commands(MutableMapping[str, Any]):
+    """The root group's commands: those registered on :data:`app` itself (a test's), then the
+    :data:`COMMAND_MODULES`' ones, each module's made on its first lookup."""
+
+    def __init__(self, registered: MutableMapping[str, Any]) -> None:
+        self._made: dict[str, Any] = dict(registered)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._made and name in COMMAND_MODULES:
+            self._made.update(_module_commands(COMMAND_MODULES[name]))
+        return self._made[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._made[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*COMMAND_MODULES, *self._made]))
+
+    def __len__(self) -> int:
+        return len(set(COMMAND_MODULES) | set(self._made))
 
 
 class _RootGroup(TyperGroup):
-    """The ``agent-kit`` group; its :meth:`main` maps every outcome to an exit code."""
+    """The ``agent-kit`` group; its :meth:`main` maps every outcome to an exit code; its
+    commands are made on first use (:data:`COMMAND_MODULES`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _Commands(self.commands)
 
     def main(
         self,
@@ -121,7 +178,7 @@ class _RootGroup(TyperGroup):
         **extra: Any,
     ) -> Any:
         """Run the CLI; return the exit code (``standalone_mode=False``) or exit with it."""
-        _flags_without_type(self)
+        _flags_without_type(self, subcommands=False)  # each module's, as it is made
         try:
             value = super().main(
                 args=args,
@@ -186,25 +243,6 @@ def _root(
 ) -> None:
     del version  # handled by its eager callback
     ctx.obj = Settings.from_environ(os.environ, door="tooling")  # the one read (module doc)
-
-
-for _commands in (
-    emulate,
-    run,
-    dev,
-    invoke,
-    eval,
-    report,
-    replay,
-    export,
-    scaffold,
-    deploy,
-    job,
-    doctor,
-    train,
-):
-    _commands.register(app)
-del _commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:

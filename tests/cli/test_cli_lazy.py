@@ -1,0 +1,60 @@
+"""The root command makes a command from its module on first use (``COMMAND_MODULES``): the map
+names every command the modules register, in the help's order, and a command that needs neither
+Strands nor boto3 does not import them (nor torch) when it starts."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from agent_kit.cli import COMMAND_MODULES, app
+
+
+def _registered(module: str) -> list[str]:
+    """The names ``agent_kit.cli.<module>.register`` adds to an app."""
+    commands = typer.Typer()
+    importlib.import_module(f"agent_kit.cli.{module}").register(commands)
+    named = [c.name for c in commands.registered_commands]
+    return [*named, *(g.name for g in commands.registered_groups)]  # type: ignore[list-item]
+
+
+def test_the_map_names_every_command_its_module_registers() -> None:
+    """Every cli module's commands are in the map under that module, and nothing else is."""
+    modules = sorted(set(COMMAND_MODULES.values()))
+    registered = {name: module for module in modules for name in _registered(module)}
+    assert registered == COMMAND_MODULES
+    root = typer.main.get_command(app)
+    assert list(root.commands) == list(COMMAND_MODULES)  # type: ignore[attr-defined]
+
+
+HEAVY = ("strands", "openai", "boto3", "torch", "transformers", "mlflow")
+
+
+@pytest.mark.e2e
+def test_a_command_imports_only_its_own_module() -> None:
+    """In a fresh interpreter, the root command and the ``run``, ``report``, ``eval`` and
+    ``train`` commands are made without importing Strands, openai, boto3, torch, transformers
+    or MLflow (``dev`` and ``replay`` need Strands, and import it when they are made)."""
+    script = f"""
+import json, sys, typer
+from agent_kit.cli import app
+root = typer.main.get_command(app)
+seen = {{}}
+for name in ("run", "report", "eval", "train", "job", "doctor", "dev"):
+    root.commands[name]
+    seen[name] = sorted(m for m in {HEAVY!r} if m in sys.modules)
+print(json.dumps(seen))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    seen = json.loads(done.stdout)
+    assert {name: seen[name] for name in ("run", "report", "eval", "train", "job", "doctor")} == {
+        name: [] for name in ("run", "report", "eval", "train", "job", "doctor")
+    }
+    assert "strands" in seen["dev"]  # the check sees an import when there is one
