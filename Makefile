@@ -90,10 +90,12 @@ typecheck: $(TEST_STAMP)
 
 # --durations: the slowest tests, so the suite's cost is visible (docs/guide.md: "The two commands").
 # AGENT_KIT_UV_CACHE_DIR: uv's download cache for `agentcore package`, kept between runs.
-# -n: pytest-xdist workers, one per core by default (`make pytest WORKERS=0` runs in one process);
-# --dist loadfile keeps each test module on one worker, so a module-scoped fixture (a run made
-# once for the module) is still made once.
-WORKERS ?= auto
+# -n: pytest-xdist workers, one per core and one more: a worker often waits on an agent process
+# or a socket, and the extra one keeps the cores busy meanwhile (`make pytest WORKERS=0` runs in
+# one process); --dist loadfile keeps each test module on one worker, so a module-scoped fixture
+# (a run made once for the module) is still made once; tests/conftest.py hands out the files
+# with processes and sockets first.
+WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
 pytest: $(TEST_STAMP) $(BROWSER_STAMP) $(AGENTCORE_CLI_STAMP)
 	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) \
 	AGENT_KIT_AGENTCORE_CLI_DIR=$(abspath $(AGENTCORE_CLI)) \

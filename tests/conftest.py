@@ -250,6 +250,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         named = item.nodeid.startswith(E2E_TESTS)
         if module in E2E_MODULES or fixtures & SOCKET_FIXTURES or named:
             item.add_marker(pytest.mark.e2e)
+    _e2e_files_first(items)
+
+
+def _e2e_files_first(items: list[pytest.Item]) -> None:
+    """Order the files with an e2e test (processes, sockets: every slow test) before the
+    in-process ones, each group in collection order: ``make test``'s workers take whole files
+    in this order (``--dist loadfile``), so the last files handed out are short and a slow one
+    does not run alone at the end while the other workers idle."""
+    slow = {item.path for item in items if item.get_closest_marker("e2e") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: collection order within each
 
 
 class _RealIOInFastTest(AssertionError):
