@@ -100,13 +100,13 @@ pytest: $(TEST_STAMP) $(BROWSER_STAMP) $(AGENTCORE_CLI_STAMP)
 	AGENT_KIT_BROWSER_DIR=$(abspath $(BROWSER)) \
 	AGENT_KIT_AGENTCORE_CLI_DIR=$(abspath $(AGENTCORE_CLI)) \
 	AGENT_KIT_UV_CACHE_DIR=$(abspath $(VENV))/uv-cache \
-		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n $(WORKERS) --dist loadfile
+		$(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint typecheck pytest
 
 # The in-process suite (no sockets, no processes: a guard in tests/conftest.py enforces it).
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not e2e" -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/emulator_overhead.py

@@ -45,6 +45,7 @@ ORDER = (
     "wordle_step",
     "train_memory",
     "warm_tokens",
+    "suite_time",
 )
 
 
