@@ -141,23 +141,32 @@ class _Commands(MutableMapping[str, Any]):
 
     def __init__(self, registered: MutableMapping[str, Any]) -> None:
         self._made: dict[str, Any] = dict(registered)
+        self._removed: set[str] = set()  # module commands deleted before or after being made
 
     def __getitem__(self, name: str) -> Any:
+        if name in self._removed:
+            raise KeyError(name)
         if name not in self._made and name in COMMAND_MODULES:
-            self._made.update(_module_commands(COMMAND_MODULES[name]))
+            made = _module_commands(COMMAND_MODULES[name])
+            self._made.update({k: v for k, v in made.items() if k not in self._made})
         return self._made[name]
 
     def __setitem__(self, name: str, command: Any) -> None:
+        self._removed.discard(name)
         self._made[name] = command
 
     def __delitem__(self, name: str) -> None:
-        del self._made[name]
+        if name not in self:
+            raise KeyError(name)
+        self._made.pop(name, None)
+        self._removed.add(name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*COMMAND_MODULES, *self._made]))
+        names = dict.fromkeys([*COMMAND_MODULES, *self._made])
+        return iter([n for n in names if n not in self._removed])
 
     def __len__(self) -> int:
-        return len(set(COMMAND_MODULES) | set(self._made))
+        return len(list(iter(self)))
 
 
 class _RootGroup(TyperGroup):

@@ -8,6 +8,7 @@ import importlib
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import typer
@@ -58,3 +59,25 @@ print(json.dumps(seen))
         name: [] for name in ("run", "report", "eval", "train", "job", "doctor")
     }
     assert "strands" in seen["dev"]  # the check sees an import when there is one
+
+
+def test_the_commands_mapping_is_a_mapping() -> None:
+    """Deleting a command (made or not yet made) removes it from the listing, the lookup and
+    the count; setting one adds it back; an unknown name is a KeyError, as in a dict."""
+    root: Any = typer.main.get_command(app)
+    commands = root.commands
+    count = len(commands)
+    report = commands["report"]  # made
+    del commands["report"], commands["train"]  # "train" never made
+    assert "report" not in list(commands)
+    assert "train" not in list(commands)
+    assert len(commands) == count - 2
+    with pytest.raises(KeyError):
+        commands["train"]
+    commands["report"] = report
+    assert commands["report"] is report
+    assert len(commands) == count - 1
+    with pytest.raises(KeyError):
+        commands["no-such-command"]
+    with pytest.raises(KeyError):
+        del commands["no-such-command"]
