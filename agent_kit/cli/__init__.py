@@ -155,6 +155,10 @@ class _Commands(MutableMapping[str, Any]):
         self._removed.discard(name)
         self._made[name] = command
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a command, without making (importing) it."""
+        return name not in self._removed and (name in self._made or name in COMMAND_MODULES)
+
     def __delitem__(self, name: str) -> None:
         if name not in self:
             raise KeyError(name)
