@@ -20,7 +20,7 @@ import math
 import shutil
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +61,7 @@ class PromptFilter:
 
     def to_dict(self) -> dict[str, Any]:
         """train.json's ``prompt_filter``."""
-        return {
-            "prompts": self.prompts,
-            "plays": self.plays,
-            "always": self.always,
-            "never": self.never,
-            "kept": len(self.kept),
-        }
+        return {**asdict(self), "kept": len(self.kept)}
 
 
 def kept_prompts(successes: dict[int, list[bool]], plays: int) -> PromptFilter:

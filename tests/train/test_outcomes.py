@@ -151,6 +151,7 @@ def test_the_prompt_filter_keeps_the_prompts_solved_sometimes() -> None:
     assert verdict.kept == (2, 3)
     assert (verdict.always, verdict.never) == (1, 1)
     assert verdict.line().startswith("prompt filter: 2 of 4 prompts solved sometimes")
+    assert verdict.to_dict() == {"prompts": 4, "plays": 2, "always": 1, "never": 1, "kept": 2}
 
 
 def test_adapters_are_named_by_their_weights_and_stale_ones_are_warned_about() -> None:
